@@ -1,0 +1,34 @@
+"""``python -m scheduler_service [serve]`` serves gRPC; ``python -m scheduler_service migrate``
+brings the database to the newest schema."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from scheduler_service.settings import SchedulerSettings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scheduler_service", description=__doc__)
+    parser.add_argument("command", nargs="?", default="serve", choices=["serve", "migrate"])
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    settings = SchedulerSettings()
+    if args.command == "migrate":
+        from scheduler_service.migrate import migrate
+
+        asyncio.run(migrate(settings.database_url))
+        logging.getLogger("scheduler_service").info("database is at the newest schema")
+        return 0
+    from scheduler_service.api.server import serve
+
+    asyncio.run(serve(settings))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

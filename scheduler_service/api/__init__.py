@@ -1,0 +1,1 @@
+"""The gRPC adapter: servicers, the error-to-status mapping and the server."""

@@ -1,0 +1,77 @@
+"""The grpc.aio server: the three services, server reflection and grpc.health.v1."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Sequence
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from scheduler_service.api.servicers import AdminServicer, JobServicer, RuntimeServicer
+from scheduler_service.settings import SchedulerSettings
+from shared.gen.aijob.v1 import (
+    admin_service_pb2,
+    admin_service_pb2_grpc,
+    job_service_pb2,
+    job_service_pb2_grpc,
+    runtime_service_pb2,
+    runtime_service_pb2_grpc,
+)
+
+__all__ = ["SERVICE_NAMES", "build_server", "serve"]
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAMES: tuple[str, ...] = (
+    job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
+    admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
+    runtime_service_pb2.DESCRIPTOR.services_by_name["RuntimeService"].full_name,
+)
+
+
+def build_server(settings: SchedulerSettings) -> tuple[grpc.aio.Server, health.aio.HealthServicer, int]:
+    """A server bound to ``settings.listen`` with every service added; returns the bound port."""
+    server = grpc.aio.server()
+    job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(), server)
+    admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(), server)
+    runtime_service_pb2_grpc.add_RuntimeServiceServicer_to_server(RuntimeServicer(), server)
+
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+
+    reflected: Sequence[str] = (*SERVICE_NAMES, health.SERVICE_NAME)
+    if settings.reflection:
+        reflection.enable_server_reflection((*reflected, reflection.SERVICE_NAME), server)
+
+    port = server.add_insecure_port(settings.listen)
+    if port == 0:
+        raise OSError(f"cannot listen on {settings.listen}")
+    return server, health_servicer, port
+
+
+async def _set_serving(health_servicer: health.aio.HealthServicer, status: int) -> None:
+    for name in ("", *SERVICE_NAMES):
+        await health_servicer.set(name, status)
+
+
+async def serve(settings: SchedulerSettings) -> None:
+    """Serve until SIGTERM or SIGINT, then stop gracefully within ``shutdown_grace_s``."""
+    server, health_servicer, port = build_server(settings)
+    await server.start()
+    await _set_serving(health_servicer, health_pb2.HealthCheckResponse.SERVING)
+    log.info("scheduler serving", extra={"action": "serve", "listen": settings.listen, "port": port})
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+    log.info("scheduler stopping", extra={"action": "shutdown"})
+    # Load balancers and runtimes see NOT_SERVING first, then in-flight RPCs get the grace period.
+    await _set_serving(health_servicer, health_pb2.HealthCheckResponse.NOT_SERVING)
+    await server.stop(settings.shutdown_grace_s)

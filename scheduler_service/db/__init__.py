@@ -1,0 +1,1 @@
+"""SQL adapters: schema, engine, the database clock and the transaction retry wrapper."""

@@ -1,0 +1,54 @@
+"""The database clock: every deadline is computed and compared in SQL, never on the app's clock.
+
+``db_now()`` is the current UTC time of the database and ``db_now(offset_ms)`` a time relative to
+it, so ``lockUntil``, ``availableAt`` and the reaper's predicates agree across replicas whose clocks
+differ (reliability S8). MySQL/MariaDB and SQLite render it differently; values compare and read
+back the same on both.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Integer, bindparam
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
+
+from scheduler_service.db.models import Timestamp
+
+__all__ = ["db_now"]
+
+
+class db_now(FunctionElement[datetime]):  # noqa: N801 - reads as a SQL function
+    """UTC now of the database, plus ``offset_ms`` milliseconds (may be negative)."""
+
+    type = Timestamp
+    inherit_cache = True
+    name = "db_now"
+
+    def __init__(self, offset_ms: int = 0) -> None:
+        super().__init__(bindparam(None, int(offset_ms), type_=Integer, unique=True))
+
+
+def _offset(element: db_now, compiler: SQLCompiler, **kw: Any) -> str:
+    return str(compiler.process(element.clauses, **kw))
+
+
+@compiles(db_now, "mysql")
+@compiles(db_now, "mariadb")
+def _db_now_mysql(element: db_now, compiler: SQLCompiler, **kw: Any) -> str:
+    # Microsecond intervals keep fractional seconds; DATETIME(3) columns round them to ms.
+    return f"(UTC_TIMESTAMP(3) + INTERVAL ({_offset(element, compiler, **kw)} * 1000) MICROSECOND)"
+
+
+@compiles(db_now, "sqlite")
+def _db_now_sqlite(element: db_now, compiler: SQLCompiler, **kw: Any) -> str:
+    # SQLAlchemy stores SQLite datetimes as 'YYYY-MM-DD HH:MM:SS.ffffff'; strftime's %f gives
+    # milliseconds, so three zeros complete the microseconds and string comparison stays exact.
+    offset = _offset(element, compiler, **kw)
+    return (
+        "(strftime('%Y-%m-%d %H:%M:%f', 'now', "
+        f"printf('%+.3f seconds', ({offset}) / 1000.0)) || '000')"
+    )

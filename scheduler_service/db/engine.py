@@ -1,0 +1,46 @@
+"""Building the async engine for MySQL/MariaDB (asyncmy) or the embedded SQLite default."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+__all__ = ["create_engine", "is_sqlite"]
+
+
+def is_sqlite(url: str | URL) -> bool:
+    return make_url(url).get_backend_name() == "sqlite"
+
+
+def create_engine(url: str | URL, *, pool_size: int = 20) -> AsyncEngine:
+    """An engine with the session settings the lifecycle relies on.
+
+    MySQL runs at READ COMMITTED: every statement sees the latest commits and InnoDB takes fewer
+    gap locks on the insert-heavy job and outbox tables; correctness lives in the guarded UPDATEs
+    and unique keys, not in snapshots. SQLite runs in WAL mode with a busy timeout so readers and
+    the single writer do not fail each other.
+    """
+    parsed = make_url(url)
+    if is_sqlite(parsed):
+        engine = create_async_engine(parsed, connect_args={"timeout": 30})
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_async_engine(
+        parsed,
+        isolation_level="READ COMMITTED",
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+    )
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()

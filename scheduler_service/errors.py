@@ -1,0 +1,113 @@
+"""The scheduler's exceptions: one root, each carrying its public error code.
+
+    SchedulerError
+    ├── JobNotFoundError                 no such job (or not visible to the caller)
+    ├── InvalidRequestError              a request field is malformed
+    ├── DatabaseUnavailableError         the database cannot be reached; safe to retry
+    └── LifecycleError                   a lifecycle write did not apply
+        ├── IllegalTransitionError       the state machine has no such transition
+        ├── JobAlreadyTerminalError      the job is succeeded, failed or cancelled
+        ├── JobLockConflictError         the job is not (or not yet) available to lock
+        ├── JobNotActiveError            the job is not running
+        ├── JobNotCancellableError       the job can no longer be cancelled
+        └── LeaseLostError               the caller no longer holds the lease it names
+
+The gRPC layer maps these classes to status codes in one place (scheduler_service.api.status).
+Messages are written for users: no SQL, paths or stack traces.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from shared.error_codes import ErrorCode
+
+
+class SchedulerError(Exception):
+    """Root of every error the scheduler raises on purpose."""
+
+    code: ClassVar[ErrorCode] = ErrorCode.INTERNAL
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class JobNotFoundError(SchedulerError):
+    code = ErrorCode.JOB_NOT_FOUND
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"job {job_id!r} not found")
+        self.job_id = job_id
+
+
+class InvalidRequestError(SchedulerError):
+    code = ErrorCode.INVALID_ARGUMENT
+
+    def __init__(self, message: str, *, field: str = "", code: ErrorCode | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        if code is not None:
+            self.code = code  # type: ignore[misc]
+
+
+class DatabaseUnavailableError(SchedulerError):
+    code = ErrorCode.PLATFORM_UNAVAILABLE
+
+
+class LifecycleError(SchedulerError):
+    """A guarded lifecycle write matched no row; ``current`` is the state found afterwards."""
+
+    def __init__(self, job_id: str, message: str, current: str | None = None) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+        self.current = current
+
+
+class IllegalTransitionError(LifecycleError):
+    code = ErrorCode.ILLEGAL_TRANSITION
+
+    def __init__(self, job_id: str, source: str, target: str, reason: str = "") -> None:
+        message = f"job cannot go from {source} to {target}" + (f": {reason}" if reason else "")
+        super().__init__(job_id, message, current=source)
+        self.source = source
+        self.target = target
+
+
+class JobAlreadyTerminalError(LifecycleError):
+    code = ErrorCode.JOB_ALREADY_TERMINAL
+
+    def __init__(self, job_id: str, current: str) -> None:
+        super().__init__(job_id, f"job is already {current}", current=current)
+
+
+class JobLockConflictError(LifecycleError):
+    code = ErrorCode.JOB_ALREADY_LOCKED
+
+    def __init__(self, job_id: str, current: str, reason: str = "") -> None:
+        detail = reason or f"job is {current}, not queued"
+        super().__init__(job_id, f"job cannot be locked: {detail}", current=current)
+
+
+class JobNotActiveError(LifecycleError):
+    code = ErrorCode.JOB_NOT_RUNNING
+
+    def __init__(self, job_id: str, current: str) -> None:
+        super().__init__(job_id, f"job is {current}, not running", current=current)
+
+
+class JobNotCancellableError(LifecycleError):
+    code = ErrorCode.JOB_NOT_CANCELLABLE
+
+    def __init__(self, job_id: str, current: str) -> None:
+        super().__init__(job_id, f"job is {current} and can no longer be cancelled", current=current)
+
+
+class LeaseLostError(LifecycleError):
+    code = ErrorCode.LEASE_LOST
+
+    def __init__(self, job_id: str, attempt_no: int, current: str | None = None) -> None:
+        super().__init__(
+            job_id, f"lease on attempt {attempt_no} is no longer held by this runtime", current
+        )
+        self.attempt_no = attempt_no

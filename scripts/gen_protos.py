@@ -1,0 +1,80 @@
+"""Regenerate the protobuf/gRPC Python code and .pyi stubs under shared/gen from protos/.
+
+The one way generated code is produced. CI runs it with --check, which fails when the committed
+files differ from a fresh generation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from grpc_tools import protoc
+
+ROOT = Path(__file__).resolve().parent.parent
+PROTO_ROOT = ROOT / "protos"
+OUT = ROOT / "shared" / "gen"
+PACKAGE_PREFIX = "shared.gen."
+
+# protoc emits `from aijob.v1 import x_pb2`; inside our package it must be absolute.
+_IMPORT_RE = re.compile(r"^from aijob\.v1 import", re.MULTILINE)
+_PYI_IMPORT_RE = re.compile(r"^import aijob\.v1\.(\w+) as", re.MULTILINE)
+
+
+def generate(out: Path) -> None:
+    protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in PROTO_ROOT.rglob("*.proto"))
+    include = Path(protoc.__file__).parent / "_proto"
+    args = [
+        "grpc_tools.protoc",
+        f"-I{PROTO_ROOT}",
+        f"-I{include}",
+        f"--python_out={out}",
+        f"--pyi_out={out}",
+        f"--grpc_python_out={out}",
+        *protos,
+    ]
+    if protoc.main(args) != 0:
+        raise SystemExit("protoc failed")
+    for path in out.rglob("*.py*"):
+        text = path.read_text()
+        text = _IMPORT_RE.sub(f"from {PACKAGE_PREFIX}aijob.v1 import", text)
+        text = _PYI_IMPORT_RE.sub(rf"import {PACKAGE_PREFIX}aijob.v1.\1 as", text)
+        path.write_text(text)
+    for package in (out, out / "aijob", out / "aijob" / "v1"):
+        (package / "__init__.py").write_text('"""Generated code: run scripts/gen_protos.py."""\n')
+
+
+def _same_tree(a: Path, b: Path) -> bool:
+    cmp = filecmp.dircmp(a, b, ignore=["__pycache__"])
+    if cmp.left_only or cmp.right_only or cmp.diff_files or cmp.funny_files:
+        print(f"differs in {a}: {cmp.left_only + cmp.right_only + cmp.diff_files}", file=sys.stderr)
+        return False
+    return all(_same_tree(a / d, b / d) for d in cmp.common_dirs)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--check", action="store_true", help="fail if shared/gen is out of date")
+    opts = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = Path(tmp)
+        generate(fresh)
+        if opts.check:
+            if not OUT.exists() or not _same_tree(fresh, OUT):
+                print("shared/gen is stale: run `make proto` and commit", file=sys.stderr)
+                return 1
+            print("shared/gen is up to date")
+            return 0
+        shutil.rmtree(OUT, ignore_errors=True)
+        shutil.copytree(fresh, OUT)
+    print(f"generated into {OUT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

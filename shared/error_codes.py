@@ -1,0 +1,90 @@
+"""The public error-code catalogue (design §4, §5): each code with its retryable flag.
+
+Runtimes report failures with these codes; the scheduler decides retries from them. The API codes
+(JOB_NOT_FOUND, ...) travel to callers as ``google.rpc.ErrorInfo.reason`` in domain ``aijob.v1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+__all__ = ["ERROR_DOMAIN", "ErrorCode", "ErrorSpec", "is_retryable", "spec_of"]
+
+ERROR_DOMAIN = "aijob.v1"
+
+
+class ErrorCode(StrEnum):
+    # Execution errors reported by runtimes.
+    MODEL_TIMEOUT = "MODEL_TIMEOUT"
+    MODEL_RATE_LIMIT = "MODEL_RATE_LIMIT"
+    NETWORK_ERROR = "NETWORK_ERROR"
+    TEMPORARY_PROVIDER_ERROR = "TEMPORARY_PROVIDER_ERROR"
+    JOB_TIMEOUT = "JOB_TIMEOUT"
+    VALIDATION_FAILED = "VALIDATION_FAILED"
+    VALIDATION_UNPARSEABLE = "VALIDATION_UNPARSEABLE"
+    INTERNAL_ERROR = "INTERNAL_ERROR"
+    INVALID_SNAPSHOT = "INVALID_SNAPSHOT"
+    INVALID_SCHEMA = "INVALID_SCHEMA"
+    INVALID_CREDENTIAL = "INVALID_CREDENTIAL"
+    CREDENTIAL_NOT_FOUND = "CREDENTIAL_NOT_FOUND"
+    CONTENT_SAFETY_BLOCKED = "CONTENT_SAFETY_BLOCKED"
+    MODEL_CONTEXT_LENGTH_EXCEEDED = "MODEL_CONTEXT_LENGTH_EXCEEDED"
+    MODEL_OUTPUT_TRUNCATED = "MODEL_OUTPUT_TRUNCATED"
+    CANCELLED = "CANCELLED"
+    # Lifecycle outcomes decided by the scheduler.
+    JOB_EXPIRED = "JOB_EXPIRED"
+    LEASE_EXPIRED_ATTEMPTS_EXHAUSTED = "LEASE_EXPIRED_ATTEMPTS_EXHAUSTED"
+    # API errors answered to callers.
+    JOB_NOT_FOUND = "JOB_NOT_FOUND"
+    JOB_NOT_CANCELLABLE = "JOB_NOT_CANCELLABLE"
+    JOB_ALREADY_CANCELLED = "JOB_ALREADY_CANCELLED"
+    JOB_ALREADY_LOCKED = "JOB_ALREADY_LOCKED"
+    JOB_NOT_QUEUED = "JOB_NOT_QUEUED"
+    JOB_ALREADY_TERMINAL = "JOB_ALREADY_TERMINAL"
+    JOB_NOT_RUNNING = "JOB_NOT_RUNNING"
+    LEASE_LOST = "LEASE_LOST"
+    ILLEGAL_TRANSITION = "ILLEGAL_TRANSITION"
+    RESULT_ALREADY_EXISTS = "RESULT_ALREADY_EXISTS"
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    INVALID_PARAMS = "INVALID_PARAMS"
+    IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
+    TOO_MANY_JOBS = "TOO_MANY_JOBS"
+    QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
+    PLATFORM_UNAVAILABLE = "PLATFORM_UNAVAILABLE"
+    UNAUTHENTICATED = "UNAUTHENTICATED"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    INTERNAL = "INTERNAL"
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorSpec:
+    code: ErrorCode
+    retryable: bool
+    #: Attempts this code may use in total, when it is capped below the job's maxAttempts
+    #: (INTERNAL_* is retried once, design §4).
+    max_attempts: int | None = None
+
+
+_RETRYABLE = {
+    ErrorCode.MODEL_TIMEOUT,
+    ErrorCode.MODEL_RATE_LIMIT,
+    ErrorCode.NETWORK_ERROR,
+    ErrorCode.TEMPORARY_PROVIDER_ERROR,
+    ErrorCode.JOB_TIMEOUT,
+    ErrorCode.VALIDATION_FAILED,
+    ErrorCode.VALIDATION_UNPARSEABLE,
+}
+
+_SPECS: dict[ErrorCode, ErrorSpec] = {code: ErrorSpec(code, code in _RETRYABLE) for code in ErrorCode}
+_SPECS[ErrorCode.INTERNAL_ERROR] = ErrorSpec(ErrorCode.INTERNAL_ERROR, True, max_attempts=2)
+
+
+def spec_of(code: str) -> ErrorSpec:
+    """The catalogue entry for ``code``; unknown codes raise ``ValueError``."""
+    return _SPECS[ErrorCode(code)]
+
+
+def is_retryable(code: str) -> bool:
+    """Whether a failure with ``code`` may be retried at all."""
+    return spec_of(code).retryable

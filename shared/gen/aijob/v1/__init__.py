@@ -1,0 +1,1 @@
+"""Generated code: run scripts/gen_protos.py."""

@@ -1,0 +1,154 @@
+import datetime
+
+from shared.gen.aijob.v1 import types_pb2 as _types_pb2
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class PollRequest(_message.Message):
+    __slots__ = ("subscribe", "credit")
+    SUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
+    CREDIT_FIELD_NUMBER: _ClassVar[int]
+    subscribe: PollSubscribe
+    credit: PollCredit
+    def __init__(self, subscribe: _Optional[_Union[PollSubscribe, _Mapping]] = ..., credit: _Optional[_Union[PollCredit, _Mapping]] = ...) -> None: ...
+
+class PollSubscribe(_message.Message):
+    __slots__ = ("runtime_instance_id", "job_types", "slots")
+    RUNTIME_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_TYPES_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    runtime_instance_id: str
+    job_types: _containers.RepeatedScalarFieldContainer[str]
+    slots: int
+    def __init__(self, runtime_instance_id: _Optional[str] = ..., job_types: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ...) -> None: ...
+
+class PollCredit(_message.Message):
+    __slots__ = ("slots",)
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    slots: int
+    def __init__(self, slots: _Optional[int] = ...) -> None: ...
+
+class PollResponse(_message.Message):
+    __slots__ = ("lease", "cancel")
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    lease: _types_pb2.Lease
+    cancel: CancelNotice
+    def __init__(self, lease: _Optional[_Union[_types_pb2.Lease, _Mapping]] = ..., cancel: _Optional[_Union[CancelNotice, _Mapping]] = ...) -> None: ...
+
+class CancelNotice(_message.Message):
+    __slots__ = ("job_id", "attempt_no")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_NO_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    attempt_no: int
+    def __init__(self, job_id: _Optional[str] = ..., attempt_no: _Optional[int] = ...) -> None: ...
+
+class LockRequest(_message.Message):
+    __slots__ = ("job_id", "runtime_instance_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    runtime_instance_id: str
+    def __init__(self, job_id: _Optional[str] = ..., runtime_instance_id: _Optional[str] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("job_id", "attempt_no", "runtime_instance_id", "progress", "checkpoint")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_NO_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    attempt_no: int
+    runtime_instance_id: str
+    progress: int
+    checkpoint: bytes
+    def __init__(self, job_id: _Optional[str] = ..., attempt_no: _Optional[int] = ..., runtime_instance_id: _Optional[str] = ..., progress: _Optional[int] = ..., checkpoint: _Optional[bytes] = ...) -> None: ...
+
+class HeartbeatResponse(_message.Message):
+    __slots__ = ("lock_until", "cancel_requested")
+    LOCK_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    lock_until: _timestamp_pb2.Timestamp
+    cancel_requested: bool
+    def __init__(self, lock_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
+
+class SubmitResultRequest(_message.Message):
+    __slots__ = ("job_id", "attempt_no", "runtime_instance_id", "output_hash", "output_json", "usage")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_NO_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_HASH_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_JSON_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    attempt_no: int
+    runtime_instance_id: str
+    output_hash: str
+    output_json: str
+    usage: _types_pb2.Usage
+    def __init__(self, job_id: _Optional[str] = ..., attempt_no: _Optional[int] = ..., runtime_instance_id: _Optional[str] = ..., output_hash: _Optional[str] = ..., output_json: _Optional[str] = ..., usage: _Optional[_Union[_types_pb2.Usage, _Mapping]] = ...) -> None: ...
+
+class SubmitResultResponse(_message.Message):
+    __slots__ = ("result_idempotency_key", "duplicate")
+    RESULT_IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    result_idempotency_key: str
+    duplicate: bool
+    def __init__(self, result_idempotency_key: _Optional[str] = ..., duplicate: _Optional[bool] = ...) -> None: ...
+
+class SubmitFailureRequest(_message.Message):
+    __slots__ = ("job_id", "attempt_no", "runtime_instance_id", "error_code", "retryable", "public_error_message", "internal_error_message", "retry_after", "usage")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_NO_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    RETRYABLE_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    INTERNAL_ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    attempt_no: int
+    runtime_instance_id: str
+    error_code: str
+    retryable: bool
+    public_error_message: str
+    internal_error_message: str
+    retry_after: _duration_pb2.Duration
+    usage: _types_pb2.Usage
+    def __init__(self, job_id: _Optional[str] = ..., attempt_no: _Optional[int] = ..., runtime_instance_id: _Optional[str] = ..., error_code: _Optional[str] = ..., retryable: _Optional[bool] = ..., public_error_message: _Optional[str] = ..., internal_error_message: _Optional[str] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., usage: _Optional[_Union[_types_pb2.Usage, _Mapping]] = ...) -> None: ...
+
+class SubmitFailureResponse(_message.Message):
+    __slots__ = ("lifecycle_status", "next_attempt_at")
+    LIFECYCLE_STATUS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_ATTEMPT_AT_FIELD_NUMBER: _ClassVar[int]
+    lifecycle_status: str
+    next_attempt_at: _timestamp_pb2.Timestamp
+    def __init__(self, lifecycle_status: _Optional[str] = ..., next_attempt_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ResolveCredentialRequest(_message.Message):
+    __slots__ = ("job_id", "attempt_no", "runtime_instance_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_NO_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    attempt_no: int
+    runtime_instance_id: str
+    def __init__(self, job_id: _Optional[str] = ..., attempt_no: _Optional[int] = ..., runtime_instance_id: _Optional[str] = ...) -> None: ...
+
+class ResolveCredentialResponse(_message.Message):
+    __slots__ = ("api_key", "provider")
+    API_KEY_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    api_key: str
+    provider: str
+    def __init__(self, api_key: _Optional[str] = ..., provider: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,137 @@
+import datetime
+
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Job(_message.Message):
+    __slots__ = ("job_id", "job_type", "lifecycle_status", "queue_name", "priority", "progress", "attempt_count", "max_attempts", "user_id", "target_type", "target_id", "created_at", "started_at", "finished_at", "error_code", "public_error_message", "internal_error_message", "retried_from_job_id", "result", "cancel_requested_at", "available_at", "deadline_at")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    LIFECYCLE_STATUS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_NAME_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    INTERNAL_ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RETRIED_FROM_JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_AT_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_AT_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_AT_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    job_type: str
+    lifecycle_status: str
+    queue_name: str
+    priority: int
+    progress: int
+    attempt_count: int
+    max_attempts: int
+    user_id: str
+    target_type: str
+    target_id: str
+    created_at: _timestamp_pb2.Timestamp
+    started_at: _timestamp_pb2.Timestamp
+    finished_at: _timestamp_pb2.Timestamp
+    error_code: str
+    public_error_message: str
+    internal_error_message: str
+    retried_from_job_id: str
+    result: JobResult
+    cancel_requested_at: _timestamp_pb2.Timestamp
+    available_at: _timestamp_pb2.Timestamp
+    deadline_at: _timestamp_pb2.Timestamp
+    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lifecycle_status: _Optional[str] = ..., queue_name: _Optional[str] = ..., priority: _Optional[int] = ..., progress: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., user_id: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error_code: _Optional[str] = ..., public_error_message: _Optional[str] = ..., internal_error_message: _Optional[str] = ..., retried_from_job_id: _Optional[str] = ..., result: _Optional[_Union[JobResult, _Mapping]] = ..., cancel_requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., available_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadline_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class JobResult(_message.Message):
+    __slots__ = ("artifact_count", "artifacts", "output_hash")
+    ARTIFACT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_HASH_FIELD_NUMBER: _ClassVar[int]
+    artifact_count: int
+    artifacts: _containers.RepeatedCompositeFieldContainer[ArtifactRef]
+    output_hash: str
+    def __init__(self, artifact_count: _Optional[int] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., output_hash: _Optional[str] = ...) -> None: ...
+
+class ArtifactRef(_message.Message):
+    __slots__ = ("artifact_type", "artifact_id")
+    ARTIFACT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ARTIFACT_ID_FIELD_NUMBER: _ClassVar[int]
+    artifact_type: str
+    artifact_id: str
+    def __init__(self, artifact_type: _Optional[str] = ..., artifact_id: _Optional[str] = ...) -> None: ...
+
+class Usage(_message.Message):
+    __slots__ = ("model_name", "prompt_tokens", "completion_tokens", "latency_ms", "cost_micros")
+    MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    COST_MICROS_FIELD_NUMBER: _ClassVar[int]
+    model_name: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: int
+    cost_micros: int
+    def __init__(self, model_name: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., latency_ms: _Optional[int] = ..., cost_micros: _Optional[int] = ...) -> None: ...
+
+class Lease(_message.Message):
+    __slots__ = ("job_id", "job_type", "attempt_no", "lock_until", "timeout_ms", "snapshot", "params", "prompt_key", "prompt_version", "model_name", "credential_mode", "credential_id", "checkpoint", "output_schema_version")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_NO_FIELD_NUMBER: _ClassVar[int]
+    LOCK_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_KEY_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_MODE_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    job_type: str
+    attempt_no: int
+    lock_until: _timestamp_pb2.Timestamp
+    timeout_ms: int
+    snapshot: _struct_pb2.Struct
+    params: _struct_pb2.Struct
+    prompt_key: str
+    prompt_version: str
+    model_name: str
+    credential_mode: str
+    credential_id: str
+    checkpoint: bytes
+    output_schema_version: str
+    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., attempt_no: _Optional[int] = ..., lock_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., timeout_ms: _Optional[int] = ..., snapshot: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., prompt_key: _Optional[str] = ..., prompt_version: _Optional[str] = ..., model_name: _Optional[str] = ..., credential_mode: _Optional[str] = ..., credential_id: _Optional[str] = ..., checkpoint: _Optional[bytes] = ..., output_schema_version: _Optional[str] = ...) -> None: ...
+
+class JobEvent(_message.Message):
+    __slots__ = ("event_id", "event_type", "job_id", "job_type", "occurred_at")
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
+    event_id: str
+    event_type: str
+    job_id: str
+    job_type: str
+    occurred_at: _timestamp_pb2.Timestamp
+    def __init__(self, event_id: _Optional[str] = ..., event_type: _Optional[str] = ..., job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
