@@ -28,45 +28,46 @@ TABLE_OPTS = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_unicode_ci"}
 JOB = "AiAnalysisJob"
 
 # Columns added to the legacy table, in ADR-002 order, then the ones design §7 adds.
-NEW_JOB_COLUMNS: list[sa.Column[object]] = [
-    sa.Column("triggerType", sa.String(32), nullable=False, server_default="api"),
-    sa.Column("queueName", sa.String(64), nullable=False, server_default="ai-interactive"),
-    sa.Column("targetType", sa.String(32), nullable=True),
-    sa.Column("targetId", sa.String(255), nullable=True),
-    sa.Column("parentJobId", ID, nullable=True),
-    sa.Column("idempotencyKey", sa.String(255), nullable=True),
-    sa.Column("retriedFromJobId", sa.String(255), nullable=True),
-    sa.Column("lifecycleStatus", sa.String(32), nullable=False, server_default="queued"),
-    sa.Column("priority", sa.Integer, nullable=False, server_default="0"),
-    sa.Column("lockedBy", sa.String(100), nullable=True),
-    sa.Column("lockedAt", TS, nullable=True),
-    sa.Column("lockUntil", TS, nullable=True),
-    sa.Column("cancelRequestedAt", TS, nullable=True),
-    sa.Column("attemptCount", sa.Integer, nullable=False, server_default="0"),
-    sa.Column("maxAttempts", sa.Integer, nullable=False, server_default="3"),
-    sa.Column("timeoutMs", sa.Integer, nullable=False, server_default="120000"),
-    sa.Column("inputRef", sa.String(255), nullable=True),
-    sa.Column("inputSchemaVersion", sa.String(100), nullable=True),
-    sa.Column("snapshotId", sa.String(255), nullable=True),
-    sa.Column("promptKey", sa.String(128), nullable=True),
-    sa.Column("promptVersion", sa.String(100), nullable=True),
-    sa.Column("outputSchemaVersion", sa.String(100), nullable=True),
-    sa.Column("credentialMode", sa.String(32), nullable=False, server_default="platform_key"),
-    sa.Column("credentialId", sa.String(255), nullable=True),
-    sa.Column("modelTier", sa.String(32), nullable=False, server_default="primary"),
-    sa.Column("modelProvider", sa.String(32), nullable=False, server_default="deepseek"),
-    sa.Column("modelName", sa.String(64), nullable=False, server_default="deepseek-chat"),
-    sa.Column("errorCode", sa.String(100), nullable=True),
-    sa.Column("publicErrorMessage", sa.String(500), nullable=True),
-    sa.Column("outputHash", sa.String(255), nullable=True),
-    sa.Column("validatedOutput", sa.JSON, nullable=True),
-    sa.Column("availableAt", TS, nullable=True),
-    sa.Column("deadlineAt", TS, nullable=True),
-    sa.Column("lastHeartbeatAt", TS, nullable=True),
-    sa.Column("checkpoint", BLOB, nullable=True),
-    sa.Column("requestHash", sa.String(64), nullable=True),
-    sa.Column("resultIdempotencyKey", sa.String(255), nullable=True),
-]
+def _new_job_columns() -> list[sa.Column[object]]:
+    return [
+        sa.Column("triggerType", sa.String(32), nullable=False, server_default="api"),
+        sa.Column("queueName", sa.String(64), nullable=False, server_default="ai-interactive"),
+        sa.Column("targetType", sa.String(32), nullable=True),
+        sa.Column("targetId", sa.String(255), nullable=True),
+        sa.Column("parentJobId", ID, nullable=True),
+        sa.Column("idempotencyKey", sa.String(255), nullable=True),
+        sa.Column("retriedFromJobId", sa.String(255), nullable=True),
+        sa.Column("lifecycleStatus", sa.String(32), nullable=False, server_default="queued"),
+        sa.Column("priority", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("lockedBy", sa.String(100), nullable=True),
+        sa.Column("lockedAt", TS, nullable=True),
+        sa.Column("lockUntil", TS, nullable=True),
+        sa.Column("cancelRequestedAt", TS, nullable=True),
+        sa.Column("attemptCount", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("maxAttempts", sa.Integer, nullable=False, server_default="3"),
+        sa.Column("timeoutMs", sa.Integer, nullable=False, server_default="120000"),
+        sa.Column("inputRef", sa.String(255), nullable=True),
+        sa.Column("inputSchemaVersion", sa.String(100), nullable=True),
+        sa.Column("snapshotId", sa.String(255), nullable=True),
+        sa.Column("promptKey", sa.String(128), nullable=True),
+        sa.Column("promptVersion", sa.String(100), nullable=True),
+        sa.Column("outputSchemaVersion", sa.String(100), nullable=True),
+        sa.Column("credentialMode", sa.String(32), nullable=False, server_default="platform_key"),
+        sa.Column("credentialId", sa.String(255), nullable=True),
+        sa.Column("modelTier", sa.String(32), nullable=False, server_default="primary"),
+        sa.Column("modelProvider", sa.String(32), nullable=False, server_default="deepseek"),
+        sa.Column("modelName", sa.String(64), nullable=False, server_default="deepseek-chat"),
+        sa.Column("errorCode", sa.String(100), nullable=True),
+        sa.Column("publicErrorMessage", sa.String(500), nullable=True),
+        sa.Column("outputHash", sa.String(255), nullable=True),
+        sa.Column("validatedOutput", sa.JSON, nullable=True),
+        sa.Column("availableAt", TS, nullable=True),
+        sa.Column("deadlineAt", TS, nullable=True),
+        sa.Column("lastHeartbeatAt", TS, nullable=True),
+        sa.Column("checkpoint", BLOB, nullable=True),
+        sa.Column("requestHash", sa.String(64), nullable=True),
+        sa.Column("resultIdempotencyKey", sa.String(255), nullable=True),
+    ]
 
 RENAMES = {"completedAt": ("finishedAt", TS), "errorMessage": ("internalErrorMessage", sa.Text())}
 
@@ -122,13 +123,12 @@ def _expand_job_table() -> None:
         for old, (new, type_) in RENAMES.items():
             if old in existing and new not in existing:
                 batch.alter_column(old, new_column_name=new, existing_type=type_, existing_nullable=True)
-        if _is_mysql():
-            batch.alter_column(
-                "jobType", type_=sa.String(64), existing_type=sa.String(32), existing_nullable=False
-            )
-        for column in NEW_JOB_COLUMNS:
+        batch.alter_column(
+            "jobType", type_=sa.String(64), existing_type=sa.String(32), existing_nullable=False
+        )
+        for column in _new_job_columns():
             if column.name not in existing:
-                batch.add_column(column.copy())
+                batch.add_column(column)
         if "fk_AiAnalysisJob_parentJobId" not in fks:
             batch.create_foreign_key(
                 "fk_AiAnalysisJob_parentJobId", JOB, ["parentJobId"], ["id"], ondelete="SET NULL"

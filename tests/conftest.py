@@ -1,0 +1,107 @@
+"""Shared fixtures: databases (SQLite files and throwaway MariaDB databases) and migrated engines.
+
+MySQL tests use AIJOB_TEST_MYSQL_URL (default: the local MariaDB's `test` database). Each test
+database is created fresh under a random name and dropped afterwards. Where no MySQL answers, MySQL
+tests skip with the reason, unless AIJOB_REQUIRE_MYSQL=1 (CI), where they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from scheduler_service.db.engine import create_engine
+from scheduler_service.migrate import migrate
+from tests import lifecycle_guard
+
+DEFAULT_MYSQL_URL = "mysql+asyncmy://root@127.0.0.1:3306/test"
+MYSQL_URL = os.environ.get("AIJOB_TEST_MYSQL_URL", DEFAULT_MYSQL_URL)
+REQUIRE_MYSQL = os.environ.get("AIJOB_REQUIRE_MYSQL") == "1"
+
+DatabaseFactory = Callable[[], Awaitable[str]]
+
+lifecycle_guard.install()
+
+
+@pytest.fixture(scope="session")
+async def mysql_server_url() -> str:
+    """The admin URL of a reachable MySQL, or a skip (a failure when MySQL is required)."""
+    engine = create_engine(MYSQL_URL, pool_size=1)
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+    except Exception as exc:
+        reason = f"MySQL at {make_url(MYSQL_URL).render_as_string()} unreachable: {exc!r}"
+        if REQUIRE_MYSQL:
+            pytest.fail(f"{reason} (AIJOB_REQUIRE_MYSQL=1)")
+        pytest.skip(reason)
+    finally:
+        await engine.dispose()
+    return MYSQL_URL
+
+
+@pytest.fixture
+async def mysql_database(mysql_server_url: str) -> AsyncIterator[DatabaseFactory]:
+    """A factory of empty MySQL databases, dropped at the end of the test."""
+    admin = create_engine(mysql_server_url, pool_size=1)
+    created: list[str] = []
+
+    async def make() -> str:
+        name = f"aijob_t_{uuid.uuid4().hex[:12]}"
+        async with admin.begin() as conn:
+            await conn.execute(
+                text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
+            )
+        created.append(name)
+        return make_url(mysql_server_url).set(database=name).render_as_string(hide_password=False)
+
+    yield make
+    async with admin.begin() as conn:
+        for name in created:
+            await conn.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
+    await admin.dispose()
+
+
+@pytest.fixture
+def sqlite_database(tmp_path: Path) -> DatabaseFactory:
+    counter = iter(range(1_000))
+
+    async def make() -> str:
+        return f"sqlite+aiosqlite:///{tmp_path}/aijob-{next(counter)}.db"
+
+    return make
+
+
+@pytest.fixture(params=["sqlite", pytest.param("mysql", marks=pytest.mark.mysql)])
+def database(request: pytest.FixtureRequest) -> DatabaseFactory:
+    """Empty databases of each kind the repository must work on."""
+    fixture_name = "sqlite_database" if request.param == "sqlite" else "mysql_database"
+    factory: DatabaseFactory = request.getfixturevalue(fixture_name)
+    return factory
+
+
+@pytest.fixture
+async def engine(database: DatabaseFactory) -> AsyncIterator[AsyncEngine]:
+    """An engine on a freshly migrated database of each kind."""
+    url = await database()
+    await migrate(url)
+    eng = create_engine(url, pool_size=25)
+    yield eng
+    await eng.dispose()
+
+
+@pytest.fixture
+async def mysql_engine(mysql_database: DatabaseFactory) -> AsyncIterator[AsyncEngine]:
+    """An engine on a freshly migrated MySQL database, with room for racing connections."""
+    url = await mysql_database()
+    await migrate(url)
+    eng = create_engine(url, pool_size=25)
+    yield eng
+    await eng.dispose()

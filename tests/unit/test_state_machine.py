@@ -1,0 +1,148 @@
+"""The pure state machine: every legal transition, every illegal one, and random sequences."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scheduler_service.errors import (
+    IllegalTransitionError,
+    JobAlreadyTerminalError,
+    JobLockConflictError,
+    JobNotActiveError,
+    JobNotCancellableError,
+    LifecycleError,
+)
+from scheduler_service.lifecycle.state_machine import (
+    LEGACY_STATUS_OF,
+    LIFECYCLE_OF_LEGACY,
+    TERMINAL,
+    TRANSITIONS,
+    LifecycleStatus,
+    Operation,
+    can_transition,
+    check,
+    legacy_status_of,
+    lifecycle_of_legacy,
+    parse_status,
+    sources_of,
+)
+
+S = LifecycleStatus
+
+EXPECTED_TRANSITIONS = {
+    (S.QUEUED, S.RUNNING),
+    (S.QUEUED, S.CANCELLED),
+    (S.QUEUED, S.FAILED),
+    (S.RUNNING, S.SUCCEEDED),
+    (S.RUNNING, S.FAILED),
+    (S.RUNNING, S.QUEUED),
+    (S.RUNNING, S.CANCELLED),
+}
+
+
+def test_transition_table_is_the_designs() -> None:
+    assert {(t.source, t.target) for t in TRANSITIONS} == EXPECTED_TRANSITIONS
+    assert TERMINAL == {S.SUCCEEDED, S.FAILED, S.CANCELLED}
+
+
+@pytest.mark.parametrize("transition", TRANSITIONS, ids=lambda t: f"{t.source}-{t.operation}")
+def test_every_legal_transition_is_accepted(transition: object) -> None:
+    from scheduler_service.lifecycle.state_machine import Transition
+
+    assert isinstance(transition, Transition)
+    assert check("j", transition.source, transition.operation) is transition.target
+    assert can_transition(transition.source, transition.target)
+
+
+ILLEGAL = [
+    (status, op)
+    for status, op in itertools.product(LifecycleStatus, Operation)
+    if status not in sources_of(op)
+]
+
+
+@pytest.mark.parametrize(("status", "operation"), ILLEGAL, ids=lambda v: str(v))
+def test_every_illegal_transition_is_rejected_with_a_typed_error(
+    status: LifecycleStatus, operation: Operation
+) -> None:
+    with pytest.raises(LifecycleError) as caught:
+        check("job-1", status, operation)
+    err = caught.value
+    assert err.job_id == "job-1"
+    assert err.current == status
+    if operation is Operation.CANCEL:
+        assert isinstance(err, JobNotCancellableError)
+    elif status in TERMINAL:
+        assert isinstance(err, JobAlreadyTerminalError)
+    elif operation is Operation.LOCK:
+        assert isinstance(err, JobLockConflictError)
+    elif sources_of(operation) == {S.RUNNING}:
+        assert isinstance(err, JobNotActiveError)
+    else:
+        assert isinstance(err, IllegalTransitionError)
+
+
+def test_illegal_pairs_not_in_table() -> None:
+    for source, target in itertools.product(LifecycleStatus, LifecycleStatus):
+        assert can_transition(source, target) == ((source, target) in EXPECTED_TRANSITIONS)
+
+
+@pytest.mark.parametrize("status", sorted(TERMINAL))
+def test_terminal_states_have_no_way_out(status: LifecycleStatus) -> None:
+    assert not any(t.source is status for t in TRANSITIONS)
+    for op in Operation:
+        with pytest.raises(LifecycleError):
+            check("j", status, op)
+
+
+def test_legacy_status_maps_both_ways() -> None:
+    assert LEGACY_STATUS_OF == {
+        S.QUEUED: "pending",
+        S.RUNNING: "processing",
+        S.SUCCEEDED: "completed",
+        S.FAILED: "failed",
+        S.CANCELLED: "failed",
+    }
+    assert LIFECYCLE_OF_LEGACY == {
+        "pending": S.QUEUED,
+        "processing": S.RUNNING,
+        "completed": S.SUCCEEDED,
+        "failed": S.FAILED,
+        "cancelled": S.CANCELLED,
+        "cancel_requested": S.CANCELLED,
+    }
+    # Every state except cancelled (legacy has none) round-trips through the legacy column.
+    for status in LifecycleStatus:
+        if status is not S.CANCELLED:
+            assert lifecycle_of_legacy(legacy_status_of(status)) is status
+    with pytest.raises(ValueError):
+        lifecycle_of_legacy("expired")
+
+
+def test_parse_status_rejects_unknown_values() -> None:
+    assert parse_status("queued") is S.QUEUED
+    for bad in ("locked", "pending", "", "QUEUED"):
+        with pytest.raises(ValueError):
+            parse_status(bad)
+
+
+@given(st.lists(st.sampled_from(list(Operation)), max_size=40))
+def test_random_sequences_follow_the_table(operations: list[Operation]) -> None:
+    """Applying any sequence: accepted steps are table entries, rejected ones change nothing,
+    and once terminal every further step is rejected."""
+    status = S.QUEUED
+    for op in operations:
+        before = status
+        try:
+            status = check("j", status, op)
+        except LifecycleError as err:
+            assert status is before
+            assert err.current == before
+            assert before not in sources_of(op)
+        else:
+            assert (before, status) in EXPECTED_TRANSITIONS
+            assert before not in TERMINAL
