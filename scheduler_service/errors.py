@@ -100,7 +100,9 @@ class JobNotCancellableError(LifecycleError):
     code = ErrorCode.JOB_NOT_CANCELLABLE
 
     def __init__(self, job_id: str, current: str) -> None:
-        super().__init__(job_id, f"job is {current} and can no longer be cancelled", current=current)
+        super().__init__(
+            job_id, f"job is {current} and can no longer be cancelled", current=current
+        )
 
 
 class LeaseLostError(LifecycleError):

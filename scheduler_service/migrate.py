@@ -12,12 +12,18 @@ from scheduler_service.db.engine import create_engine
 
 __all__ = ["alembic_config", "migrate"]
 
-_ROOT = Path(__file__).resolve().parent.parent
+def _migrations_dir() -> Path:
+    # Beside the package in a checkout or editable install; in the working directory otherwise
+    # (the container image copies migrations/ into its WORKDIR).
+    for root in (Path(__file__).resolve().parent.parent, Path.cwd()):
+        if (root / "migrations" / "env.py").is_file():
+            return root / "migrations"
+    raise FileNotFoundError("migrations/ not found beside the package or in the working directory")
 
 
 def alembic_config() -> Config:
-    config = Config(str(_ROOT / "alembic.ini"))
-    config.set_main_option("script_location", str(_ROOT / "migrations"))
+    config = Config()
+    config.set_main_option("script_location", str(_migrations_dir()))
     return config
 
 

@@ -26,6 +26,13 @@ _IMPORT_RE = re.compile(r"^from aijob\.v1 import", re.MULTILINE)
 _PYI_IMPORT_RE = re.compile(r"^import aijob\.v1\.(\w+) as", re.MULTILINE)
 
 
+def _plugin(name: str) -> str:
+    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    if found is None:
+        raise SystemExit(f"{name} not found: pip install -e '.[dev]'")
+    return found
+
+
 def generate(out: Path) -> None:
     protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in PROTO_ROOT.rglob("*.proto"))
     include = Path(protoc.__file__).parent / "_proto"
@@ -36,6 +43,8 @@ def generate(out: Path) -> None:
         f"--python_out={out}",
         f"--pyi_out={out}",
         f"--grpc_python_out={out}",
+        f"--plugin=protoc-gen-mypy_grpc={_plugin('protoc-gen-mypy_grpc')}",
+        f"--mypy_grpc_out={out}",
         *protos,
     ]
     if protoc.main(args) != 0:

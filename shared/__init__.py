@@ -1,1 +1,1 @@
-"""Code both services share: generated protobuf code, canonical JSON hashing and the error catalogue."""
+"""Code both services share: generated protobuf code, canonical JSON hashing, error catalogue."""

@@ -76,7 +76,9 @@ _RETRYABLE = {
     ErrorCode.VALIDATION_UNPARSEABLE,
 }
 
-_SPECS: dict[ErrorCode, ErrorSpec] = {code: ErrorSpec(code, code in _RETRYABLE) for code in ErrorCode}
+_SPECS: dict[ErrorCode, ErrorSpec] = {
+    code: ErrorSpec(code, code in _RETRYABLE) for code in ErrorCode
+}
 _SPECS[ErrorCode.INTERNAL_ERROR] = ErrorSpec(ErrorCode.INTERNAL_ERROR, True, max_attempts=2)
 
 

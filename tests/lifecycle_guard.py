@@ -11,7 +11,6 @@ from types import FrameType
 from typing import Any
 
 import greenlet
-
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
@@ -28,7 +27,8 @@ class LifecycleWriteOutsideRepository(AssertionError):
 
 
 def _writes_lifecycle_status(statement: str) -> bool:
-    return bool(_WRITE.match(statement)) and "lifecycleStatus" in statement.split("WHERE")[0]
+    assignments = statement.split("WHERE", maxsplit=1)[0]
+    return bool(_WRITE.match(statement)) and "lifecycleStatus" in assignments
 
 
 def _stacks() -> Iterator[FrameType | None]:
@@ -42,7 +42,8 @@ def _stacks() -> Iterator[FrameType | None]:
 
 
 def _issued_by_allowed_writer() -> bool:
-    for frame in _stacks():
+    for top in _stacks():
+        frame = top
         while frame is not None:
             if frame.f_code.co_filename.startswith(ALLOWED_WRITERS):
                 return True

@@ -27,7 +27,9 @@ def upgrade() -> None:
     bind = op.get_bind()
     if sa.inspect(bind).has_table("AiAnalysisJob"):
         return
-    now = "CURRENT_TIMESTAMP(3)" if bind.dialect.name in ("mysql", "mariadb") else "CURRENT_TIMESTAMP"
+    now = (
+        "CURRENT_TIMESTAMP(3)" if bind.dialect.name in ("mysql", "mariadb") else "CURRENT_TIMESTAMP"
+    )
     op.create_table(
         "AiAnalysisJob",
         sa.Column("id", sa.String(191), primary_key=True),

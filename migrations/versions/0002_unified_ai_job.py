@@ -27,6 +27,7 @@ ID = sa.String(191)
 TABLE_OPTS = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_unicode_ci"}
 JOB = "AiAnalysisJob"
 
+
 # Columns added to the legacy table, in ADR-002 order, then the ones design §7 adds.
 def _new_job_columns() -> list[sa.Column[object]]:
     return [
@@ -69,12 +70,17 @@ def _new_job_columns() -> list[sa.Column[object]]:
         sa.Column("resultIdempotencyKey", sa.String(255), nullable=True),
     ]
 
+
 RENAMES = {"completedAt": ("finishedAt", TS), "errorMessage": ("internalErrorMessage", sa.Text())}
 
 JOB_INDEXES: list[tuple[str, list[str], bool]] = [
     ("idx_userId_jobType_createdAt", ["userId", "jobType", "createdAt"], False),
     ("idx_lifecycleStatus_createdAt", ["lifecycleStatus", "createdAt"], False),
-    ("idx_queueName_lifecycleStatus_createdAt", ["queueName", "lifecycleStatus", "createdAt"], False),
+    (
+        "idx_queueName_lifecycleStatus_createdAt",
+        ["queueName", "lifecycleStatus", "createdAt"],
+        False,
+    ),
     ("idx_targetType_targetId", ["targetType", "targetId"], False),
     ("idx_parentJobId", ["parentJobId"], False),
     ("idx_userId_jobType_idempotencyKey", ["userId", "jobType", "idempotencyKey"], True),
@@ -122,7 +128,9 @@ def _expand_job_table() -> None:
     with op.batch_alter_table(JOB) as batch:
         for old, (new, type_) in RENAMES.items():
             if old in existing and new not in existing:
-                batch.alter_column(old, new_column_name=new, existing_type=type_, existing_nullable=True)
+                batch.alter_column(
+                    old, new_column_name=new, existing_type=type_, existing_nullable=True
+                )
         batch.alter_column(
             "jobType", type_=sa.String(64), existing_type=sa.String(32), existing_nullable=False
         )

@@ -8,6 +8,7 @@ import signal
 from collections.abc import Sequence
 
 import grpc
+from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -33,14 +34,16 @@ SERVICE_NAMES: tuple[str, ...] = (
 )
 
 
-def build_server(settings: SchedulerSettings) -> tuple[grpc.aio.Server, health.aio.HealthServicer, int]:
+def build_server(
+    settings: SchedulerSettings,
+) -> tuple[grpc.aio.Server, health_aio.HealthServicer, int]:
     """A server bound to ``settings.listen`` with every service added; returns the bound port."""
     server = grpc.aio.server()
     job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(), server)
     admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(), server)
     runtime_service_pb2_grpc.add_RuntimeServiceServicer_to_server(RuntimeServicer(), server)
 
-    health_servicer = health.aio.HealthServicer()
+    health_servicer = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
 
     reflected: Sequence[str] = (*SERVICE_NAMES, health.SERVICE_NAME)
@@ -53,7 +56,7 @@ def build_server(settings: SchedulerSettings) -> tuple[grpc.aio.Server, health.a
     return server, health_servicer, port
 
 
-async def _set_serving(health_servicer: health.aio.HealthServicer, status: int) -> None:
+async def _set_serving(health_servicer: health_aio.HealthServicer, status: int) -> None:
     for name in ("", *SERVICE_NAMES):
         await health_servicer.set(name, status)
 
@@ -63,7 +66,9 @@ async def serve(settings: SchedulerSettings) -> None:
     server, health_servicer, port = build_server(settings)
     await server.start()
     await _set_serving(health_servicer, health_pb2.HealthCheckResponse.SERVING)
-    log.info("scheduler serving", extra={"action": "serve", "listen": settings.listen, "port": port})
+    log.info(
+        "scheduler serving", extra={"action": "serve", "listen": settings.listen, "port": port}
+    )
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

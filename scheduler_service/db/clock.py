@@ -21,7 +21,7 @@ from scheduler_service.db.models import Timestamp
 __all__ = ["db_now"]
 
 
-class db_now(FunctionElement[datetime]):  # noqa: N801 - reads as a SQL function
+class db_now(FunctionElement[datetime]):
     """UTC now of the database, plus ``offset_ms`` milliseconds (may be negative)."""
 
     type = Timestamp

@@ -4,7 +4,8 @@ Table and column names are the seeds' camelCase names, so existing data and tool
 the job table keeps its physical name ``AiAnalysisJob`` (model ``AiJob``). Attribute names equal
 column names on purpose: a grep for ``lifecycleStatus`` finds every use.
 
-The migrations in ``migrations/`` build exactly this schema; tests/test_schema_agreement.py checks it.
+The migrations in ``migrations/`` build exactly this schema; tests/db/test_migrations.py checks
+that they agree.
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ MYSQL_TABLE_ARGS: dict[str, Any] = {
 ID = String(191)
 
 
-
 class Base(DeclarativeBase):
     pass
 
@@ -55,10 +55,14 @@ class AiJob(Base):
         Index("AiAnalysisJob_userId_idx", "userId"),
         Index("idx_userId_jobType_createdAt", "userId", "jobType", "createdAt"),
         Index("idx_lifecycleStatus_createdAt", "lifecycleStatus", "createdAt"),
-        Index("idx_queueName_lifecycleStatus_createdAt", "queueName", "lifecycleStatus", "createdAt"),
+        Index(
+            "idx_queueName_lifecycleStatus_createdAt", "queueName", "lifecycleStatus", "createdAt"
+        ),
         Index("idx_targetType_targetId", "targetType", "targetId"),
         Index("idx_parentJobId", "parentJobId"),
-        Index("idx_userId_jobType_idempotencyKey", "userId", "jobType", "idempotencyKey", unique=True),
+        Index(
+            "idx_userId_jobType_idempotencyKey", "userId", "jobType", "idempotencyKey", unique=True
+        ),
         # The dispatch query: queued jobs by priority, then age (reliability S15).
         Index("idx_dispatch", "lifecycleStatus", "priority", "createdAt", "id"),
         # The reaper: running jobs by lease deadline.
@@ -67,7 +71,8 @@ class AiJob(Base):
         MYSQL_TABLE_ARGS,
     )
 
-    # The legacy 13 columns (two renamed: completedAt -> finishedAt, errorMessage -> internalErrorMessage).
+    # The legacy 13 columns; two renamed (completedAt -> finishedAt,
+    # errorMessage -> internalErrorMessage).
     id: Mapped[str] = mapped_column(ID, primary_key=True)
     userId: Mapped[str] = mapped_column(String(191))
     sessionId: Mapped[str | None] = mapped_column(String(191))
@@ -157,7 +162,9 @@ class AiJobArtifact(Base):
 
     __tablename__ = "AiJobArtifact"
     __table_args__ = (
-        UniqueConstraint("jobId", "artifactType", "artifactId", name="uq_AiJobArtifact_job_type_id"),
+        UniqueConstraint(
+            "jobId", "artifactType", "artifactId", name="uq_AiJobArtifact_job_type_id"
+        ),
         MYSQL_TABLE_ARGS,
     )
 
@@ -247,7 +254,6 @@ class UserModelCredential(Base):
     createdAt: Mapped[datetime] = mapped_column(Timestamp)
     updatedAt: Mapped[datetime] = mapped_column(Timestamp)
     revokedAt: Mapped[datetime | None] = mapped_column(Timestamp)
-
 
 
 def _output_table_args(name: str) -> tuple[Any, ...]:

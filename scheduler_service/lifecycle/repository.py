@@ -19,9 +19,9 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
-from sqlalchemy import ColumnElement, and_, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, Table, and_, func, insert, or_, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -62,7 +62,7 @@ __all__ = [
 T = TypeVar("T")
 CancelOutcome = Literal["cancelled", "cancel_requested"]
 
-_job = AiJob.__table__
+_job = cast(Table, AiJob.__table__)
 _c = _job.c
 
 #: Bytes of heartbeat checkpoint kept for the next attempt.
@@ -232,7 +232,11 @@ class LifecycleRepository:
         return None if row is None else JobRecord.from_row(row)
 
     async def _guarded_update(
-        self, conn: AsyncConnection, job_id: str, guard: Sequence[ColumnElement[bool]], values: dict[str, Any]
+        self,
+        conn: AsyncConnection,
+        job_id: str,
+        guard: Sequence[ColumnElement[bool]],
+        values: dict[str, Any],
     ) -> bool:
         result = await conn.execute(update(_job).where(_c.id == job_id, *guard).values(values))
         # MySQL dialects connect with CLIENT_FOUND_ROWS, so this counts matched rows, not changed
@@ -274,7 +278,7 @@ class LifecycleRepository:
     # -- create -----------------------------------------------------------------------------
 
     async def create(self, conn: AsyncConnection, job: NewJob) -> None:
-        """Insert ``job`` as queued, inside the caller's transaction (with its snapshot and outbox)."""
+        """Insert ``job`` as queued, inside the caller's transaction (with snapshot and outbox)."""
         queued = LifecycleStatus.QUEUED
         await conn.execute(
             insert(_job).values(
@@ -324,13 +328,17 @@ class LifecycleRepository:
                 _c.availableAt <= now,
                 or_(_c.deadlineAt.is_(None), _c.deadlineAt > now),
             ]
-            if await self._guarded_update(conn, job_id, guard, self._lock_values(runtime_instance_id)):
+            if await self._guarded_update(
+                conn, job_id, guard, self._lock_values(runtime_instance_id)
+            ):
                 return await self._lease_of(conn, job_id, runtime_instance_id)
             job = await self._read(conn, job_id)
             if job is None:
                 raise JobNotFoundError(job_id)
             if job.lifecycleStatus is LifecycleStatus.QUEUED:
-                reason = "its deadline has passed" if job.deadlineAt else "it is waiting for a retry"
+                reason = (
+                    "its deadline has passed" if job.deadlineAt else "it is waiting for a retry"
+                )
                 raise JobLockConflictError(job_id, job.lifecycleStatus, reason)
             raise rejection(job_id, job.lifecycleStatus, Operation.LOCK)
 
@@ -347,7 +355,9 @@ class LifecycleRepository:
             "attemptCount": _c.attemptCount + 1,
         }
 
-    async def _lease_of(self, conn: AsyncConnection, job_id: str, runtime_instance_id: str) -> LeaseGrant:
+    async def _lease_of(
+        self, conn: AsyncConnection, job_id: str, runtime_instance_id: str
+    ) -> LeaseGrant:
         row = (
             await conn.execute(
                 select(_c.attemptCount, _c.lockUntil, _c.checkpoint).where(
@@ -443,7 +453,10 @@ class LifecycleRepository:
                 why = "a cancel was requested" if job.cancelRequestedAt else "no attempts are left"
                 raise IllegalTransitionError(job_id, job.lifecycleStatus, "queued", why)
             miss = await self._explain(
-                conn, job_id, Operation.REQUEUE, attempt_no=attempt_no,
+                conn,
+                job_id,
+                Operation.REQUEUE,
+                attempt_no=attempt_no,
                 runtime_instance_id=runtime_instance_id,
             )
             raise miss
@@ -477,7 +490,12 @@ class LifecycleRepository:
             "internalErrorMessage": None,
         }
         await self._fenced_terminal(
-            conn, job_id, Operation.SUCCEED, attempt_no, runtime_instance_id, values
+            conn,
+            job_id,
+            Operation.SUCCEED,
+            attempt_no=attempt_no,
+            runtime_instance_id=runtime_instance_id,
+            values=values,
         )
 
     async def mark_failed(
@@ -498,13 +516,21 @@ class LifecycleRepository:
             "publicErrorMessage": error.public_message,
             "internalErrorMessage": error.internal_message,
         }
-        await self._fenced_terminal(conn, job_id, Operation.FAIL, attempt_no, runtime_instance_id, values)
+        await self._fenced_terminal(
+            conn,
+            job_id,
+            Operation.FAIL,
+            attempt_no=attempt_no,
+            runtime_instance_id=runtime_instance_id,
+            values=values,
+        )
 
     async def _fenced_terminal(
         self,
         conn: AsyncConnection | None,
         job_id: str,
         operation: Operation,
+        *,
         attempt_no: int,
         runtime_instance_id: str | None,
         values: dict[str, Any],
@@ -513,7 +539,10 @@ class LifecycleRepository:
             guard = self._fence(attempt_no, runtime_instance_id)
             if not await self._guarded_update(conn, job_id, guard, values):
                 raise await self._explain(
-                    conn, job_id, operation, attempt_no=attempt_no,
+                    conn,
+                    job_id,
+                    operation,
+                    attempt_no=attempt_no,
                     runtime_instance_id=runtime_instance_id,
                 )
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import select, update
+from sqlalchemy import Table, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service.db.clock import db_now
@@ -37,7 +37,9 @@ async def create_job(repo: LifecycleRepository, engine: AsyncEngine, **overrides
 
 async def raw_row(engine: AsyncEngine, job_id: str) -> dict[str, Any]:
     async with engine.connect() as conn:
-        row = (await conn.execute(select(AiJob.__table__).where(AiJob.__table__.c.id == job_id))).one()
+        row = (
+            await conn.execute(select(AiJob.__table__).where(AiJob.__table__.c.id == job_id))
+        ).one()
     return dict(row._mapping)
 
 
@@ -46,7 +48,7 @@ async def shift_times(engine: AsyncEngine, job_id: str, **seconds: float) -> Non
 
     A test fixture, not a lifecycle write: it never touches ``lifecycleStatus``.
     """
-    table = AiJob.__table__
+    table = cast(Table, AiJob.__table__)
     async with engine.begin() as conn:
         row = (await conn.execute(select(table).where(table.c.id == job_id))).one()._mapping
         values = {col: row[col] + timedelta(seconds=delta) for col, delta in seconds.items()}

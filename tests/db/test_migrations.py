@@ -26,7 +26,12 @@ LEGACY_COLUMNS = {
     "queuedAt", "startedAt", "completedAt", "createdAt", "updatedAt",
 }  # fmt: skip
 RENAMED = {"completedAt": "finishedAt", "errorMessage": "internalErrorMessage"}
-BACKFILL = {"pending": "queued", "processing": "running", "completed": "succeeded", "failed": "failed"}
+BACKFILL = {
+    "pending": "queued",
+    "processing": "running",
+    "completed": "succeeded",
+    "failed": "failed",
+}
 
 
 def _legacy_statements() -> list[str]:
@@ -111,7 +116,9 @@ async def test_legacy_table_with_rows_is_upgraded_in_place(mysql_database: Datab
 
 
 @pytest.mark.mysql
-async def test_widened_job_type_and_utf8mb4_on_legacy_upgrade(mysql_database: DatabaseFactory) -> None:
+async def test_widened_job_type_and_utf8mb4_on_legacy_upgrade(
+    mysql_database: DatabaseFactory,
+) -> None:
     url = await mysql_database()
     engine = create_engine(url, pool_size=1)
     try:
@@ -121,8 +128,10 @@ async def test_widened_job_type_and_utf8mb4_on_legacy_upgrade(mysql_database: Da
         await migrate(url)
 
         def job_type_length(conn: Connection) -> int:
-            column = next(c for c in inspect(conn).get_columns("AiAnalysisJob") if c["name"] == "jobType")
-            return int(column["type"].length)
+            column = next(
+                c for c in inspect(conn).get_columns("AiAnalysisJob") if c["name"] == "jobType"
+            )
+            return int(column["type"].length)  # type: ignore[attr-defined]
 
         async with engine.begin() as conn:
             assert await conn.run_sync(job_type_length) == 64
@@ -130,7 +139,9 @@ async def test_widened_job_type_and_utf8mb4_on_legacy_upgrade(mysql_database: Da
             await LifecycleRepository(engine).create(
                 conn, make_job(job_id="new-1", job_type=long_type)
             )
-            stored = (await conn.execute(select(AiJob.jobType).where(AiJob.id == "new-1"))).scalar_one()
+            stored = (
+                await conn.execute(select(AiJob.jobType).where(AiJob.id == "new-1"))
+            ).scalar_one()
             assert stored == long_type
     finally:
         await engine.dispose()

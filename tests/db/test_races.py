@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Awaitable
 
 import pytest
 from sqlalchemy import func, select
@@ -30,8 +31,8 @@ def repo(mysql_engine: AsyncEngine) -> LifecycleRepository:
     return LifecycleRepository(mysql_engine)
 
 
-async def _gather_outcomes(*calls: object) -> list[object]:
-    return await asyncio.gather(*calls, return_exceptions=True)  # type: ignore[arg-type]
+async def _gather_outcomes(*calls: Awaitable[object]) -> list[object]:
+    return list(await asyncio.gather(*calls, return_exceptions=True))
 
 
 async def test_twenty_racing_locks_have_one_winner(

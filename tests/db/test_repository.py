@@ -29,7 +29,9 @@ def repo(engine: AsyncEngine) -> LifecycleRepository:
     return LifecycleRepository(engine, lease_ttl_s=60, lease_grace_s=30)
 
 
-async def assert_state(engine: AsyncEngine, job_id: str, status: LifecycleStatus) -> dict[str, object]:
+async def assert_state(
+    engine: AsyncEngine, job_id: str, status: LifecycleStatus
+) -> dict[str, object]:
     row = await raw_row(engine, job_id)
     assert row["lifecycleStatus"] == status.value
     assert row["status"] == legacy_status_of(status)
@@ -58,7 +60,9 @@ async def test_lock_leases_attempt_one(repo: LifecycleRepository, engine: AsyncE
     assert row["startedAt"] is not None and row["lockedAt"] is not None
 
 
-async def test_lock_conflict_and_missing_job(repo: LifecycleRepository, engine: AsyncEngine) -> None:
+async def test_lock_conflict_and_missing_job(
+    repo: LifecycleRepository, engine: AsyncEngine
+) -> None:
     job_id = await create_job(repo, engine)
     await repo.lock(job_id, "rt-1")
     with pytest.raises(JobLockConflictError) as caught:
@@ -123,7 +127,9 @@ async def test_requeue_for_retry_then_second_attempt(
     job_id = await create_job(repo, engine)
     await repo.lock(job_id, "rt-1")
     now = await db_now_value(engine)
-    available_at = await repo.requeue_for_retry(job_id, 1, ERR, delay_ms=5_000, runtime_instance_id="rt-1")
+    available_at = await repo.requeue_for_retry(
+        job_id, 1, ERR, delay_ms=5_000, runtime_instance_id="rt-1"
+    )
     assert timedelta(seconds=4) <= available_at - now <= timedelta(seconds=7)
     row = await assert_state(engine, job_id, S.QUEUED)
     assert row["lockedBy"] is None and row["lockUntil"] is None
@@ -137,7 +143,9 @@ async def test_requeue_for_retry_then_second_attempt(
     with pytest.raises(LeaseLostError):
         await repo.requeue_for_retry(job_id, 1, ERR, delay_ms=0)
     with pytest.raises(LeaseLostError):
-        await repo.mark_succeeded(job_id, 1, output_hash=HASH, result_idempotency_key=f"{job_id}:1:{HASH}")
+        await repo.mark_succeeded(
+            job_id, 1, output_hash=HASH, result_idempotency_key=f"{job_id}:1:{HASH}"
+        )
     with pytest.raises(LeaseLostError):
         await repo.extend_lease(job_id, 1, "rt-1")
 
@@ -168,12 +176,18 @@ async def test_mark_succeeded_clears_errors_and_sets_finish(
     assert row["finishedAt"] is not None
     assert row["errorCode"] is None and row["internalErrorMessage"] is None
     assert row["publicErrorMessage"] is None
-    assert (row["resultIdempotencyKey"], row["validatedOutput"], row["progress"]) == (key, {"ok": [1, 2]}, 100)
+    assert (row["resultIdempotencyKey"], row["validatedOutput"], row["progress"]) == (
+        key,
+        {"ok": [1, 2]},
+        100,
+    )
     with pytest.raises(JobAlreadyTerminalError):
         await repo.mark_failed(job_id, 2, ERR)
 
 
-async def test_mark_failed_keeps_error_fields(repo: LifecycleRepository, engine: AsyncEngine) -> None:
+async def test_mark_failed_keeps_error_fields(
+    repo: LifecycleRepository, engine: AsyncEngine
+) -> None:
     job_id = await create_job(repo, engine)
     await repo.lock(job_id, "rt-1")
     await repo.mark_failed(job_id, 1, ERR, runtime_instance_id="rt-1")

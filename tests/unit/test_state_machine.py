@@ -46,7 +46,7 @@ EXPECTED_TRANSITIONS = {
 
 def test_transition_table_is_the_designs() -> None:
     assert {(t.source, t.target) for t in TRANSITIONS} == EXPECTED_TRANSITIONS
-    assert TERMINAL == {S.SUCCEEDED, S.FAILED, S.CANCELLED}
+    assert {S.SUCCEEDED, S.FAILED, S.CANCELLED} == TERMINAL
 
 
 @pytest.mark.parametrize("transition", TRANSITIONS, ids=lambda t: f"{t.source}-{t.operation}")
@@ -65,7 +65,7 @@ ILLEGAL = [
 ]
 
 
-@pytest.mark.parametrize(("status", "operation"), ILLEGAL, ids=lambda v: str(v))
+@pytest.mark.parametrize(("status", "operation"), ILLEGAL, ids=str)
 def test_every_illegal_transition_is_rejected_with_a_typed_error(
     status: LifecycleStatus, operation: Operation
 ) -> None:

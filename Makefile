@@ -1,0 +1,44 @@
+# Every target installs what it needs first, so each works on a fresh clone with Python 3.11+.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+BUF_VERSION := 1.75.0
+BUF := .tools/node_modules/.bin/buf
+
+.PHONY: install run test lint proto breaking clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+$(BUF):
+	npm install --prefix .tools --no-audit --no-fund --silent @bufbuild/buf@$(BUF_VERSION)
+
+run: install
+	$(PY) -m scheduler_service migrate
+	$(PY) -m scheduler_service
+
+test: install
+	$(PY) -m pytest
+
+lint: install $(BUF)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
+	$(BUF) lint
+	$(PY) scripts/gen_protos.py --check
+
+# Compares the contract with main: run it on a branch before merging a .proto change.
+breaking: $(BUF)
+	$(BUF) breaking --against '.git#branch=main'
+
+proto: install
+	$(PY) scripts/gen_protos.py
+
+clean:
+	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache aijob.db aijob.db-*

@@ -1,0 +1,71 @@
+"""The grpc.aio server in process: reflection, health, and the RPCs not built yet."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from scheduler_service.api.server import SERVICE_NAMES, build_server
+from scheduler_service.settings import SchedulerSettings
+from shared.gen.aijob.v1 import (
+    admin_service_pb2,
+    admin_service_pb2_grpc,
+    job_service_pb2,
+    job_service_pb2_grpc,
+    runtime_service_pb2,
+    runtime_service_pb2_grpc,
+)
+
+
+@pytest.fixture
+async def channel() -> AsyncIterator[grpc.aio.Channel]:
+    server, health_servicer, port = build_server(SchedulerSettings(listen="127.0.0.1:0"))
+    await server.start()
+    await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as chan:
+        yield chan
+    await server.stop(None)
+
+
+async def test_reflection_lists_every_service(channel: grpc.aio.Channel) -> None:
+    stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+    call = stub.ServerReflectionInfo()
+    await call.write(reflection_pb2.ServerReflectionRequest(list_services=""))
+    response = await call.read()
+    await call.done_writing()
+    names = {s.name for s in response.list_services_response.service}
+    assert set(SERVICE_NAMES) <= names
+    assert "grpc.health.v1.Health" in names
+    assert SERVICE_NAMES == (
+        "aijob.v1.JobService",
+        "aijob.v1.AdminService",
+        "aijob.v1.RuntimeService",
+    )
+
+
+async def test_health_answers_serving(channel: grpc.aio.Channel) -> None:
+    stub = health_pb2_grpc.HealthStub(channel)
+    reply = await stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
+    assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_unbuilt_rpcs_answer_unimplemented(channel: grpc.aio.Channel) -> None:
+    calls: list[Awaitable[object]] = [
+        job_service_pb2_grpc.JobServiceStub(channel).GetJob(
+            job_service_pb2.GetJobRequest(job_id="x")
+        ),
+        admin_service_pb2_grpc.AdminServiceStub(channel).GetQueueStats(
+            admin_service_pb2.GetQueueStatsRequest()
+        ),
+        runtime_service_pb2_grpc.RuntimeServiceStub(channel).Lock(
+            runtime_service_pb2.LockRequest(job_id="x", runtime_instance_id="rt")
+        ),
+    ]
+    for call in calls:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await call
+        assert caught.value.code() is grpc.StatusCode.UNIMPLEMENTED
