@@ -12,6 +12,7 @@ from scheduler_service.db.engine import create_engine
 
 __all__ = ["alembic_config", "migrate"]
 
+
 def _migrations_dir() -> Path:
     # Beside the package in a checkout or editable install; in the working directory otherwise
     # (the container image copies migrations/ into its WORKDIR).
