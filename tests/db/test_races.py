@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service.db.models import AiJob
-from scheduler_service.errors import JobLockConflictError, LifecycleError
+from scheduler_service.errors import JobAlreadyTerminalError, JobLockConflictError, LifecycleError
 from scheduler_service.lifecycle.repository import LeaseGrant, LifecycleRepository
 from scheduler_service.lifecycle.state_machine import LEGACY_STATUS_OF, LifecycleStatus
 from tests.db.helpers import create_job, raw_row
@@ -88,7 +88,9 @@ async def test_cancel_racing_lock_never_leaves_a_running_cancelled_job(
             assert cancel == "cancel_requested"
             assert row["lifecycleStatus"] == S.RUNNING.value and row["cancelRequestedAt"]
         else:
-            assert cancel == "cancelled" and isinstance(lock, JobLockConflictError)
+            # The cancel won: the lock finds a terminal job and says which state it is in.
+            assert cancel == "cancelled"
+            assert isinstance(lock, JobAlreadyTerminalError) and lock.current == S.CANCELLED
             assert row["lifecycleStatus"] == S.CANCELLED.value
 
 
