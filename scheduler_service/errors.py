@@ -3,6 +3,7 @@
     SchedulerError
     ├── JobNotFoundError                 no such job (or not visible to the caller)
     ├── InvalidRequestError              a request field is malformed
+    ├── ResultAlreadyExistsError         the job succeeded with another result
     ├── DatabaseUnavailableError         the database cannot be reached; safe to retry
     └── LifecycleError                   a lifecycle write did not apply
         ├── IllegalTransitionError       the state machine has no such transition
@@ -49,6 +50,14 @@ class InvalidRequestError(SchedulerError):
         self.field = field
         if code is not None:
             self.code = code  # type: ignore[misc]
+
+
+class ResultAlreadyExistsError(SchedulerError):
+    code = ErrorCode.RESULT_ALREADY_EXISTS
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"job {job_id!r} already succeeded with a different result")
+        self.job_id = job_id
 
 
 class DatabaseUnavailableError(SchedulerError):

@@ -23,6 +23,14 @@ class SchedulerSettings(BaseSettings):
     lease_grace_s: float = Field(default=30.0, ge=0)
     #: Reaper period.
     reaper_interval_s: float = Field(default=5.0, gt=0)
+    #: How often dispatch looks for work it was not told about (other replicas, ended backoffs).
+    dispatch_poll_ms: int = Field(default=250, ge=10, le=5_000)
+    #: Most leases claimed for one stream in one statement.
+    dispatch_batch_max: int = Field(default=64, ge=1, le=1_000)
+    #: Largest output_json accepted by SubmitResult.
+    max_output_bytes: int = Field(default=1024 * 1024, ge=1024)
+    #: Largest gRPC message the server receives.
+    max_receive_message_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)
     #: Serve gRPC server reflection (grpcurl list/describe).
     reflection: bool = True
     #: Seconds in-flight RPCs get to finish on SIGTERM/SIGINT.

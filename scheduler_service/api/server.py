@@ -13,6 +13,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from scheduler_service.api.servicers import AdminServicer, JobServicer, RuntimeServicer
+from scheduler_service.app import SchedulerApp
 from scheduler_service.settings import SchedulerSettings
 from shared.gen.aijob.v1 import (
     admin_service_pb2,
@@ -35,13 +36,18 @@ SERVICE_NAMES: tuple[str, ...] = (
 
 
 def build_server(
-    settings: SchedulerSettings,
+    settings: SchedulerSettings, app: SchedulerApp
 ) -> tuple[grpc.aio.Server, health_aio.HealthServicer, int]:
     """A server bound to ``settings.listen`` with every service added; returns the bound port."""
-    server = grpc.aio.server()
-    job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(), server)
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", settings.max_receive_message_bytes),
+            ("grpc.max_send_message_length", settings.max_receive_message_bytes),
+        ]
+    )
+    job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(app), server)
     admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(), server)
-    runtime_service_pb2_grpc.add_RuntimeServiceServicer_to_server(RuntimeServicer(), server)
+    runtime_service_pb2_grpc.add_RuntimeServiceServicer_to_server(RuntimeServicer(app), server)
 
     health_servicer = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -63,7 +69,9 @@ async def _set_serving(health_servicer: health_aio.HealthServicer, status: int) 
 
 async def serve(settings: SchedulerSettings) -> None:
     """Serve until SIGTERM or SIGINT, then stop gracefully within ``shutdown_grace_s``."""
-    server, health_servicer, port = build_server(settings)
+    app = SchedulerApp.create(settings)
+    server, health_servicer, port = build_server(settings, app)
+    await app.start()
     await server.start()
     await _set_serving(health_servicer, health_pb2.HealthCheckResponse.SERVING)
     log.info(
@@ -80,3 +88,5 @@ async def serve(settings: SchedulerSettings) -> None:
     # Load balancers and runtimes see NOT_SERVING first, then in-flight RPCs get the grace period.
     await _set_serving(health_servicer, health_pb2.HealthCheckResponse.NOT_SERVING)
     await server.stop(settings.shutdown_grace_s)
+    await app.stop()
+    await app.stop()

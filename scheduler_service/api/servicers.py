@@ -1,16 +1,28 @@
-"""Servicers for the three services.
+"""gRPC servicers: translate protobuf to the scheduler's services and back.
 
-Their RPC bodies arrive with the runtime-protocol and job-API issues; until then every RPC answers
-UNIMPLEMENTED with a clear message, so clients and grpcurl already see the whole contract.
+RPCs not built yet (they arrive with the job-API and outbox issues) answer UNIMPLEMENTED, so
+clients and grpcurl already see the whole contract.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Any, NoReturn
 
 import grpc
 
+from scheduler_service import validation
+from scheduler_service.api import convert
+from scheduler_service.api.status import abort_with, grpc_errors
+from scheduler_service.app import SchedulerApp
+from scheduler_service.errors import InvalidRequestError
+from scheduler_service.jobs.service import CreateJobCommand
+from scheduler_service.protocol.dispatch import CancelNotice, StreamSession
+from scheduler_service.protocol.leases import LeasePayload
+from scheduler_service.protocol.service import FailureReport, ResultSubmission
+from shared.error_codes import ErrorCode
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
@@ -19,26 +31,58 @@ from shared.gen.aijob.v1 import runtime_service_pb2 as runtime_pb
 from shared.gen.aijob.v1 import runtime_service_pb2_grpc as runtime_grpc
 from shared.gen.aijob.v1 import types_pb2 as types_pb
 
+log = logging.getLogger(__name__)
+
 Context = grpc.aio.ServicerContext[Any, Any]
+MAX_SLOTS = 1_000
 
 
 async def _unimplemented(context: Context) -> NoReturn:
     await context.abort(grpc.StatusCode.UNIMPLEMENTED, "not implemented yet")
 
 
+def _user_id(context: Context) -> str:
+    for key, value in context.invocation_metadata() or ():
+        if key == "x-user-id" and isinstance(value, str):
+            return value
+    return ""
+
+
 class JobServicer(job_grpc.JobServiceServicer):
+    def __init__(self, app: SchedulerApp) -> None:
+        self._app = app
+
+    @grpc_errors
     async def CreateJob(
         self, request: job_pb.CreateJobRequest, context: Context
     ) -> job_pb.CreateJobResponse:
-        await _unimplemented(context)
+        command = CreateJobCommand(
+            user_id=_user_id(context),
+            job_type=request.job_type,
+            target_type=request.target_type,
+            target_id=request.target_id,
+            snapshot=convert.from_struct(request.snapshot),
+            params=convert.from_struct(request.params),
+            idempotency_key=request.idempotency_key,
+            priority=request.priority if request.HasField("priority") else None,
+            credential_mode=request.credential_mode,
+            credential_id=request.credential_id,
+            deadline=convert.from_timestamp(request.deadline, request.HasField("deadline")),
+        )
+        record, created = await self._app.jobs.create(command)
+        return job_pb.CreateJobResponse(job=convert.job(record, []), created=created)
 
+    @grpc_errors
     async def GetJob(self, request: job_pb.GetJobRequest, context: Context) -> types_pb.Job:
-        await _unimplemented(context)
+        record, artifacts = await self._app.jobs.get(_user_id(context), request.job_id)
+        return convert.job(record, artifacts)
 
+    @grpc_errors
     async def CancelJob(
         self, request: job_pb.CancelJobRequest, context: Context
     ) -> job_pb.CancelJobResponse:
-        await _unimplemented(context)
+        record, outcome = await self._app.jobs.cancel(_user_id(context), request.job_id)
+        return job_pb.CancelJobResponse(job=convert.job(record), outcome=outcome)
 
     async def WatchJob(
         self, request: job_pb.WatchJobRequest, context: Context
@@ -87,31 +131,182 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
 
 
 class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):
+    def __init__(self, app: SchedulerApp) -> None:
+        self._app = app
+
     async def Poll(
         self, request_iterator: AsyncIterator[runtime_pb.PollRequest], context: Context
     ) -> AsyncIterator[runtime_pb.PollResponse]:
-        await _unimplemented(context)
-        yield runtime_pb.PollResponse()
+        session = await self._subscribe(request_iterator, context)
+        dispatcher = self._app.dispatcher
+        reader = asyncio.get_running_loop().create_task(
+            self._read_credits(request_iterator, session)
+        )
+        undelivered: LeasePayload | None = None
+        dispatcher.attach(session)
+        log.info(
+            "runtime subscribed",
+            extra={"action": "poll_subscribe", "runtimeId": session.runtime_instance_id},
+        )
+        try:
+            while True:
+                try:
+                    message = await self._next_message(session, reader)
+                except InvalidRequestError as exc:
+                    await abort_with(
+                        context, grpc.StatusCode.INVALID_ARGUMENT, exc.code, exc.message
+                    )
+                if message is None:
+                    return
+                if isinstance(message, CancelNotice):
+                    yield runtime_pb.PollResponse(
+                        cancel=runtime_pb.CancelNotice(
+                            job_id=message.job_id, attempt_no=message.attempt_no
+                        )
+                    )
+                    continue
+                undelivered = message
+                yield runtime_pb.PollResponse(lease=convert.lease(message))
+                undelivered = None
+        finally:
+            dispatcher.detach(session)
+            reader.cancel()
+            leftovers = [m for m in _drain(session) if isinstance(m, LeasePayload)]
+            if undelivered is not None:
+                leftovers.insert(0, undelivered)
+            if leftovers:
+                await dispatcher.release_undelivered(session, leftovers)
+            log.info(
+                "runtime unsubscribed",
+                extra={"action": "poll_end", "runtimeId": session.runtime_instance_id},
+            )
 
+    async def _subscribe(
+        self, request_iterator: AsyncIterator[runtime_pb.PollRequest], context: Context
+    ) -> StreamSession:
+        first = await anext(aiter(request_iterator), None)
+        if first is None or first.WhichOneof("kind") != "subscribe":
+            await abort_with(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                ErrorCode.INVALID_ARGUMENT,
+                "the first Poll message must be subscribe",
+            )
+        sub = first.subscribe
+        try:
+            validation.instance_id(sub.runtime_instance_id)
+            if not 1 <= sub.slots <= MAX_SLOTS:
+                raise InvalidRequestError(f"slots must be 1-{MAX_SLOTS}", field="slots")
+            unknown = [t for t in sub.job_types if t not in self._app.registry]
+            if not sub.job_types or unknown:
+                raise InvalidRequestError(
+                    f"job_types must name registered job types (unknown: {unknown})",
+                    field="job_types",
+                )
+        except InvalidRequestError as exc:
+            await abort_with(
+                context, grpc.StatusCode.INVALID_ARGUMENT, exc.code, exc.message, field=exc.field
+            )
+        return StreamSession(sub.runtime_instance_id, frozenset(sub.job_types), sub.slots)
+
+    async def _read_credits(
+        self, request_iterator: AsyncIterator[runtime_pb.PollRequest], session: StreamSession
+    ) -> None:
+        async for message in request_iterator:
+            if message.WhichOneof("kind") != "credit" or message.credit.slots <= 0:
+                # A bad message ends the stream; the handler answers INVALID_ARGUMENT.
+                raise InvalidRequestError(
+                    "after subscribe, Poll messages must be credit with slots ≥ 1"
+                )
+            session.add_credit(message.credit.slots)
+            self._app.dispatcher.notify()
+
+    @staticmethod
+    async def _next_message(
+        session: StreamSession, reader: asyncio.Task[None]
+    ) -> LeasePayload | CancelNotice | None:
+        """The next message to send, or None once the runtime closed its side."""
+        getter = asyncio.ensure_future(session.outgoing.get())
+        done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+        if getter in done:
+            return getter.result()
+        getter.cancel()
+        reader.result()  # re-raises a protocol error from the runtime's side
+        return None
+
+    @grpc_errors
     async def Lock(self, request: runtime_pb.LockRequest, context: Context) -> types_pb.Lease:
-        await _unimplemented(context)
+        payload = await self._app.protocol.lock(request.job_id, request.runtime_instance_id)
+        return convert.lease(payload)
 
+    @grpc_errors
     async def Heartbeat(
         self, request: runtime_pb.HeartbeatRequest, context: Context
     ) -> runtime_pb.HeartbeatResponse:
-        await _unimplemented(context)
+        beat = await self._app.protocol.heartbeat(
+            request.job_id,
+            request.attempt_no,
+            request.runtime_instance_id,
+            request.progress,
+            request.checkpoint,
+        )
+        return runtime_pb.HeartbeatResponse(
+            lock_until=convert.timestamp(beat.lock_until), cancel_requested=beat.cancel_requested
+        )
 
+    @grpc_errors
     async def SubmitResult(
         self, request: runtime_pb.SubmitResultRequest, context: Context
     ) -> runtime_pb.SubmitResultResponse:
-        await _unimplemented(context)
+        outcome = await self._app.protocol.submit_result(
+            ResultSubmission(
+                job_id=request.job_id,
+                attempt_no=request.attempt_no,
+                runtime_instance_id=request.runtime_instance_id,
+                output_hash=request.output_hash,
+                output_json=request.output_json,
+                usage=convert.usage(request.usage, request.HasField("usage")),
+            )
+        )
+        self._app.dispatcher.forget(request.job_id)
+        return runtime_pb.SubmitResultResponse(
+            result_idempotency_key=outcome.result_idempotency_key, duplicate=outcome.duplicate
+        )
 
+    @grpc_errors
     async def SubmitFailure(
         self, request: runtime_pb.SubmitFailureRequest, context: Context
     ) -> runtime_pb.SubmitFailureResponse:
-        await _unimplemented(context)
+        outcome = await self._app.protocol.submit_failure(
+            FailureReport(
+                job_id=request.job_id,
+                attempt_no=request.attempt_no,
+                runtime_instance_id=request.runtime_instance_id,
+                error_code=request.error_code,
+                retryable=request.retryable,
+                public_message=request.public_error_message,
+                internal_message=request.internal_error_message,
+                retry_after_ms=request.retry_after.ToMilliseconds(),
+                usage=convert.usage(request.usage, request.HasField("usage")),
+            )
+        )
+        self._app.dispatcher.forget(request.job_id)
+        return runtime_pb.SubmitFailureResponse(
+            lifecycle_status=outcome.status.value,
+            next_attempt_at=convert.timestamp(outcome.next_attempt_at),
+        )
 
     async def ResolveCredential(
         self, request: runtime_pb.ResolveCredentialRequest, context: Context
     ) -> runtime_pb.ResolveCredentialResponse:
         await _unimplemented(context)
+
+
+def _drain(session: StreamSession) -> list[LeasePayload | CancelNotice]:
+    items = []
+    while not session.outgoing.empty():
+        items.append(session.outgoing.get_nowait())
+    return items
+
+
+__all__ = ["AdminServicer", "JobServicer", "RuntimeServicer"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, bindparam
+from sqlalchemy import ColumnElement, Integer, bindparam
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
@@ -22,14 +22,19 @@ __all__ = ["db_now"]
 
 
 class db_now(FunctionElement[datetime]):
-    """UTC now of the database, plus ``offset_ms`` milliseconds (may be negative)."""
+    """UTC now of the database, plus ``offset_ms`` milliseconds (may be negative).
+
+    ``offset_ms`` may be a SQL expression over the row, e.g. ``-AiJob.timeoutMs``.
+    """
 
     type = Timestamp
     inherit_cache = True
     name = "db_now"
 
-    def __init__(self, offset_ms: int = 0) -> None:
-        super().__init__(bindparam(None, int(offset_ms), type_=Integer, unique=True))
+    def __init__(self, offset_ms: int | ColumnElement[int] = 0) -> None:
+        if isinstance(offset_ms, int):
+            offset_ms = bindparam(None, offset_ms, type_=Integer, unique=True)
+        super().__init__(offset_ms)
 
 
 def _offset(element: db_now, compiler: SQLCompiler, **kw: Any) -> str:

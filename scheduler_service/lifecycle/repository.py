@@ -123,7 +123,10 @@ class HeartbeatOutcome:
 
 @dataclass(frozen=True, slots=True)
 class ExpiredLease:
+    """A running attempt whose lease ran out, or that ran past its job type's timeout."""
+
     job_id: str
+    job_type: str
     attempt_no: int
     max_attempts: int
     cancel_requested: bool
@@ -194,6 +197,15 @@ def _transition_values(target: LifecycleStatus) -> dict[str, Any]:
         "status": legacy_status_of(target),
         "updatedAt": db_now(),
     }
+
+
+#: A requeued job holds no lease.
+_UNLOCKED: dict[str, Any] = {
+    "lockedBy": None,
+    "lockedAt": None,
+    "lockUntil": None,
+    "lastHeartbeatAt": None,
+}
 
 
 def _status_in(statuses: Iterable[LifecycleStatus]) -> ColumnElement[bool]:
@@ -269,11 +281,27 @@ class LifecycleRepository:
             return LeaseLostError(job_id, attempt_no, job.lifecycleStatus)
         return IllegalTransitionError(job_id, job.lifecycleStatus, target_of(operation))
 
-    def _fence(self, attempt_no: int, runtime_instance_id: str | None) -> list[ColumnElement[bool]]:
+    def _fence(
+        self, attempt_no: int, runtime_instance_id: str | None, *, overdue_only: bool = False
+    ) -> list[ColumnElement[bool]]:
+        """The guard of a write by (or on behalf of) the holder of one attempt's lease.
+
+        ``overdue_only`` is the reaper's: the write applies only while the lease is still past
+        its grace (or the attempt past its timeout), so a heartbeat that lands first wins.
+        """
         guard = [_c.lifecycleStatus == LifecycleStatus.RUNNING.value, _c.attemptCount == attempt_no]
         if runtime_instance_id is not None:
             guard.append(_c.lockedBy == runtime_instance_id)
+        if overdue_only:
+            guard.append(self._overdue())
         return guard
+
+    def _overdue(self) -> ColumnElement[bool]:
+        grace = self._lease_grace_ms
+        return or_(
+            _c.lockUntil < db_now(-grace),
+            _c.startedAt < db_now(-(_c.timeoutMs + grace)),
+        )
 
     # -- create -----------------------------------------------------------------------------
 
@@ -411,6 +439,81 @@ class LifecycleRepository:
 
         return await run_transaction(self._engine, unit)
 
+    async def claim_batch(
+        self, runtime_instance_id: str, job_types: Sequence[str], limit: int
+    ) -> list[LeaseGrant]:
+        """Lease up to ``limit`` available queued jobs of ``job_types`` to one runtime.
+
+        Highest priority first, then oldest. ``FOR UPDATE SKIP LOCKED`` on the dispatch index lets
+        several schedulers claim at once without waiting on (or double-leasing) each other's rows;
+        the guarded UPDATE then moves exactly the locked rows to running.
+        """
+        if limit <= 0 or not job_types:
+            return []
+
+        async def unit(conn: AsyncConnection) -> list[LeaseGrant]:
+            now = db_now()
+            candidates = (
+                select(_c.id)
+                .where(
+                    _status_in(sources_of(Operation.LOCK)),
+                    _c.jobType.in_(sorted(job_types)),
+                    _c.availableAt <= now,
+                    or_(_c.deadlineAt.is_(None), _c.deadlineAt > now),
+                )
+                .order_by(_c.priority, _c.createdAt, _c.id)
+                .limit(limit)
+                .with_for_update(skip_locked=True)
+            )
+            ids = list((await conn.execute(candidates)).scalars())
+            if not ids:
+                return []
+            result = await conn.execute(
+                update(_job)
+                .where(_c.id.in_(ids), _status_in(sources_of(Operation.LOCK)))
+                .values(self._lock_values(runtime_instance_id))
+            )
+            if result.rowcount != len(ids):
+                # Rows locked by this transaction cannot change under it; a mismatch is a bug.
+                raise RuntimeError(f"claimed {len(ids)} jobs but leased {result.rowcount}")
+            rows = await conn.execute(
+                select(_c.id, _c.attemptCount, _c.lockUntil, _c.checkpoint).where(
+                    _c.id.in_(ids), _c.lockedBy == runtime_instance_id
+                )
+            )
+            by_id = {
+                r.id: LeaseGrant(r.id, r.attemptCount, r.lockUntil, r.checkpoint) for r in rows
+            }
+            return [by_id[job_id] for job_id in ids]
+
+        return await run_transaction(self._engine, unit)
+
+    async def release_undelivered(
+        self, job_id: str, attempt_no: int, runtime_instance_id: str
+    ) -> bool:
+        """Give back a lease that never reached its runtime (its stream broke first).
+
+        The attempt number stays used (no attempt is ever leased twice) but does not count
+        against the job: ``maxAttempts`` grows by one. Only a lease that has never been
+        heartbeated is released; returns whether it was.
+        """
+        guard = [
+            *self._fence(attempt_no, runtime_instance_id),
+            _c.lastHeartbeatAt.is_(None),
+        ]
+        values = {
+            **_transition_values(target_of(Operation.REQUEUE)),
+            **_UNLOCKED,
+            "availableAt": db_now(),
+            "queuedAt": db_now(),
+            "maxAttempts": _c.maxAttempts + 1,
+        }
+
+        async def unit(conn: AsyncConnection) -> bool:
+            return await self._guarded_update(conn, job_id, guard, values)
+
+        return await run_transaction(self._engine, unit)
+
     async def requeue_for_retry(
         self,
         job_id: str,
@@ -419,6 +522,7 @@ class LifecycleRepository:
         *,
         delay_ms: int,
         runtime_instance_id: str | None = None,
+        overdue_only: bool = False,
         conn: AsyncConnection | None = None,
     ) -> datetime:
         """CAS running → queued for another attempt after ``delay_ms``; returns ``availableAt``.
@@ -429,16 +533,13 @@ class LifecycleRepository:
 
         async def unit(conn: AsyncConnection) -> datetime:
             guard = [
-                *self._fence(attempt_no, runtime_instance_id),
+                *self._fence(attempt_no, runtime_instance_id, overdue_only=overdue_only),
                 _c.attemptCount < _c.maxAttempts,
                 _c.cancelRequestedAt.is_(None),
             ]
             values = {
                 **_transition_values(target_of(Operation.REQUEUE)),
-                "lockedBy": None,
-                "lockedAt": None,
-                "lockUntil": None,
-                "lastHeartbeatAt": None,
+                **_UNLOCKED,
                 "availableAt": db_now(max(0, delay_ms)),
                 "queuedAt": db_now(),
                 "errorCode": error.code,
@@ -505,6 +606,7 @@ class LifecycleRepository:
         error: JobError,
         *,
         runtime_instance_id: str | None = None,
+        overdue_only: bool = False,
         conn: AsyncConnection | None = None,
     ) -> None:
         """CAS running → failed for ``attempt_no`` with the error fields."""
@@ -522,6 +624,7 @@ class LifecycleRepository:
             Operation.FAIL,
             attempt_no=attempt_no,
             runtime_instance_id=runtime_instance_id,
+            overdue_only=overdue_only,
             values=values,
         )
 
@@ -534,9 +637,10 @@ class LifecycleRepository:
         attempt_no: int,
         runtime_instance_id: str | None,
         values: dict[str, Any],
+        overdue_only: bool = False,
     ) -> None:
         async def unit(conn: AsyncConnection) -> None:
-            guard = self._fence(attempt_no, runtime_instance_id)
+            guard = self._fence(attempt_no, runtime_instance_id, overdue_only=overdue_only)
             if not await self._guarded_update(conn, job_id, guard, values):
                 raise await self._explain(
                     conn,
@@ -553,6 +657,7 @@ class LifecycleRepository:
         job_id: str,
         *,
         attempt_no: int | None = None,
+        overdue_only: bool = False,
         conn: AsyncConnection | None = None,
     ) -> None:
         """→ cancelled from queued, or from running once a cancel was requested.
@@ -568,6 +673,8 @@ class LifecycleRepository:
             ]
             if attempt_no is not None:
                 running.append(_c.attemptCount == attempt_no)
+            if overdue_only:
+                running.append(self._overdue())
             guard = [
                 or_(_c.lifecycleStatus == LifecycleStatus.QUEUED.value, and_(*running)),
             ]
@@ -619,7 +726,7 @@ class LifecycleRepository:
         await self._in_transaction(conn, unit)
 
     async def request_cancellation(
-        self, job_id: str, *, user_id: str | None = None
+        self, job_id: str, *, user_id: str | None = None, conn: AsyncConnection | None = None
     ) -> CancelOutcome:
         """Cancel a queued job at once, or flag a running one for its runtime to stop.
 
@@ -648,7 +755,7 @@ class LifecycleRepository:
                     raise JobNotCancellableError(job_id, job.lifecycleStatus)
             raise JobNotCancellableError(job_id, "changing")
 
-        return await run_transaction(self._engine, unit)
+        return await self._in_transaction(conn, unit)
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -674,18 +781,31 @@ class LifecycleRepository:
             return [JobRecord.from_row(row) for row in await conn.execute(query)]
 
     async def find_expired_leases(self, *, limit: int = 100) -> list[ExpiredLease]:
-        """Running jobs whose lease ended more than the grace period ago, by database time."""
+        """Running attempts past ``lockUntil`` + grace or past their timeout + grace (DB time)."""
         query = (
-            select(_c.id, _c.attemptCount, _c.maxAttempts, _c.cancelRequestedAt)
-            .where(
-                _c.lifecycleStatus == LifecycleStatus.RUNNING.value,
-                _c.lockUntil < db_now(-self._lease_grace_ms),
-            )
+            select(_c.id, _c.jobType, _c.attemptCount, _c.maxAttempts, _c.cancelRequestedAt)
+            .where(_c.lifecycleStatus == LifecycleStatus.RUNNING.value, self._overdue())
             .order_by(_c.lockUntil)
             .limit(limit)
         )
         async with self._engine.connect() as conn:
             return [
-                ExpiredLease(r.id, r.attemptCount, r.maxAttempts, r.cancelRequestedAt is not None)
+                ExpiredLease(
+                    r.id, r.jobType, r.attemptCount, r.maxAttempts, r.cancelRequestedAt is not None
+                )
                 for r in await conn.execute(query)
             ]
+
+    async def find_expired_deadlines(self, *, limit: int = 100) -> list[str]:
+        """Queued jobs whose schedule-to-start deadline has passed."""
+        query = (
+            select(_c.id)
+            .where(
+                _c.lifecycleStatus == LifecycleStatus.QUEUED.value,
+                _c.deadlineAt.is_not(None),
+                _c.deadlineAt <= db_now(),
+            )
+            .limit(limit)
+        )
+        async with self._engine.connect() as conn:
+            return list((await conn.execute(query)).scalars())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable
+from pathlib import Path
 
 import grpc
 import pytest
@@ -10,6 +11,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from scheduler_service.api.server import SERVICE_NAMES, build_server
+from scheduler_service.app import SchedulerApp
 from scheduler_service.settings import SchedulerSettings
 from shared.gen.aijob.v1 import (
     admin_service_pb2,
@@ -22,13 +24,18 @@ from shared.gen.aijob.v1 import (
 
 
 @pytest.fixture
-async def channel() -> AsyncIterator[grpc.aio.Channel]:
-    server, health_servicer, port = build_server(SchedulerSettings(listen="127.0.0.1:0"))
+async def channel(tmp_path: Path) -> AsyncIterator[grpc.aio.Channel]:
+    settings = SchedulerSettings(
+        listen="127.0.0.1:0", database_url=f"sqlite+aiosqlite:///{tmp_path}/a.db"
+    )
+    app = SchedulerApp.create(settings)
+    server, health_servicer, port = build_server(settings, app)
     await server.start()
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as chan:
         yield chan
     await server.stop(None)
+    await app.stop()
 
 
 async def test_reflection_lists_every_service(channel: grpc.aio.Channel) -> None:
@@ -55,14 +62,12 @@ async def test_health_answers_serving(channel: grpc.aio.Channel) -> None:
 
 async def test_unbuilt_rpcs_answer_unimplemented(channel: grpc.aio.Channel) -> None:
     calls: list[Awaitable[object]] = [
-        job_service_pb2_grpc.JobServiceStub(channel).GetJob(
-            job_service_pb2.GetJobRequest(job_id="x")
-        ),
+        job_service_pb2_grpc.JobServiceStub(channel).ListJobs(job_service_pb2.ListJobsRequest()),
         admin_service_pb2_grpc.AdminServiceStub(channel).GetQueueStats(
             admin_service_pb2.GetQueueStatsRequest()
         ),
-        runtime_service_pb2_grpc.RuntimeServiceStub(channel).Lock(
-            runtime_service_pb2.LockRequest(job_id="x", runtime_instance_id="rt")
+        runtime_service_pb2_grpc.RuntimeServiceStub(channel).ResolveCredential(
+            runtime_service_pb2.ResolveCredentialRequest(job_id="x", attempt_no=1)
         ),
     ]
     for call in calls:

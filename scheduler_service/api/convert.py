@@ -1,0 +1,112 @@
+"""Protobuf <-> domain conversions. Proto types stop here."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+
+from scheduler_service.jobs.service import ArtifactRow
+from scheduler_service.lifecycle.repository import JobRecord
+from scheduler_service.protocol.leases import LeasePayload
+from scheduler_service.usage import Usage
+from shared.gen.aijob.v1 import types_pb2
+
+
+def timestamp(value: datetime | None) -> timestamp_pb2.Timestamp | None:
+    """A protobuf Timestamp for a naive-UTC database time (None stays unset)."""
+    if value is None:
+        return None
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(value.replace(tzinfo=UTC) if value.tzinfo is None else value)
+    return stamp
+
+
+def from_timestamp(value: timestamp_pb2.Timestamp, present: bool) -> datetime | None:
+    """Naive UTC, like the database columns."""
+    if not present:
+        return None
+    return value.ToDatetime(tzinfo=UTC).replace(tzinfo=None)
+
+
+def struct(value: dict[str, Any]) -> struct_pb2.Struct:
+    message = struct_pb2.Struct()
+    json_format.ParseDict(value, message)
+    return message
+
+
+def from_struct(message: struct_pb2.Struct) -> dict[str, Any]:
+    return json_format.MessageToDict(message)
+
+
+def lease(payload: LeasePayload) -> types_pb2.Lease:
+    return types_pb2.Lease(
+        job_id=payload.job_id,
+        job_type=payload.job_type,
+        attempt_no=payload.attempt_no,
+        lock_until=timestamp(payload.lock_until),
+        timeout_ms=payload.timeout_ms,
+        snapshot=struct(payload.snapshot),
+        params=struct(payload.params),
+        prompt_key=payload.prompt_key,
+        prompt_version=payload.prompt_version,
+        model_name=payload.model_name,
+        credential_mode=payload.credential_mode,
+        credential_id=payload.credential_id,
+        checkpoint=payload.checkpoint,
+        output_schema_version=payload.output_schema_version,
+    )
+
+
+def usage(message: types_pb2.Usage, present: bool) -> Usage | None:
+    if not present:
+        return None
+    return Usage(
+        model_name=message.model_name,
+        prompt_tokens=max(0, message.prompt_tokens),
+        completion_tokens=max(0, message.completion_tokens),
+        latency_ms=max(0, message.latency_ms),
+        cost_micros=max(0, message.cost_micros),
+    )
+
+
+def job(
+    record: JobRecord, artifacts: list[ArtifactRow] | None = None, *, internal: bool = False
+) -> types_pb2.Job:
+    message = types_pb2.Job(
+        job_id=record.id,
+        job_type=record.jobType,
+        lifecycle_status=record.lifecycleStatus.value,
+        queue_name=record.queueName,
+        priority=record.priority,
+        progress=record.progress,
+        attempt_count=record.attemptCount,
+        max_attempts=record.maxAttempts,
+        user_id=record.userId,
+        target_type=record.targetType or "",
+        target_id=record.targetId or "",
+        created_at=timestamp(record.createdAt),
+        started_at=timestamp(record.startedAt),
+        finished_at=timestamp(record.finishedAt),
+        error_code=record.errorCode or "",
+        public_error_message=record.publicErrorMessage or "",
+        internal_error_message=(record.internalErrorMessage or "") if internal else "",
+        retried_from_job_id=record.retriedFromJobId or "",
+        cancel_requested_at=timestamp(record.cancelRequestedAt),
+        deadline_at=timestamp(record.deadlineAt),
+    )
+    if record.lifecycleStatus.value == "queued":
+        message.available_at.CopyFrom(timestamp(record.availableAt) or timestamp_pb2.Timestamp())
+    if artifacts is not None and record.lifecycleStatus.value == "succeeded":
+        message.result.CopyFrom(
+            types_pb2.JobResult(
+                artifact_count=len(artifacts),
+                artifacts=[
+                    types_pb2.ArtifactRef(artifact_type=a.artifact_type, artifact_id=a.artifact_id)
+                    for a in artifacts
+                ],
+                output_hash=record.outputHash or "",
+            )
+        )
+    return message

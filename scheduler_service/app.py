@@ -1,0 +1,82 @@
+"""The scheduler's parts wired together, with the background tasks (dispatch, reaper)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from scheduler_service.db.engine import create_engine
+from scheduler_service.jobs.service import JobService
+from scheduler_service.lifecycle.repository import LifecycleRepository
+from scheduler_service.protocol.dispatch import Dispatcher
+from scheduler_service.protocol.service import RuntimeProtocol
+from scheduler_service.registry import JobRegistry, default_registry
+from scheduler_service.settings import SchedulerSettings
+
+__all__ = ["SchedulerApp"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SchedulerApp:
+    settings: SchedulerSettings
+    engine: AsyncEngine
+    registry: JobRegistry
+    repository: LifecycleRepository
+    protocol: RuntimeProtocol
+    jobs: JobService
+    dispatcher: Dispatcher
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    @classmethod
+    def create(
+        cls, settings: SchedulerSettings, registry: JobRegistry | None = None
+    ) -> SchedulerApp:
+        registry = registry or default_registry()
+        engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
+        repository = LifecycleRepository(
+            engine, lease_ttl_s=settings.lease_ttl_s, lease_grace_s=settings.lease_grace_s
+        )
+        protocol = RuntimeProtocol(
+            engine, repository, registry, max_output_bytes=settings.max_output_bytes
+        )
+        dispatcher = Dispatcher(
+            protocol,
+            engine,
+            poll_interval_s=settings.dispatch_poll_ms / 1000,
+            batch_max=settings.dispatch_batch_max,
+        )
+        jobs = JobService(
+            engine,
+            repository,
+            registry,
+            on_enqueued=dispatcher.notify,
+            on_cancel_requested=dispatcher.push_cancel,
+        )
+        return cls(settings, engine, registry, repository, protocol, jobs, dispatcher)
+
+    async def start(self) -> None:
+        self.dispatcher.start()
+        self._tasks.append(
+            asyncio.get_running_loop().create_task(self._reap_forever(), name="reaper")
+        )
+
+    async def stop(self) -> None:
+        await self.dispatcher.stop()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.engine.dispose()
+
+    async def _reap_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.reaper_interval_s)
+            try:
+                await self.protocol.reap_once()
+            except Exception:
+                # The database may be briefly unreachable; the next sweep tries again.
+                log.exception("reaper sweep failed", extra={"action": "reaper_error"})

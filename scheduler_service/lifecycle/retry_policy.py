@@ -1,0 +1,48 @@
+"""When a failed attempt is retried, and after how long. Pure: the caller passes the randomness.
+
+The scheduler is the one retry authority (design §3): a failure is retried only if the runtime
+calls it retryable *and* the catalogue does, while attempts remain (some codes have a lower cap:
+INTERNAL_* is retried once). The wait is exponential backoff with full jitter, never shorter than
+the provider's Retry-After.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from scheduler_service.registry.definitions import Backoff
+from shared.error_codes import spec_of
+
+__all__ = ["RetryDecision", "backoff_ms", "decide"]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryDecision:
+    retry: bool
+    delay_ms: int = 0
+
+
+def backoff_ms(attempt_no: int, backoff: Backoff, rng: random.Random) -> int:
+    """Full-jitter delay before the attempt after ``attempt_no``."""
+    ceiling = min(backoff.cap_ms, backoff.base_ms * 2 ** max(0, attempt_no - 1))
+    return round(rng.uniform(0, ceiling))
+
+
+def decide(
+    *,
+    attempt_no: int,
+    max_attempts: int,
+    error_code: str,
+    retryable: bool,
+    retry_after_ms: int,
+    backoff: Backoff,
+    rng: random.Random,
+) -> RetryDecision:
+    spec = spec_of(error_code)
+    limit = max_attempts if spec.max_attempts is None else min(max_attempts, spec.max_attempts)
+    if not (retryable and spec.retryable and attempt_no < limit):
+        return RetryDecision(retry=False)
+    return RetryDecision(
+        retry=True, delay_ms=max(backoff_ms(attempt_no, backoff, rng), retry_after_ms)
+    )

@@ -1,0 +1,1 @@
+"""The transactional outbox: events written with the state change they announce."""

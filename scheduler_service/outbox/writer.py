@@ -1,0 +1,51 @@
+"""Writing outbox events inside the caller's transaction (design §6).
+
+Payloads carry ids and routing facts only: never a user id, credential, snapshot or output.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, cast
+
+from sqlalchemy import Table, insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from scheduler_service.db.clock import db_now
+from scheduler_service.db.models import OutboxEvent
+
+__all__ = ["EventType", "add_event"]
+
+_outbox = cast(Table, OutboxEvent.__table__)
+
+
+class EventType(StrEnum):
+    ENQUEUE = "ai.job.enqueue"
+    COMPLETED = "ai.job.completed"
+    FAILED = "ai.job.failed"
+    CANCELLED = "ai.job.cancelled"
+
+
+async def add_event(
+    conn: AsyncConnection,
+    event_type: EventType,
+    *,
+    job_id: str,
+    job_type: str,
+    dedupe_suffix: str = "",
+    **payload: Any,
+) -> None:
+    """Insert one event for a job; ``dedupeKey`` is unique, so a second insert fails loudly."""
+    await conn.execute(
+        insert(_outbox).values(
+            eventType=event_type.value,
+            aggregateType="AiJob",
+            aggregateId=job_id,
+            dedupeKey=f"{event_type.value}:{job_id}{dedupe_suffix}",
+            payload={"jobId": job_id, "jobType": job_type, **payload},
+            status="pending",
+            attemptCount=0,
+            availableAt=db_now(),
+            createdAt=db_now(),
+        )
+    )

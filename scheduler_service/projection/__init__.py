@@ -1,0 +1,1 @@
+"""Result projection: a validated output becomes business rows and AiJobArtifact rows."""

@@ -1,0 +1,1 @@
+"""The runtime protocol: leases, heartbeats, results and failures, dispatch and the reaper."""

@@ -1,0 +1,204 @@
+"""Dispatch: pushing leases down the Poll streams connected to this scheduler.
+
+One task per scheduler claims work for the streams that have free slots. It wakes at once when a
+job is created through this scheduler (``notify``), and otherwise every ``poll_interval_s``, which
+bounds how long a job created through another replica (or whose retry backoff just ended) waits.
+Claims are ``FOR UPDATE SKIP LOCKED`` batches, so replicas never wait on or double-lease each
+other's rows. The same tick pushes cancel notices for running jobs that this scheduler's streams
+hold, including cancels requested through another replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import cast
+
+from sqlalchemy import Table, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from scheduler_service.db.models import AiJob
+from scheduler_service.lifecycle.state_machine import LifecycleStatus
+from scheduler_service.protocol.leases import LeasePayload
+from scheduler_service.protocol.service import RuntimeProtocol
+
+__all__ = ["CancelNotice", "Dispatcher", "StreamSession"]
+
+log = logging.getLogger(__name__)
+_jobs = cast(Table, AiJob.__table__)
+
+
+@dataclass(frozen=True, slots=True)
+class CancelNotice:
+    job_id: str
+    attempt_no: int
+
+
+Message = LeasePayload | CancelNotice
+
+
+@dataclass(eq=False)
+class StreamSession:
+    """One runtime's Poll stream: what it serves, its free slots, and its outgoing messages."""
+
+    runtime_instance_id: str
+    job_types: frozenset[str]
+    slots: int
+    credits: int = 0
+    outgoing: asyncio.Queue[Message] = field(default_factory=asyncio.Queue)
+    #: Leases sent on this stream (job id -> attempt), newest last; bounded, see ``remember``.
+    held: OrderedDict[str, int] = field(default_factory=OrderedDict)
+    cancels_sent: set[tuple[str, int]] = field(default_factory=set)
+    closed: bool = False
+
+    def __post_init__(self) -> None:
+        self.credits = self.slots
+
+    def add_credit(self, slots: int) -> None:
+        # A runtime cannot hold more than it subscribed with, whatever credits it sends.
+        self.credits = min(self.slots, self.credits + slots)
+
+    def remember(self, lease: LeasePayload) -> None:
+        self.held[lease.job_id] = lease.attempt_no
+        # The runtime holds at most ``slots`` leases; older entries are long finished. A cancel
+        # for a job that falls out still reaches its runtime through the heartbeat reply.
+        while len(self.held) > max(64, self.slots * 8):
+            self.held.popitem(last=False)
+
+    def forget(self, job_id: str) -> None:
+        self.held.pop(job_id, None)
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        protocol: RuntimeProtocol,
+        engine: AsyncEngine,
+        *,
+        poll_interval_s: float = 0.25,
+        batch_max: int = 64,
+    ) -> None:
+        self._protocol = protocol
+        self._engine = engine
+        self._poll_interval_s = poll_interval_s
+        self._batch_max = batch_max
+        self._sessions: list[StreamSession] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # -- wiring -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="dispatcher")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def attach(self, session: StreamSession) -> None:
+        self._sessions.append(session)
+        self.notify()
+
+    def detach(self, session: StreamSession) -> None:
+        session.closed = True
+        if session in self._sessions:
+            self._sessions.remove(session)
+
+    def notify(self) -> None:
+        """Wake the dispatch loop now (a job was created or slots were returned)."""
+        self._wake.set()
+
+    def forget(self, job_id: str) -> None:
+        for session in self._sessions:
+            session.forget(job_id)
+
+    def push_cancel(self, job_id: str) -> None:
+        """Tell the stream holding ``job_id`` to stop it, if that stream is connected here."""
+        for session in self._sessions:
+            attempt = session.held.get(job_id)
+            if attempt is not None:
+                self._send_cancel(session, CancelNotice(job_id, attempt))
+
+    @staticmethod
+    def _send_cancel(session: StreamSession, notice: CancelNotice) -> None:
+        key = (notice.job_id, notice.attempt_no)
+        if key not in session.cancels_sent:
+            session.cancels_sent.add(key)
+            session.outgoing.put_nowait(notice)
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        last_cancel_scan = loop.time()
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=self._poll_interval_s)
+            self._wake.clear()
+            try:
+                if loop.time() - last_cancel_scan >= self._poll_interval_s:
+                    last_cancel_scan = loop.time()
+                    await self._push_remote_cancels()
+                while await self._dispatch_round():
+                    pass
+            except Exception:
+                # The database may be briefly unreachable; the next tick tries again.
+                log.exception("dispatch round failed", extra={"action": "dispatch_error"})
+
+    async def _dispatch_round(self) -> bool:
+        """Offer work to every stream with free slots once; True if another round may find more."""
+        more = False
+        sessions = [s for s in self._sessions if s.credits > 0 and not s.closed]
+        # Rotate so that the first stream does not always get the freshest work.
+        if sessions:
+            self._sessions.append(self._sessions.pop(0))
+        for session in sessions:
+            want = min(session.credits, self._batch_max)
+            leases = await self._protocol.claim(
+                session.runtime_instance_id, sorted(session.job_types), want
+            )
+            if not leases:
+                continue
+            if session.closed:
+                await self._release(session, leases)
+                continue
+            session.credits -= len(leases)
+            for lease in leases:
+                session.remember(lease)
+                session.outgoing.put_nowait(lease)
+            more = more or (len(leases) == want and session.credits > 0)
+        return more
+
+    async def _release(self, session: StreamSession, leases: Sequence[LeasePayload]) -> None:
+        for lease in leases:
+            await self._protocol.release_undelivered(lease, session.runtime_instance_id)
+
+    async def release_undelivered(
+        self, session: StreamSession, leases: Sequence[LeasePayload]
+    ) -> None:
+        """Give back leases a closed stream never delivered (called by the stream handler)."""
+        try:
+            await self._release(session, leases)
+        except Exception:
+            # The lease simply expires and the reaper takes it back.
+            log.exception("releasing undelivered leases failed", extra={"action": "release_error"})
+
+    async def _push_remote_cancels(self) -> None:
+        """Cancel requests made through another replica, for jobs held by streams here."""
+        by_instance = {s.runtime_instance_id: s for s in self._sessions if s.held}
+        if not by_instance:
+            return
+        query = select(_jobs.c.id, _jobs.c.attemptCount, _jobs.c.lockedBy).where(
+            _jobs.c.lifecycleStatus == LifecycleStatus.RUNNING.value,
+            _jobs.c.cancelRequestedAt.is_not(None),
+            _jobs.c.lockedBy.in_(sorted(by_instance)),
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        for row in rows:
+            self._send_cancel(by_instance[row.lockedBy], CancelNotice(row.id, row.attemptCount))

@@ -1,0 +1,120 @@
+"""The registry: job definitions by type, validated when they are registered (at start-up).
+
+Behaviour is looked up here, never chosen with a ``switch`` on the job type.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from pydantic import BaseModel
+
+from scheduler_service.errors import SchedulerError
+from scheduler_service.registry.definitions import (
+    BUILTIN_DEFINITIONS,
+    CREDENTIAL_MODES,
+    QUEUES,
+    JobDefinition,
+)
+from shared.error_codes import ErrorCode
+from shared.job_schemas import INPUT_SCHEMAS, OUTPUT_SCHEMAS, PARAMS_SCHEMAS
+
+JOB_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_]{1,63}$")
+MIN_TIMEOUT_MS, MAX_TIMEOUT_MS = 1_000, 600_000
+
+
+class RegistryError(SchedulerError):
+    """A job definition cannot be registered (raised at start-up)."""
+
+
+class DuplicateJobDefinitionError(RegistryError):
+    pass
+
+
+class InvalidJobDefinitionError(RegistryError):
+    pass
+
+
+class UnknownJobTypeError(SchedulerError):
+    code = ErrorCode.INVALID_ARGUMENT
+
+    def __init__(self, job_type: str) -> None:
+        super().__init__(f"unknown job type {job_type!r}")
+        self.job_type = job_type
+
+
+def validate_definition(definition: JobDefinition) -> None:
+    """Raise :class:`InvalidJobDefinitionError` naming the first rule ``definition`` breaks."""
+    problems = []
+    job_type = definition.job_type
+    if not JOB_TYPE_PATTERN.fullmatch(job_type):
+        problems.append(f"job type {job_type!r} does not match {JOB_TYPE_PATTERN.pattern}")
+    if definition.routing.queue_name not in QUEUES:
+        problems.append(f"unknown queue {definition.routing.queue_name!r}")
+    if not 0 <= definition.routing.default_priority <= 100:
+        problems.append("default priority outside 0-100")
+    if not MIN_TIMEOUT_MS <= definition.execution.timeout_ms <= MAX_TIMEOUT_MS:
+        problems.append(f"timeout {definition.execution.timeout_ms} ms outside 1 s-600 s")
+    if definition.execution.max_retries < 0:
+        problems.append("negative max_retries")
+    if definition.execution.backoff.base_ms <= 0:
+        problems.append("backoff base must be positive")
+    modes = definition.credential
+    if (
+        not set(modes.allowed_modes) <= set(CREDENTIAL_MODES)
+        or modes.default_mode not in modes.allowed_modes
+    ):
+        problems.append("bad credential modes")
+    if (job_type, definition.input.version) not in INPUT_SCHEMAS:
+        problems.append(f"no input schema {definition.input.version!r}")
+    if (job_type, definition.input.version) not in PARAMS_SCHEMAS:
+        problems.append(f"no params schema {definition.input.version!r}")
+    if (job_type, definition.output.version) not in OUTPUT_SCHEMAS:
+        problems.append(f"no output schema {definition.output.version!r}")
+    if problems:
+        raise InvalidJobDefinitionError(f"job definition {job_type!r}: " + "; ".join(problems))
+
+
+class JobRegistry:
+    def __init__(self, definitions: Iterable[JobDefinition] = ()) -> None:
+        self._definitions: dict[str, JobDefinition] = {}
+        for definition in definitions:
+            self.register(definition)
+
+    def register(self, definition: JobDefinition) -> None:
+        if definition.job_type in self._definitions:
+            raise DuplicateJobDefinitionError(f"job type {definition.job_type!r} registered twice")
+        validate_definition(definition)
+        self._definitions[definition.job_type] = definition
+
+    def get(self, job_type: str) -> JobDefinition:
+        try:
+            return self._definitions[job_type]
+        except KeyError:
+            raise UnknownJobTypeError(job_type) from None
+
+    def __contains__(self, job_type: object) -> bool:
+        return job_type in self._definitions
+
+    def __iter__(self) -> Iterator[JobDefinition]:
+        return iter(self._definitions.values())
+
+    def job_types(self) -> list[str]:
+        return sorted(self._definitions)
+
+    def output_schema(self, job_type: str, version: str | None = None) -> type[BaseModel]:
+        definition = self.get(job_type)
+        return OUTPUT_SCHEMAS[(job_type, version or definition.output.version)]
+
+    def input_schema(self, job_type: str) -> type[BaseModel]:
+        definition = self.get(job_type)
+        return INPUT_SCHEMAS[(job_type, definition.input.version)]
+
+    def params_schema(self, job_type: str) -> type[BaseModel]:
+        definition = self.get(job_type)
+        return PARAMS_SCHEMAS[(job_type, definition.input.version)]
+
+
+def default_registry() -> JobRegistry:
+    return JobRegistry(BUILTIN_DEFINITIONS)

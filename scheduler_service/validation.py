@@ -1,0 +1,75 @@
+"""Syntax checks on request fields, run before any database access (reliability S24b)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from scheduler_service.errors import InvalidRequestError
+from scheduler_service.ids import is_valid_job_id
+from shared.error_codes import ErrorCode
+
+HASH_PATTERN = re.compile(r"^[0-9a-f]{64}$")
+INSTANCE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,99}$")
+MAX_ATTEMPT_NO = 1_000
+
+
+def job_id(value: str, field: str = "job_id") -> str:
+    if not is_valid_job_id(value):
+        raise InvalidRequestError(f"{field} is not a valid job id", field=field)
+    return value
+
+
+def attempt_no(value: int) -> int:
+    if not 1 <= value <= MAX_ATTEMPT_NO:
+        raise InvalidRequestError("attempt_no must be at least 1", field="attempt_no")
+    return value
+
+
+def instance_id(value: str) -> str:
+    if not INSTANCE_ID_PATTERN.fullmatch(value):
+        raise InvalidRequestError(
+            "runtime_instance_id must be 1-100 letters, digits or _.:@/-",
+            field="runtime_instance_id",
+        )
+    return value
+
+
+def output_hash(value: str) -> str:
+    if not HASH_PATTERN.fullmatch(value):
+        raise InvalidRequestError(
+            "output_hash must be 64 lowercase hex digits", field="output_hash"
+        )
+    return value
+
+
+def progress(value: int) -> int:
+    if not 0 <= value <= 100:
+        raise InvalidRequestError("progress must be between 0 and 100", field="progress")
+    return value
+
+
+def max_bytes(value: bytes | str, limit: int, field: str) -> None:
+    size = len(value.encode() if isinstance(value, str) else value)
+    if size > limit:
+        raise InvalidRequestError(f"{field} is larger than {limit} bytes", field=field)
+
+
+def json_document(text: str, field: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise InvalidRequestError(f"{field} is not valid JSON", field=field) from None
+
+
+def against_schema(model: type[BaseModel], value: Any, field: str, code: ErrorCode) -> BaseModel:
+    """``value`` validated by ``model``; the error names the first failing field path."""
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        path = ".".join(str(p) for p in (field, *first["loc"]))
+        raise InvalidRequestError(f"{path}: {first['msg']}", field=path, code=code) from None

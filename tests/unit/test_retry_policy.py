@@ -1,0 +1,57 @@
+"""The retry decision and full-jitter backoff."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scheduler_service.lifecycle.retry_policy import RetryDecision, backoff_ms, decide
+from scheduler_service.registry.definitions import Backoff
+
+BACKOFF = Backoff(base_ms=2_000, cap_ms=60_000)
+
+
+def _decide(**overrides: object) -> RetryDecision:
+    args: dict[str, object] = {
+        "attempt_no": 1,
+        "max_attempts": 3,
+        "error_code": "MODEL_TIMEOUT",
+        "retryable": True,
+        "retry_after_ms": 0,
+        "backoff": BACKOFF,
+        "rng": random.Random(7),
+    }
+    args.update(overrides)
+    return decide(**args)  # type: ignore[arg-type]
+
+
+def test_retryable_with_attempts_left_is_retried() -> None:
+    decision = _decide()
+    assert decision.retry is True
+
+
+def test_last_attempt_is_not_retried() -> None:
+    assert _decide(attempt_no=3).retry is False
+
+
+def test_both_the_runtime_and_the_catalogue_must_agree() -> None:
+    assert _decide(retryable=False).retry is False
+    assert _decide(error_code="INVALID_CREDENTIAL").retry is False
+
+
+def test_internal_errors_are_retried_once() -> None:
+    assert _decide(error_code="INTERNAL_ERROR", attempt_no=1, max_attempts=5).retry is True
+    assert _decide(error_code="INTERNAL_ERROR", attempt_no=2, max_attempts=5).retry is False
+
+
+def test_retry_after_is_a_floor() -> None:
+    decision = _decide(retry_after_ms=90_000)
+    assert decision.delay_ms == 90_000
+
+
+@given(st.integers(min_value=1, max_value=40), st.integers(min_value=0, max_value=2**32))
+def test_backoff_is_within_the_exponential_ceiling(attempt: int, seed: int) -> None:
+    delay = backoff_ms(attempt, BACKOFF, random.Random(seed))
+    assert 0 <= delay <= min(BACKOFF.cap_ms, BACKOFF.base_ms * 2 ** (attempt - 1))
