@@ -105,3 +105,11 @@ async def mysql_engine(mysql_database: DatabaseFactory) -> AsyncIterator[AsyncEn
     eng = create_engine(url, pool_size=25)
     yield eng
     await eng.dispose()
+
+
+@pytest.fixture
+async def mysql_url(mysql_database: DatabaseFactory) -> str:
+    """The URL of a freshly migrated MySQL database."""
+    url = await mysql_database()
+    await migrate(url)
+    return url

@@ -1,0 +1,148 @@
+"""8 runtimes across 2 scheduler processes on one MariaDB drain 2,000 synthetic_echo jobs.
+
+The schedulers are real child processes (`python -m scheduler_service`); the runtimes are built on
+the generated client. Afterwards: every job succeeded exactly once, no attempt was leased twice,
+nothing is left non-terminal, and every success has its one artifact and one outbox event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from sqlalchemy import func, select
+
+from scheduler_service.db.engine import create_engine
+from shared.gen.aijob.v1 import types_pb2
+from tests.procs import free_port
+from tests.protocol.db_checks import ARTIFACTS, JOBS, OUTBOX
+from tests.protocol.runtime_client import ClientRuntime, JobClient, echo_output
+
+pytestmark = pytest.mark.mysql
+
+JOBS_TOTAL = 2_000
+RUNTIMES_PER_SCHEDULER = 4
+SLOTS = 16
+
+
+@pytest.fixture
+def two_schedulers(mysql_url: str, tmp_path: Path) -> Iterator[list[str]]:
+    addresses = [f"127.0.0.1:{free_port()}" for _ in range(2)]
+    procs = []
+    for index, address in enumerate(addresses):
+        env = {**os.environ, "AIJOB_DATABASE_URL": mysql_url, "AIJOB_LISTEN": address}
+        log = (tmp_path / f"scheduler-{index}.log").open("wb")
+        procs.append(
+            subprocess.Popen([sys.executable, "-m", "scheduler_service"], env=env, stderr=log)
+        )
+    try:
+        for address in addresses:
+            with grpc.insecure_channel(address) as channel:
+                health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(), timeout=30, wait_for_ready=True
+                )
+        yield addresses
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            assert proc.wait(timeout=30) == 0
+
+
+@pytest.fixture
+async def channels(two_schedulers: list[str]) -> AsyncIterator[list[grpc.aio.Channel]]:
+    opened = [grpc.aio.insecure_channel(address) for address in two_schedulers]
+    yield opened
+    for channel in opened:
+        await channel.close(None)
+
+
+async def test_two_schedulers_eight_runtimes_drain_every_job_once(
+    channels: list[grpc.aio.Channel], mysql_url: str
+) -> None:
+    runtimes = [
+        ClientRuntime(channel, f"rt-{s}-{r}", slots=SLOTS)
+        for s, channel in enumerate(channels)
+        for r in range(RUNTIMES_PER_SCHEDULER)
+    ]
+    finished = 0
+    all_done = asyncio.Event()
+
+    async def finish(runtime: ClientRuntime, lease: types_pb2.Lease) -> None:
+        nonlocal finished
+        await runtime.submit(lease, echo_output(lease))
+        runtime.credit()
+        finished += 1
+        if finished == JOBS_TOTAL:
+            all_done.set()
+
+    async def work(runtime: ClientRuntime) -> None:
+        """Run every lease as its own task, as a runtime with ``SLOTS`` slots does."""
+        await runtime.connect()
+        tasks: set[asyncio.Task[None]] = set()
+        while True:
+            lease = await runtime.leases.get()
+            task = asyncio.ensure_future(finish(runtime, lease))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+    workers = [asyncio.ensure_future(work(r)) for r in runtimes]
+    clients = [JobClient(channel, user_id=f"user-{i}") for i, channel in enumerate(channels)]
+    semaphore = asyncio.Semaphore(32)
+
+    async def create(index: int) -> str:
+        async with semaphore:
+            job = await clients[index % 2].create(snapshot={"index": index})
+            return job.job_id
+
+    try:
+        created = await asyncio.gather(*(create(i) for i in range(JOBS_TOTAL)))
+        await asyncio.wait_for(all_done.wait(), timeout=300)
+    finally:
+        for worker in workers:
+            worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        for runtime in runtimes:
+            await runtime.close()
+
+    leased = Counter(pair for runtime in runtimes for pair in runtime.received)
+    assert len(leased) == JOBS_TOTAL
+    assert max(leased.values()) == 1, "an attempt was leased twice"
+    assert {job_id for job_id, _ in leased} == set(created)
+    per_scheduler = Counter(r.instance_id.split("-")[1] for r in runtimes for _ in r.received)
+    assert set(per_scheduler) == {"0", "1"}, "both schedulers dispatched work"
+
+    statuses, artifacts, artifact_rows, completed = await _tallies(mysql_url)
+    assert statuses == {"succeeded": JOBS_TOTAL}
+    assert artifacts == artifact_rows == JOBS_TOTAL
+    assert completed == JOBS_TOTAL
+
+
+async def _tallies(url: str) -> tuple[dict[str, int], int, int, int]:
+    """Jobs by status, jobs with artifacts, artifact rows, completed events."""
+    engine = create_engine(url, pool_size=2)
+    try:
+        async with engine.connect() as conn:
+            by_status = select(JOBS.c.lifecycleStatus, func.count()).group_by(
+                JOBS.c.lifecycleStatus
+            )
+            statuses = {str(s): int(n) for s, n in (await conn.execute(by_status)).all()}
+            with_artifacts = select(func.count(func.distinct(ARTIFACTS.c.jobId)))
+            artifact_rows = select(func.count()).select_from(ARTIFACTS)
+            completed = select(func.count()).where(OUTBOX.c.eventType == "ai.job.completed")
+            return (
+                statuses,
+                int((await conn.execute(with_artifacts)).scalar_one()),
+                int((await conn.execute(artifact_rows)).scalar_one()),
+                int((await conn.execute(completed)).scalar_one()),
+            )
+    finally:
+        await engine.dispose()

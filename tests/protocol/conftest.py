@@ -1,0 +1,75 @@
+"""A scheduler served in process on loopback, on a freshly migrated database."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import pytest
+
+from scheduler_service.api.server import build_server
+from scheduler_service.app import SchedulerApp
+from scheduler_service.registry import BUILTIN_DEFINITIONS, JobRegistry
+from scheduler_service.registry.definitions import Backoff
+from scheduler_service.settings import SchedulerSettings
+
+
+def fast_registry() -> JobRegistry:
+    """The built-in definitions with short retry backoff, so retry paths run in milliseconds."""
+    return JobRegistry(
+        dataclasses.replace(
+            d, execution=dataclasses.replace(d.execution, backoff=Backoff(base_ms=50, cap_ms=200))
+        )
+        for d in BUILTIN_DEFINITIONS
+    )
+
+
+@dataclass
+class RunningScheduler:
+    app: SchedulerApp
+    address: str
+    channel: grpc.aio.Channel
+    database_url: str
+
+
+SchedulerFactory = Callable[..., Awaitable[RunningScheduler]]
+
+
+@pytest.fixture
+async def start_scheduler() -> AsyncIterator[SchedulerFactory]:
+    """Start schedulers (several may share one database, like replicas); all stop at the end."""
+    running: list[tuple[grpc.aio.Server, SchedulerApp, grpc.aio.Channel]] = []
+
+    async def start(database_url: str, **overrides: Any) -> RunningScheduler:
+        values: dict[str, Any] = {
+            "database_url": database_url,
+            "listen": "127.0.0.1:0",
+            "lease_ttl_s": 60,
+            "lease_grace_s": 30,
+            "reaper_interval_s": 0.2,
+            "dispatch_poll_ms": 100,
+            "max_output_bytes": 64 * 1024,
+        }
+        values.update(overrides)
+        settings = SchedulerSettings(**values)
+        app = SchedulerApp.create(settings, registry=fast_registry())
+        server, _health, port = build_server(settings, app)
+        await app.start()
+        await server.start()
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+        running.append((server, app, channel))
+        return RunningScheduler(app, f"127.0.0.1:{port}", channel, database_url)
+
+    yield start
+    for server, app, channel in running:
+        await channel.close(None)
+        await server.stop(None)
+        await app.stop()
+
+
+@pytest.fixture
+async def scheduler(start_scheduler: SchedulerFactory, mysql_url: str) -> RunningScheduler:
+    return await start_scheduler(mysql_url)

@@ -1,0 +1,34 @@
+"""Reading what the scheduler wrote, for assertions."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from sqlalchemy import Table, func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from scheduler_service.db.models import AiJob, AiJobArtifact, AiUsageLog, OutboxEvent
+
+JOBS = cast(Table, AiJob.__table__)
+ARTIFACTS = cast(Table, AiJobArtifact.__table__)
+USAGE = cast(Table, AiUsageLog.__table__)
+OUTBOX = cast(Table, OutboxEvent.__table__)
+
+
+async def job_row(engine: AsyncEngine, job_id: str) -> dict[str, Any]:
+    async with engine.connect() as conn:
+        return dict((await conn.execute(select(JOBS).where(JOBS.c.id == job_id))).one()._mapping)
+
+
+async def count(engine: AsyncEngine, table: Table, **where: Any) -> int:
+    query = select(func.count()).select_from(table)
+    for column, value in where.items():
+        query = query.where(table.c[column] == value)
+    async with engine.connect() as conn:
+        return int((await conn.execute(query)).scalar_one())
+
+
+async def events(engine: AsyncEngine, job_id: str) -> list[str]:
+    query = select(OUTBOX.c.eventType).where(OUTBOX.c.aggregateId == job_id).order_by(OUTBOX.c.id)
+    async with engine.connect() as conn:
+        return list((await conn.execute(query)).scalars())

@@ -1,0 +1,180 @@
+"""A test runtime built only on the generated gRPC client: what any runtime implementation sees."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import grpc
+from google.protobuf import duration_pb2, json_format
+from google.rpc import error_details_pb2, status_pb2
+
+from shared.canonical_json import output_hash
+from shared.gen.aijob.v1 import (
+    job_service_pb2,
+    job_service_pb2_grpc,
+    runtime_service_pb2_grpc,
+    types_pb2,
+)
+from shared.gen.aijob.v1 import runtime_service_pb2 as rt
+
+WAIT_S = 30.0
+
+
+def error_reason(error: grpc.aio.AioRpcError) -> str:
+    """The public error code in the rich status details (google.rpc.ErrorInfo.reason)."""
+    metadata = cast(tuple[tuple[str, bytes], ...], error.trailing_metadata() or ())
+    for key, value in metadata:
+        if key == "grpc-status-details-bin":
+            status = status_pb2.Status.FromString(value)
+            for detail in status.details:
+                info = error_details_pb2.ErrorInfo()
+                if detail.Unpack(info):
+                    return str(info.reason)
+    return ""
+
+
+@dataclass
+class ClientRuntime:
+    """One runtime instance: a Poll stream plus the unary calls, all over the generated stubs."""
+
+    channel: grpc.aio.Channel
+    instance_id: str
+    job_types: list[str] = field(default_factory=lambda: ["synthetic_echo"])
+    slots: int = 4
+    leases: asyncio.Queue[types_pb2.Lease] = field(default_factory=asyncio.Queue)
+    cancels: asyncio.Queue[rt.CancelNotice] = field(default_factory=asyncio.Queue)
+    received: list[tuple[str, int]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.stub = runtime_service_pb2_grpc.RuntimeServiceStub(self.channel)
+        self._credits: asyncio.Queue[int] = asyncio.Queue()
+        self._call: Any = None
+        self._reader: asyncio.Task[None] | None = None
+
+    async def connect(self) -> None:
+        self._call = self.stub.Poll(self._requests())
+        self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def _requests(self) -> AsyncIterator[rt.PollRequest]:
+        yield rt.PollRequest(
+            subscribe=rt.PollSubscribe(
+                runtime_instance_id=self.instance_id, job_types=self.job_types, slots=self.slots
+            )
+        )
+        while True:
+            slots = await self._credits.get()
+            yield rt.PollRequest(credit=rt.PollCredit(slots=slots))
+
+    async def _read(self) -> None:
+        async for message in self._call:
+            if message.WhichOneof("kind") == "lease":
+                self.received.append((message.lease.job_id, message.lease.attempt_no))
+                self.leases.put_nowait(message.lease)
+            else:
+                self.cancels.put_nowait(message.cancel)
+
+    def credit(self, slots: int = 1) -> None:
+        self._credits.put_nowait(slots)
+
+    async def next_lease(self, within_s: float = WAIT_S) -> types_pb2.Lease:
+        return await asyncio.wait_for(self.leases.get(), within_s)
+
+    async def next_cancel(self, within_s: float = WAIT_S) -> rt.CancelNotice:
+        return await asyncio.wait_for(self.cancels.get(), within_s)
+
+    async def close(self) -> None:
+        if self._call is not None:
+            self._call.cancel()
+        if self._reader is not None:
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
+
+    async def heartbeat(
+        self, lease: types_pb2.Lease, progress: int = 50, checkpoint: bytes = b""
+    ) -> rt.HeartbeatResponse:
+        return await self.stub.Heartbeat(
+            rt.HeartbeatRequest(
+                job_id=lease.job_id,
+                attempt_no=lease.attempt_no,
+                runtime_instance_id=self.instance_id,
+                progress=progress,
+                checkpoint=checkpoint,
+            ),
+            timeout=WAIT_S,
+        )
+
+    async def submit(self, lease: types_pb2.Lease, output: Any) -> rt.SubmitResultResponse:
+        return await self.stub.SubmitResult(
+            rt.SubmitResultRequest(
+                job_id=lease.job_id,
+                attempt_no=lease.attempt_no,
+                runtime_instance_id=self.instance_id,
+                output_hash=output_hash(output),
+                output_json=json.dumps(output),
+                usage=types_pb2.Usage(
+                    model_name="scripted", prompt_tokens=10, completion_tokens=5, latency_ms=3
+                ),
+            ),
+            timeout=WAIT_S,
+        )
+
+    async def fail(
+        self,
+        lease: types_pb2.Lease,
+        code: str,
+        *,
+        retryable: bool,
+        retry_after_ms: int = 0,
+    ) -> rt.SubmitFailureResponse:
+        retry_after = duration_pb2.Duration()
+        retry_after.FromMilliseconds(retry_after_ms)
+        return await self.stub.SubmitFailure(
+            rt.SubmitFailureRequest(
+                job_id=lease.job_id,
+                attempt_no=lease.attempt_no,
+                runtime_instance_id=self.instance_id,
+                error_code=code,
+                retryable=retryable,
+                public_error_message="failed",
+                internal_error_message="details for operators",
+                retry_after=retry_after,
+            ),
+            timeout=WAIT_S,
+        )
+
+
+def echo_output(lease: types_pb2.Lease) -> dict[str, Any]:
+    return {"echo": json_format.MessageToDict(lease.snapshot)}
+
+
+class JobClient:
+    """The internal-service side: creates, reads and cancels jobs for one user."""
+
+    def __init__(self, channel: grpc.aio.Channel, user_id: str = "user-1") -> None:
+        self.stub = job_service_pb2_grpc.JobServiceStub(channel)
+        self.metadata = (("x-user-id", user_id),)
+
+    async def create(
+        self,
+        job_type: str = "synthetic_echo",
+        snapshot: dict[str, Any] | None = None,
+        **fields: Any,
+    ) -> types_pb2.Job:
+        request = job_service_pb2.CreateJobRequest(job_type=job_type, **fields)
+        json_format.ParseDict(snapshot or {"text": "hello"}, request.snapshot)
+        reply = await self.stub.CreateJob(request, metadata=self.metadata, timeout=WAIT_S)
+        return reply.job
+
+    async def get(self, job_id: str) -> types_pb2.Job:
+        return await self.stub.GetJob(
+            job_service_pb2.GetJobRequest(job_id=job_id), metadata=self.metadata, timeout=WAIT_S
+        )
+
+    async def cancel(self, job_id: str) -> job_service_pb2.CancelJobResponse:
+        return await self.stub.CancelJob(
+            job_service_pb2.CancelJobRequest(job_id=job_id), metadata=self.metadata, timeout=WAIT_S
+        )
