@@ -1,0 +1,122 @@
+"""The reaper on real MariaDB: cancels and exhausted attempts, replicas reaping at once, and the
+heartbeat-versus-reaper race at the expiry instant (reliability S6, S7, S21)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import update
+
+from scheduler_service.db.clock import db_now
+from scheduler_service.errors import LeaseLostError
+from tests.protocol.conftest import RunningScheduler, SchedulerFactory
+from tests.protocol.db_checks import JOBS, events, job_row
+from tests.protocol.runtime_client import JobClient
+
+pytestmark = pytest.mark.mysql
+
+
+async def _expire(scheduler: RunningScheduler, job_id: str) -> None:
+    """Move a lease's deadline into the past (test setup; lifecycleStatus is not touched)."""
+    row = await job_row(scheduler.app.engine, job_id)
+    async with scheduler.app.engine.begin() as conn:
+        await conn.execute(
+            update(JOBS)
+            .where(JOBS.c.id == job_id)
+            .values(lockUntil=row["lockUntil"] - timedelta(hours=1))
+        )
+
+
+async def _leased_job(scheduler: RunningScheduler, runtime_id: str = "rt-1") -> str:
+    job = await JobClient(scheduler.channel).create()
+    await scheduler.app.protocol.lock(job.job_id, runtime_id)
+    return job.job_id
+
+
+async def test_expired_lease_with_cancel_request_becomes_cancelled(
+    scheduler: RunningScheduler,
+) -> None:
+    job_id = await _leased_job(scheduler)
+    await JobClient(scheduler.channel).cancel(job_id)
+    await _expire(scheduler, job_id)
+    assert await scheduler.app.protocol.reap_once() == 1
+    assert (await job_row(scheduler.app.engine, job_id))["lifecycleStatus"] == "cancelled"
+    assert await events(scheduler.app.engine, job_id) == ["ai.job.enqueue", "ai.job.cancelled"]
+
+
+async def test_expired_last_attempt_fails_instead_of_looping(scheduler: RunningScheduler) -> None:
+    job_id = await _leased_job(scheduler)
+    protocol = scheduler.app.protocol
+    for attempt in (1, 2, 3):
+        await _expire(scheduler, job_id)
+        assert await protocol.reap_once() == 1
+        row = await job_row(scheduler.app.engine, job_id)
+        if attempt < 3:
+            assert (row["lifecycleStatus"], row["errorCode"]) == ("queued", "JOB_TIMEOUT")
+            async with scheduler.app.engine.begin() as conn:  # skip the backoff
+                await conn.execute(
+                    update(JOBS).where(JOBS.c.id == job_id).values(availableAt=row["queuedAt"])
+                )
+            await protocol.lock(job_id, f"rt-{attempt + 1}")
+    row = await job_row(scheduler.app.engine, job_id)
+    assert (row["lifecycleStatus"], row["errorCode"]) == (
+        "failed",
+        "LEASE_EXPIRED_ATTEMPTS_EXHAUSTED",
+    )
+    assert (await events(scheduler.app.engine, job_id))[-1] == "ai.job.failed"
+
+
+async def test_two_replicas_reaping_at_once_requeue_each_job_once(
+    start_scheduler: SchedulerFactory, mysql_url: str
+) -> None:
+    a = await start_scheduler(mysql_url, reaper_interval_s=3600)
+    b = await start_scheduler(mysql_url, reaper_interval_s=3600)
+    job_ids = [await _leased_job(a, f"rt-{i}") for i in range(40)]
+    for job_id in job_ids:
+        await _expire(a, job_id)
+    reaped = await asyncio.gather(a.app.protocol.reap_once(), b.app.protocol.reap_once())
+    assert sum(reaped) == 40
+    for job_id in job_ids:
+        row = await job_row(a.app.engine, job_id)
+        assert (row["lifecycleStatus"], row["attemptCount"]) == ("queued", 1)
+
+
+async def test_heartbeat_racing_the_reaper_never_both_win(
+    start_scheduler: SchedulerFactory, mysql_url: str
+) -> None:
+    """Leases that end within a few milliseconds of the race: sometimes the heartbeat lands
+    first and keeps the lease, sometimes the reaper takes it; never both (S6)."""
+    scheduler = await start_scheduler(mysql_url, reaper_interval_s=3600, lease_grace_s=0)
+    protocol = scheduler.app.protocol
+    rng = random.Random(6)
+    outcomes = {"heartbeat": 0, "reaper": 0, "neither": 0}
+    for _ in range(100):
+        job_id = await _leased_job(scheduler)
+        async with scheduler.app.engine.begin() as conn:
+            offset = rng.randint(-15, 15)
+            await conn.execute(
+                update(JOBS).where(JOBS.c.id == job_id).values(lockUntil=db_now(offset))
+            )
+        beat, reaped = await asyncio.gather(
+            protocol.heartbeat(job_id, 1, "rt-1", 10, b""),
+            protocol.reap_once(),
+            return_exceptions=True,
+        )
+        row = await job_row(scheduler.app.engine, job_id)
+        beat_won = not isinstance(beat, BaseException)
+        assert not (beat_won and reaped == 1), "a heartbeat and the reaper both won"
+        if beat_won:
+            assert row["lifecycleStatus"] == "running" and row["attemptCount"] == 1
+            outcomes["heartbeat"] += 1
+        elif reaped == 1:
+            assert isinstance(beat, LeaseLostError) and row["lifecycleStatus"] == "queued"
+            outcomes["reaper"] += 1
+        else:
+            # The heartbeat came after the deadline and the reaper looked just before it: the
+            # lease stays running until the next sweep takes it.
+            assert isinstance(beat, LeaseLostError) and row["lifecycleStatus"] == "running"
+            outcomes["neither"] += 1
+    assert outcomes["heartbeat"] > 0 and outcomes["reaper"] > 0, outcomes
