@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 
-.PHONY: install run test lint proto breaking clean
+.PHONY: install run test lint proto breaking bench-latency clean
 
 install: $(VENV)/.installed
 
@@ -36,6 +36,10 @@ lint: install $(BUF)
 # Compares the contract with main: run it on a branch before merging a .proto change.
 breaking: $(BUF)
 	$(BUF) breaking --against '.git#branch=main'
+
+# Enqueue -> lease latency with one idle runtime (MariaDB at AIJOB_BENCH_MYSQL_URL).
+bench-latency: install
+	$(PY) -m bench.lease_latency
 
 proto: install
 	$(PY) scripts/gen_protos.py

@@ -1,0 +1,1 @@
+"""Benchmarks: scripts that print measurements, never timed tests."""
