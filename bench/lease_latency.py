@@ -33,6 +33,7 @@ from sqlalchemy.engine import make_url
 
 from scheduler_service.db.engine import create_engine
 from scheduler_service.migrate import migrate
+from tests import tokens
 from tests.procs import free_port
 from tests.protocol.runtime_client import ClientRuntime, JobClient, echo_output
 
@@ -64,7 +65,7 @@ def schedulers(url: str, count: int) -> Iterator[list[str]]:
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "scheduler_service"],
-            env={**os.environ, "AIJOB_DATABASE_URL": url, "AIJOB_LISTEN": address},
+            env={**os.environ, **tokens.ENV, "AIJOB_DATABASE_URL": url, "AIJOB_LISTEN": address},
             stderr=subprocess.DEVNULL,
         )
         for address in addresses

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./aijob.db"
 
@@ -33,5 +35,37 @@ class SchedulerSettings(BaseSettings):
     max_receive_message_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)
     #: Serve gRPC server reflection (grpcurl list/describe).
     reflection: bool = True
+    #: Bearer tokens per role, comma-separated. With none set on a loopback address the server
+    #: generates a set and writes it to ``dev_tokens_file``; elsewhere it refuses to start.
+    runtime_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
+    service_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
+    admin_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
+    dev_tokens_file: str = ".aijob/dev-tokens.json"
+    #: TLS: certificate and key of the server; with a client CA, clients must present a
+    #: certificate it signed (mutual TLS).
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_client_ca: str = ""
+    #: Per-user limits on CreateJob: jobs queued or running at once, and jobs created per UTC day.
+    max_active_jobs_per_user: int = Field(default=100, ge=1)
+    daily_job_quota_per_user: int = Field(default=10_000, ge=1)
+    #: Largest snapshot (canonical JSON bytes) CreateJob accepts.
+    max_snapshot_bytes: int = Field(default=1024 * 1024, ge=1024)
+    #: Concurrent RPCs the server runs; more are refused with RESOURCE_EXHAUSTED.
+    max_concurrent_rpcs: int = Field(default=10_000, ge=1)
+    #: HTTP/2 streams one connection may open at once.
+    max_concurrent_streams: int = Field(default=1_000, ge=1)
+    #: How often WatchJob looks for changes made through other replicas.
+    watch_poll_ms: int = Field(default=250, ge=10, le=10_000)
+    #: AES-256-GCM key (base64, 32 bytes) that encrypts users' model keys at rest.
+    credential_key: SecretStr = SecretStr("")
+
+    @field_validator("runtime_tokens", "service_tokens", "admin_tokens", mode="before")
+    @classmethod
+    def _split_tokens(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [t.strip() for t in value.split(",") if t.strip()]
+        return value
+
     #: Seconds in-flight RPCs get to finish on SIGTERM/SIGINT.
     shutdown_grace_s: float = Field(default=10.0, ge=0)

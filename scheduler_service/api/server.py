@@ -6,13 +6,16 @@ import asyncio
 import logging
 import signal
 from collections.abc import Sequence
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from scheduler_service.api.auth import AuthInterceptor
 from scheduler_service.api.servicers import AdminServicer, JobServicer, RuntimeServicer
+from scheduler_service.api.tokens import load_tokens
 from scheduler_service.app import SchedulerApp
 from scheduler_service.settings import SchedulerSettings
 from shared.gen.aijob.v1 import (
@@ -40,10 +43,9 @@ def build_server(
 ) -> tuple[grpc.aio.Server, health_aio.HealthServicer, int]:
     """A server bound to ``settings.listen`` with every service added; returns the bound port."""
     server = grpc.aio.server(
-        options=[
-            ("grpc.max_receive_message_length", settings.max_receive_message_bytes),
-            ("grpc.max_send_message_length", settings.max_receive_message_bytes),
-        ]
+        interceptors=[AuthInterceptor(load_tokens(settings), reflection=settings.reflection)],
+        options=_server_options(settings),
+        maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
     )
     job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(app), server)
     admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(), server)
@@ -56,10 +58,39 @@ def build_server(
     if settings.reflection:
         reflection.enable_server_reflection((*reflected, reflection.SERVICE_NAME), server)
 
-    port = server.add_insecure_port(settings.listen)
+    port = _listen(server, settings)
+    return server, health_servicer, port
+
+
+def _server_options(settings: SchedulerSettings) -> list[tuple[str, int]]:
+    """Limits set on purpose (reliability S25): message sizes, streams per connection, and
+    keepalive that finds dead runtimes in about a minute while refusing ping floods."""
+    return [
+        ("grpc.max_receive_message_length", settings.max_receive_message_bytes),
+        ("grpc.max_send_message_length", settings.max_receive_message_bytes),
+        ("grpc.max_concurrent_streams", settings.max_concurrent_streams),
+        ("grpc.keepalive_time_ms", 60_000),
+        ("grpc.keepalive_timeout_ms", 20_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+        ("grpc.http2.max_ping_strikes", 2),
+    ]
+
+
+def _listen(server: grpc.aio.Server, settings: SchedulerSettings) -> int:
+    if settings.tls_cert or settings.tls_key:
+        client_ca = Path(settings.tls_client_ca).read_bytes() if settings.tls_client_ca else None
+        credentials = grpc.ssl_server_credentials(
+            [(Path(settings.tls_key).read_bytes(), Path(settings.tls_cert).read_bytes())],
+            root_certificates=client_ca,
+            require_client_auth=client_ca is not None,
+        )
+        port = server.add_secure_port(settings.listen, credentials)
+    else:
+        port = server.add_insecure_port(settings.listen)
     if port == 0:
         raise OSError(f"cannot listen on {settings.listen}")
-    return server, health_servicer, port
+    return port
 
 
 async def _set_serving(health_servicer: health_aio.HealthServicer, status: int) -> None:

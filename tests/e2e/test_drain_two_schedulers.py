@@ -22,6 +22,7 @@ from sqlalchemy import func, select
 
 from scheduler_service.db.engine import create_engine
 from shared.gen.aijob.v1 import types_pb2
+from tests import tokens
 from tests.procs import free_port
 from tests.protocol.db_checks import ARTIFACTS, JOBS, OUTBOX
 from tests.protocol.runtime_client import ClientRuntime, JobClient, echo_output
@@ -38,7 +39,7 @@ def two_schedulers(mysql_url: str, tmp_path: Path) -> Iterator[list[str]]:
     addresses = [f"127.0.0.1:{free_port()}" for _ in range(2)]
     procs = []
     for index, address in enumerate(addresses):
-        env = {**os.environ, "AIJOB_DATABASE_URL": mysql_url, "AIJOB_LISTEN": address}
+        env = {**os.environ, **tokens.ENV, "AIJOB_DATABASE_URL": mysql_url, "AIJOB_LISTEN": address}
         log = (tmp_path / f"scheduler-{index}.log").open("wb")
         procs.append(
             subprocess.Popen([sys.executable, "-m", "scheduler_service"], env=env, stderr=log)

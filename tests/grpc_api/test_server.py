@@ -21,18 +21,19 @@ from shared.gen.aijob.v1 import (
     runtime_service_pb2,
     runtime_service_pb2_grpc,
 )
+from tests import tokens
 
 
 @pytest.fixture
 async def channel(tmp_path: Path) -> AsyncIterator[grpc.aio.Channel]:
     settings = SchedulerSettings(
-        listen="127.0.0.1:0", database_url=f"sqlite+aiosqlite:///{tmp_path}/a.db"
+        listen="127.0.0.1:0", database_url=f"sqlite+aiosqlite:///{tmp_path}/a.db", **tokens.SETTINGS
     )
     app = SchedulerApp.create(settings)
     server, health_servicer, port = build_server(settings, app)
     await server.start()
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as chan:
+    async with tokens.channel(f"127.0.0.1:{port}") as chan:
         yield chan
     await server.stop(None)
     await app.stop()

@@ -15,6 +15,7 @@ from scheduler_service.app import SchedulerApp
 from scheduler_service.registry import BUILTIN_DEFINITIONS, JobRegistry
 from scheduler_service.registry.definitions import Backoff
 from scheduler_service.settings import SchedulerSettings
+from tests import tokens
 
 
 def fast_registry() -> JobRegistry:
@@ -52,6 +53,7 @@ async def start_scheduler() -> AsyncIterator[SchedulerFactory]:
             "reaper_interval_s": 0.2,
             "dispatch_poll_ms": 100,
             "max_output_bytes": 64 * 1024,
+            **tokens.SETTINGS,
         }
         values.update(overrides)
         settings = SchedulerSettings(**values)
@@ -59,7 +61,7 @@ async def start_scheduler() -> AsyncIterator[SchedulerFactory]:
         server, _health, port = build_server(settings, app)
         await app.start()
         await server.start()
-        channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+        channel = tokens.channel(f"127.0.0.1:{port}")
         running.append((server, app, channel))
         return RunningScheduler(app, f"127.0.0.1:{port}", channel, database_url)
 

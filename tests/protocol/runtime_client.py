@@ -20,6 +20,7 @@ from shared.gen.aijob.v1 import (
     types_pb2,
 )
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
+from tests.tokens import RUNTIME_TOKEN, SERVICE_TOKEN, bearer
 
 WAIT_S = 30.0
 
@@ -48,15 +49,17 @@ class ClientRuntime:
     leases: asyncio.Queue[types_pb2.Lease] = field(default_factory=asyncio.Queue)
     cancels: asyncio.Queue[rt.CancelNotice] = field(default_factory=asyncio.Queue)
     received: list[tuple[str, int]] = field(default_factory=list)
+    token: str = RUNTIME_TOKEN
 
     def __post_init__(self) -> None:
         self.stub = runtime_service_pb2_grpc.RuntimeServiceStub(self.channel)
+        self.metadata = bearer(self.token)
         self._credits: asyncio.Queue[int] = asyncio.Queue()
         self._call: Any = None
         self._reader: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
-        self._call = self.stub.Poll(self._requests())
+        self._call = self.stub.Poll(self._requests(), metadata=self.metadata)
         self._reader = asyncio.get_running_loop().create_task(self._read())
 
     async def _requests(self) -> AsyncIterator[rt.PollRequest]:
@@ -104,6 +107,7 @@ class ClientRuntime:
                 progress=progress,
                 checkpoint=checkpoint,
             ),
+            metadata=self.metadata,
             timeout=WAIT_S,
         )
 
@@ -119,6 +123,7 @@ class ClientRuntime:
                     model_name="scripted", prompt_tokens=10, completion_tokens=5, latency_ms=3
                 ),
             ),
+            metadata=self.metadata,
             timeout=WAIT_S,
         )
 
@@ -143,6 +148,7 @@ class ClientRuntime:
                 internal_error_message="details for operators",
                 retry_after=retry_after,
             ),
+            metadata=self.metadata,
             timeout=WAIT_S,
         )
 
@@ -154,9 +160,11 @@ def echo_output(lease: types_pb2.Lease) -> dict[str, Any]:
 class JobClient:
     """The internal-service side: creates, reads and cancels jobs for one user."""
 
-    def __init__(self, channel: grpc.aio.Channel, user_id: str = "user-1") -> None:
+    def __init__(
+        self, channel: grpc.aio.Channel, user_id: str = "user-1", token: str = SERVICE_TOKEN
+    ) -> None:
         self.stub = job_service_pb2_grpc.JobServiceStub(channel)
-        self.metadata = (("x-user-id", user_id),)
+        self.metadata = (("x-user-id", user_id), *bearer(token))
 
     async def create(
         self,

@@ -1,0 +1,72 @@
+"""Where the server's tokens come from: settings, or development tokens on loopback."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import os
+import secrets
+from pathlib import Path
+
+from scheduler_service.api.auth import Role, TokenSet
+from scheduler_service.errors import SchedulerError
+from scheduler_service.settings import SchedulerSettings
+
+__all__ = ["ConfigurationError", "is_loopback", "load_tokens"]
+
+log = logging.getLogger(__name__)
+
+
+class ConfigurationError(SchedulerError):
+    """The server cannot start with these settings."""
+
+
+def is_loopback(listen: str) -> bool:
+    host = listen.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def load_tokens(settings: SchedulerSettings) -> TokenSet:
+    configured = {
+        Role.RUNTIME: [t.get_secret_value() for t in settings.runtime_tokens],
+        Role.SERVICE: [t.get_secret_value() for t in settings.service_tokens],
+        Role.ADMIN: [t.get_secret_value() for t in settings.admin_tokens],
+    }
+    if any(configured.values()):
+        return TokenSet(configured)
+    if not is_loopback(settings.listen):
+        raise ConfigurationError(
+            f"refusing to listen on {settings.listen} without tokens: set AIJOB_RUNTIME_TOKENS, "
+            "AIJOB_SERVICE_TOKENS and AIJOB_ADMIN_TOKENS"
+        )
+    path = Path(settings.dev_tokens_file).resolve()
+    tokens = _read_or_create(path)
+    log.warning(
+        "no tokens configured: using development tokens from %s (readable by this user only)",
+        path,
+        extra={"action": "dev_tokens", "path": str(path)},
+    )
+    return TokenSet({role: [tokens[role.value]] for role in Role})
+
+
+def _read_or_create(path: Path) -> dict[str, str]:
+    try:
+        existing = json.loads(path.read_text())
+        if all(isinstance(existing.get(role.value), str) for role in Role):
+            return {role.value: existing[role.value] for role in Role}
+    except (OSError, ValueError):
+        pass
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tokens = {role.value: f"dev-{role.value}-{secrets.token_urlsafe(24)}" for role in Role}
+    # Created with owner-only permissions from the start, never widened.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(tokens, handle, indent=2)
+    os.chmod(path, 0o600)
+    return tokens
