@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from scheduler_service.credentials import CredentialCipher, CredentialStore
 from scheduler_service.db.engine import create_engine
-from scheduler_service.jobs.service import JobService
+from scheduler_service.jobs.service import JobService, Limits
+from scheduler_service.jobs.signals import ChangeSignals
 from scheduler_service.lifecycle.repository import LifecycleRepository
 from scheduler_service.protocol.dispatch import Dispatcher
 from scheduler_service.protocol.service import RuntimeProtocol
@@ -30,6 +32,8 @@ class SchedulerApp:
     protocol: RuntimeProtocol
     jobs: JobService
     dispatcher: Dispatcher
+    credentials: CredentialStore
+    changes: ChangeSignals
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     @classmethod
@@ -44,20 +48,36 @@ class SchedulerApp:
         protocol = RuntimeProtocol(
             engine, repository, registry, max_output_bytes=settings.max_output_bytes
         )
+        changes = ChangeSignals()
         dispatcher = Dispatcher(
             protocol,
             engine,
             poll_interval_s=settings.dispatch_poll_ms / 1000,
             batch_max=settings.dispatch_batch_max,
+            on_leased=changes.touch,
         )
+
+        def cancel_requested(job_id: str) -> None:
+            dispatcher.push_cancel(job_id)
+            changes.touch(job_id)
+
         jobs = JobService(
             engine,
             repository,
             registry,
+            limits=Limits(
+                max_active_jobs_per_user=settings.max_active_jobs_per_user,
+                daily_job_quota_per_user=settings.daily_job_quota_per_user,
+                max_snapshot_bytes=settings.max_snapshot_bytes,
+            ),
             on_enqueued=dispatcher.notify,
-            on_cancel_requested=dispatcher.push_cancel,
+            on_cancel_requested=cancel_requested,
         )
-        return cls(settings, engine, registry, repository, protocol, jobs, dispatcher)
+        key = settings.credential_key.get_secret_value()
+        credentials = CredentialStore(engine, CredentialCipher.from_base64(key) if key else None)
+        return cls(
+            settings, engine, registry, repository, protocol, jobs, dispatcher, credentials, changes
+        )
 
     async def start(self) -> None:
         self.dispatcher.start()

@@ -4,6 +4,8 @@
     ├── JobNotFoundError                 no such job (or not visible to the caller)
     ├── InvalidRequestError              a request field is malformed
     ├── ResultAlreadyExistsError         the job succeeded with another result
+    ├── LimitExceededError               a per-user cap or quota is used up
+    ├── NotLeaseHolderError              a runtime asked for what only the lease holder may have
     ├── DatabaseUnavailableError         the database cannot be reached; safe to retry
     └── LifecycleError                   a lifecycle write did not apply
         ├── IllegalTransitionError       the state machine has no such transition
@@ -58,6 +60,20 @@ class ResultAlreadyExistsError(SchedulerError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"job {job_id!r} already succeeded with a different result")
         self.job_id = job_id
+
+
+class LimitExceededError(SchedulerError):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code  # type: ignore[misc]
+
+
+class NotLeaseHolderError(SchedulerError):
+    code = ErrorCode.PERMISSION_DENIED
+
+
+class ConfigurationError(SchedulerError):
+    """The scheduler cannot run with these settings (raised at start-up)."""
 
 
 class DatabaseUnavailableError(SchedulerError):

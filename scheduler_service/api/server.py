@@ -48,7 +48,7 @@ def build_server(
         maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
     )
     job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(app), server)
-    admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(), server)
+    admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(app), server)
     runtime_service_pb2_grpc.add_RuntimeServiceServicer_to_server(RuntimeServicer(app), server)
 
     health_servicer = health_aio.HealthServicer()

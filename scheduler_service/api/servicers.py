@@ -15,10 +15,11 @@ import grpc
 
 from scheduler_service import validation
 from scheduler_service.api import convert
-from scheduler_service.api.status import abort_with, grpc_errors
+from scheduler_service.api.status import abort_with, grpc_errors, grpc_stream_errors
 from scheduler_service.app import SchedulerApp
 from scheduler_service.errors import InvalidRequestError
-from scheduler_service.jobs.service import CreateJobCommand
+from scheduler_service.jobs.service import CreateJobCommand, JobFilter
+from scheduler_service.jobs.stats import queue_stats, redrive_dead_events
 from scheduler_service.protocol.dispatch import CancelNotice, StreamSession
 from scheduler_service.protocol.leases import LeasePayload
 from scheduler_service.protocol.service import FailureReport, ResultSubmission
@@ -42,10 +43,17 @@ async def _unimplemented(context: Context) -> NoReturn:
 
 
 def _user_id(context: Context) -> str:
+    """The user a JobService call acts for (metadata ``x-user-id``); required."""
     for key, value in context.invocation_metadata() or ():
-        if key == "x-user-id" and isinstance(value, str):
-            return value
-    return ""
+        if key == "x-user-id" and isinstance(value, str) and value.strip():
+            if len(value) > 191:
+                raise InvalidRequestError(
+                    "x-user-id is longer than 191 characters", field="x-user-id"
+                )
+            return value.strip()
+    raise InvalidRequestError(
+        "metadata x-user-id (the user acted for) is required", field="x-user-id"
+    )
 
 
 class JobServicer(job_grpc.JobServiceServicer):
@@ -82,18 +90,37 @@ class JobServicer(job_grpc.JobServiceServicer):
         self, request: job_pb.CancelJobRequest, context: Context
     ) -> job_pb.CancelJobResponse:
         record, outcome = await self._app.jobs.cancel(_user_id(context), request.job_id)
+        self._app.changes.touch(request.job_id)
         return job_pb.CancelJobResponse(job=convert.job(record), outcome=outcome)
 
+    @grpc_stream_errors
     async def WatchJob(
         self, request: job_pb.WatchJobRequest, context: Context
     ) -> AsyncIterator[types_pb.Job]:
-        await _unimplemented(context)
-        yield types_pb.Job()
+        async for record in self._app.jobs.watch(
+            _user_id(context),
+            request.job_id,
+            poll_s=self._app.settings.watch_poll_ms / 1000,
+            changed=self._app.changes.wait,
+        ):
+            artifacts = await self._app.jobs.artifacts(record.id) if record.is_terminal else None
+            yield convert.job(record, artifacts)
 
+    @grpc_errors
     async def ListJobs(
         self, request: job_pb.ListJobsRequest, context: Context
     ) -> job_pb.ListJobsResponse:
-        await _unimplemented(context)
+        filters = JobFilter(
+            user_id=_user_id(context),
+            job_type=request.job_type,
+            lifecycle_status=request.lifecycle_status,
+        )
+        records, token = await self._app.jobs.list_jobs(
+            filters, request.page_size, request.page_token
+        )
+        return job_pb.ListJobsResponse(
+            jobs=[convert.job(r) for r in records], next_page_token=token
+        )
 
     async def SubscribeEvents(
         self, request: job_pb.SubscribeEventsRequest, context: Context
@@ -103,31 +130,90 @@ class JobServicer(job_grpc.JobServiceServicer):
 
 
 class AdminServicer(admin_grpc.AdminServiceServicer):
+    def __init__(self, app: SchedulerApp) -> None:
+        self._app = app
+
+    @grpc_errors
     async def ListJobs(
         self, request: admin_pb.AdminListJobsRequest, context: Context
     ) -> job_pb.ListJobsResponse:
-        await _unimplemented(context)
+        filters = JobFilter(
+            user_id=request.user_id or None,
+            job_type=request.job_type,
+            lifecycle_status=request.lifecycle_status,
+            queue_name=request.queue_name,
+            created_after=convert.from_timestamp(
+                request.created_after, request.HasField("created_after")
+            ),
+            created_before=convert.from_timestamp(
+                request.created_before, request.HasField("created_before")
+            ),
+        )
+        records, token = await self._app.jobs.list_jobs(
+            filters, request.page_size, request.page_token
+        )
+        return job_pb.ListJobsResponse(
+            jobs=[convert.job(r, internal=True) for r in records], next_page_token=token
+        )
 
+    @grpc_errors
     async def GetJob(self, request: job_pb.GetJobRequest, context: Context) -> types_pb.Job:
-        await _unimplemented(context)
+        record, artifacts = await self._app.jobs.get_any(request.job_id)
+        return convert.job(record, artifacts, internal=True)
 
+    @grpc_errors
     async def RetryJob(self, request: admin_pb.RetryJobRequest, context: Context) -> types_pb.Job:
-        await _unimplemented(context)
+        record = await self._app.jobs.retry(request.job_id)
+        log.info(
+            "admin retried a job",
+            extra={"action": "admin_retry", "jobId": request.job_id, "newJobId": record.id},
+        )
+        return convert.job(record, internal=True)
 
+    @grpc_errors
     async def GetQueueStats(
         self, request: admin_pb.GetQueueStatsRequest, context: Context
     ) -> admin_pb.QueueStats:
-        await _unimplemented(context)
+        stats = await queue_stats(self._app.engine)
+        return admin_pb.QueueStats(
+            depths=[
+                admin_pb.QueueDepth(queue_name=q, job_type=t, lifecycle_status=s, count=n)
+                for q, t, s, n in stats.depths
+            ],
+            oldest_queued=[
+                admin_pb.QueueAge(queue_name=q, age_seconds=age)
+                for q, age in sorted(stats.oldest_queued_s.items())
+            ],
+            running_count=stats.running,
+            dead_outbox_events=stats.dead_events,
+            pending_outbox_events=stats.pending_events,
+            outbox_lag_seconds=stats.outbox_lag_s,
+        )
 
+    @grpc_errors
     async def CancelUserJobs(
         self, request: admin_pb.CancelUserJobsRequest, context: Context
     ) -> admin_pb.CancelUserJobsResponse:
-        await _unimplemented(context)
+        cancelled, requested = await self._app.jobs.cancel_user_jobs(request.user_id)
+        log.info(
+            "admin cancelled a user's jobs",
+            extra={"action": "admin_cancel_user", "cancelled": cancelled, "requested": requested},
+        )
+        return admin_pb.CancelUserJobsResponse(cancelled=cancelled, cancel_requested=requested)
 
+    @grpc_errors
     async def RedriveDeadEvents(
         self, request: admin_pb.RedriveDeadEventsRequest, context: Context
     ) -> admin_pb.RedriveDeadEventsResponse:
-        await _unimplemented(context)
+        try:
+            ids = [int(i) for i in request.event_ids]
+        except ValueError:
+            raise InvalidRequestError(
+                "event_ids must be outbox event ids", field="event_ids"
+            ) from None
+        redriven = await redrive_dead_events(self._app.engine, ids)
+        log.info("admin redrove dead events", extra={"action": "admin_redrive", "count": redriven})
+        return admin_pb.RedriveDeadEventsResponse(redriven=redriven)
 
 
 class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):
@@ -234,6 +320,10 @@ class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):
         reader.result()  # re-raises a protocol error from the runtime's side
         return None
 
+    def _settled(self, job_id: str) -> None:
+        self._app.dispatcher.forget(job_id)
+        self._app.changes.touch(job_id)
+
     @grpc_errors
     async def Lock(self, request: runtime_pb.LockRequest, context: Context) -> types_pb.Lease:
         payload = await self._app.protocol.lock(request.job_id, request.runtime_instance_id)
@@ -250,6 +340,7 @@ class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):
             request.progress,
             request.checkpoint,
         )
+        self._app.changes.touch(request.job_id)
         return runtime_pb.HeartbeatResponse(
             lock_until=convert.timestamp(beat.lock_until), cancel_requested=beat.cancel_requested
         )
@@ -268,7 +359,7 @@ class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):
                 usage=convert.usage(request.usage, request.HasField("usage")),
             )
         )
-        self._app.dispatcher.forget(request.job_id)
+        self._settled(request.job_id)
         return runtime_pb.SubmitResultResponse(
             result_idempotency_key=outcome.result_idempotency_key, duplicate=outcome.duplicate
         )
@@ -290,16 +381,20 @@ class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):
                 usage=convert.usage(request.usage, request.HasField("usage")),
             )
         )
-        self._app.dispatcher.forget(request.job_id)
+        self._settled(request.job_id)
         return runtime_pb.SubmitFailureResponse(
             lifecycle_status=outcome.status.value,
             next_attempt_at=convert.timestamp(outcome.next_attempt_at),
         )
 
+    @grpc_errors
     async def ResolveCredential(
         self, request: runtime_pb.ResolveCredentialRequest, context: Context
     ) -> runtime_pb.ResolveCredentialResponse:
-        await _unimplemented(context)
+        api_key, provider = await self._app.protocol.resolve_credential(
+            request.job_id, request.attempt_no, request.runtime_instance_id, self._app.credentials
+        )
+        return runtime_pb.ResolveCredentialResponse(api_key=api_key, provider=provider)
 
 
 def _drain(session: StreamSession) -> list[LeasePayload | CancelNotice]:

@@ -17,15 +17,18 @@ import grpc
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 
+from scheduler_service.credentials import CredentialUnavailableError
 from scheduler_service.errors import (
     DatabaseUnavailableError,
     InvalidRequestError,
     JobNotFoundError,
     LifecycleError,
+    LimitExceededError,
+    NotLeaseHolderError,
     ResultAlreadyExistsError,
     SchedulerError,
 )
-from scheduler_service.jobs.service import IdempotencyKeyReusedError
+from scheduler_service.jobs.service import IdempotencyKeyReusedError, JobNotRetryableError
 from scheduler_service.registry.registry import UnknownJobTypeError
 from shared.error_codes import ERROR_DOMAIN, ErrorCode
 
@@ -45,6 +48,10 @@ _STATUS: tuple[tuple[type[SchedulerError], StatusCode], ...] = (
     (ResultAlreadyExistsError, StatusCode.ALREADY_EXISTS),
     (IdempotencyKeyReusedError, StatusCode.ALREADY_EXISTS),
     (LifecycleError, StatusCode.FAILED_PRECONDITION),
+    (LimitExceededError, StatusCode.RESOURCE_EXHAUSTED),
+    (NotLeaseHolderError, StatusCode.PERMISSION_DENIED),
+    (JobNotRetryableError, StatusCode.FAILED_PRECONDITION),
+    (CredentialUnavailableError, StatusCode.FAILED_PRECONDITION),
     (DatabaseUnavailableError, StatusCode.UNAVAILABLE),
 )
 

@@ -10,16 +10,12 @@ import secrets
 from pathlib import Path
 
 from scheduler_service.api.auth import Role, TokenSet
-from scheduler_service.errors import SchedulerError
+from scheduler_service.errors import ConfigurationError
 from scheduler_service.settings import SchedulerSettings
 
 __all__ = ["ConfigurationError", "is_loopback", "load_tokens"]
 
 log = logging.getLogger(__name__)
-
-
-class ConfigurationError(SchedulerError):
-    """The server cannot start with these settings."""
 
 
 def is_loopback(listen: str) -> bool:

@@ -18,7 +18,7 @@ from sqlalchemy.sql.functions import FunctionElement
 
 from scheduler_service.db.models import Timestamp
 
-__all__ = ["db_now"]
+__all__ = ["db_now", "db_today"]
 
 
 class db_now(FunctionElement[datetime]):
@@ -57,3 +57,22 @@ def _db_now_sqlite(element: db_now, compiler: SQLCompiler, **kw: Any) -> str:
         "(strftime('%Y-%m-%d %H:%M:%f', 'now', "
         f"printf('%+.3f seconds', ({offset}) / 1000.0)) || '000')"
     )
+
+
+class db_today(FunctionElement[datetime]):
+    """Midnight (UTC) that began the database's current day."""
+
+    type = Timestamp
+    inherit_cache = True
+    name = "db_today"
+
+
+@compiles(db_today, "mysql")
+@compiles(db_today, "mariadb")
+def _db_today_mysql(element: db_today, compiler: SQLCompiler, **kw: Any) -> str:
+    return "CAST(UTC_DATE() AS DATETIME(3))"
+
+
+@compiles(db_today, "sqlite")
+def _db_today_sqlite(element: db_today, compiler: SQLCompiler, **kw: Any) -> str:
+    return "(date('now') || ' 00:00:00.000000')"

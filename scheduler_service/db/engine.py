@@ -25,7 +25,7 @@ def create_engine(url: str | URL, *, pool_size: int = 20) -> AsyncEngine:
     """
     parsed = make_url(url)
     if is_sqlite(parsed):
-        engine = create_async_engine(parsed, connect_args={"timeout": 30})
+        engine = create_async_engine(parsed, connect_args={"timeout": 30}, hide_parameters=True)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
     return create_async_engine(
@@ -35,6 +35,8 @@ def create_engine(url: str | URL, *, pool_size: int = 20) -> AsyncEngine:
         max_overflow=pool_size,
         pool_pre_ping=True,
         pool_recycle=1800,
+        # Statement parameters hold snapshots and outputs: keep them out of exception text.
+        hide_parameters=True,
     )
 
 

@@ -357,3 +357,17 @@ class Flashcard(Base):
     knowledgePointId: Mapped[str | None] = mapped_column(String(191))
     status: Mapped[str] = mapped_column(String(16), server_default="candidate")
     createdAt: Mapped[datetime] = mapped_column(Timestamp)
+
+
+class AiUserJobGate(Base):
+    """One row per user, locked by CreateJob so that per-user caps hold under concurrency.
+
+    "At most N active jobs" spans many rows; a snapshot cannot guard it (reliability §3.8), so
+    creates for one user serialise on this row while they count.
+    """
+
+    __tablename__ = "AiUserJobGate"
+    __table_args__ = (MYSQL_TABLE_ARGS,)
+
+    userId: Mapped[str] = mapped_column(String(191), primary_key=True)
+    updatedAt: Mapped[datetime] = mapped_column(Timestamp)

@@ -2,39 +2,58 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, insert, select
+from sqlalchemy import ColumnElement, Table, and_, func, insert, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from scheduler_service import validation
-from scheduler_service.db.clock import db_now
-from scheduler_service.db.models import AiJob, AiJobArtifact, AiJobSnapshot
+from scheduler_service.db.clock import db_now, db_today
+from scheduler_service.db.idempotent import insert_ignoring_duplicates
+from scheduler_service.db.models import AiJob, AiJobArtifact, AiJobSnapshot, AiUserJobGate
 from scheduler_service.db.retry import run_transaction
-from scheduler_service.errors import InvalidRequestError, JobNotFoundError, SchedulerError
+from scheduler_service.errors import (
+    InvalidRequestError,
+    JobNotCancellableError,
+    JobNotFoundError,
+    LimitExceededError,
+    SchedulerError,
+)
 from scheduler_service.ids import new_id
+from scheduler_service.jobs import paging
 from scheduler_service.lifecycle.repository import (
     CancelOutcome,
     JobRecord,
     LifecycleRepository,
     NewJob,
 )
+from scheduler_service.lifecycle.state_machine import parse_status
 from scheduler_service.outbox.writer import EventType, add_event
 from scheduler_service.registry import JobRegistry
 from scheduler_service.registry.definitions import CREDENTIAL_MODES
 from shared.canonical_json import canonical_json
 from shared.error_codes import ErrorCode
 
-__all__ = ["CreateJobCommand", "IdempotencyKeyReusedError", "JobService"]
+__all__ = [
+    "CreateJobCommand",
+    "IdempotencyKeyReusedError",
+    "JobFilter",
+    "JobNotRetryableError",
+    "JobService",
+    "Limits",
+]
 
 _jobs = cast(Table, AiJob.__table__)
 _snapshots = cast(Table, AiJobSnapshot.__table__)
 _artifacts = cast(Table, AiJobArtifact.__table__)
+_gate = cast(Table, AiUserJobGate.__table__)
 
 MAX_ID_FIELD = 191
 
@@ -44,6 +63,45 @@ class IdempotencyKeyReusedError(SchedulerError):
 
     def __init__(self) -> None:
         super().__init__("idempotency_key was already used for a different request")
+
+
+class JobNotRetryableError(SchedulerError):
+    code = ErrorCode.JOB_NOT_RETRYABLE
+
+    def __init__(self, job_id: str, status: str) -> None:
+        super().__init__(f"job {job_id!r} is {status}; only failed or cancelled jobs are retried")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_active_jobs_per_user: int = 100
+    daily_job_quota_per_user: int = 10_000
+    max_snapshot_bytes: int = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobFilter:
+    """What ListJobs narrows to; ``user_id`` is the caller for JobService, optional for admins."""
+
+    user_id: str | None = None
+    job_type: str = ""
+    lifecycle_status: str = ""
+    queue_name: str = ""
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+
+    def scope(self) -> str:
+        return hashlib.sha256(
+            canonical_json(
+                asdict(self)
+                | {
+                    "created_after": self.created_after.isoformat() if self.created_after else None,
+                    "created_before": self.created_before.isoformat()
+                    if self.created_before
+                    else None,
+                }
+            )
+        ).hexdigest()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,6 +117,8 @@ class CreateJobCommand:
     credential_mode: str = ""
     credential_id: str = ""
     deadline: datetime | None = None
+
+    retried_from_job_id: str = ""
 
     def fingerprint(self) -> str:
         """What makes two creates "the same request" for the idempotency check."""
@@ -80,16 +140,20 @@ class JobService:
         repository: LifecycleRepository,
         registry: JobRegistry,
         *,
+        limits: Limits | None = None,
         on_enqueued: Callable[[], None] = lambda: None,
         on_cancel_requested: Callable[[str], None] = lambda _job_id: None,
     ) -> None:
         self._engine = engine
         self._repo = repository
         self._registry = registry
+        self._limits = limits or Limits()
         self._on_enqueued = on_enqueued
         self._on_cancel_requested = on_cancel_requested
 
-    async def create(self, cmd: CreateJobCommand) -> tuple[JobRecord, bool]:
+    async def create(
+        self, cmd: CreateJobCommand, *, enforce_limits: bool = True
+    ) -> tuple[JobRecord, bool]:
         """Create the job, its snapshot and its ``ai.job.enqueue`` event in one transaction.
 
         A repeat with the same (user, job type, idempotency key) returns the first job with
@@ -102,6 +166,8 @@ class JobService:
                 return self._same_request(existing, new_job), False
 
         async def unit(conn: AsyncConnection) -> None:
+            if enforce_limits:
+                await self._check_limits(conn, cmd.user_id)
             await self._repo.create(conn, new_job)
             await conn.execute(
                 insert(_snapshots).values(
@@ -135,12 +201,43 @@ class JobService:
         assert created is not None
         return created, True
 
+    async def _check_limits(self, conn: AsyncConnection, user_id: str) -> None:
+        """Refuse a create over the user's caps. Creates of one user serialise on their gate row,
+        so concurrent creates cannot all pass the count together."""
+        await insert_ignoring_duplicates(conn, _gate, [{"userId": user_id, "updatedAt": db_now()}])
+        await conn.execute(
+            select(_gate.c.userId).where(_gate.c.userId == user_id).with_for_update()
+        )
+        mine = _jobs.c.userId == user_id
+        active = _jobs.c.lifecycleStatus.in_(["queued", "running"])
+        counts = select(
+            select(func.count()).where(mine, active).scalar_subquery(),
+            select(func.count()).where(mine, _jobs.c.createdAt >= db_today()).scalar_subquery(),
+        )
+        active_jobs, today = (await conn.execute(counts)).one()
+        if active_jobs >= self._limits.max_active_jobs_per_user:
+            raise LimitExceededError(
+                ErrorCode.TOO_MANY_JOBS,
+                f"at most {self._limits.max_active_jobs_per_user} jobs may be queued or running",
+            )
+        if today >= self._limits.daily_job_quota_per_user:
+            raise LimitExceededError(
+                ErrorCode.QUOTA_EXCEEDED,
+                f"the daily quota of {self._limits.daily_job_quota_per_user} jobs is used up",
+            )
+
     def _validate(self, cmd: CreateJobCommand) -> tuple[NewJob, dict[str, Any], dict[str, Any]]:
         definition = self._registry.get(cmd.job_type)
         _bounded(cmd.user_id, "x-user-id", required=True)
         _bounded(cmd.target_type, "target_type", limit=32)
         _bounded(cmd.target_id, "target_id", limit=255)
         _bounded(cmd.idempotency_key, "idempotency_key", limit=255)
+        if len(canonical_json(cmd.snapshot)) > self._limits.max_snapshot_bytes:
+            raise InvalidRequestError(
+                f"snapshot is larger than {self._limits.max_snapshot_bytes} bytes",
+                field="snapshot",
+                code=ErrorCode.INVALID_SNAPSHOT,
+            )
         snapshot = validation.against_schema(
             self._registry.input_schema(cmd.job_type),
             cmd.snapshot,
@@ -181,6 +278,7 @@ class JobService:
             input_schema_version=definition.input.version,
             output_schema_version=definition.output.version,
             deadline_at=cmd.deadline,
+            retried_from_job_id=cmd.retried_from_job_id or None,
         )
         return new_job, snapshot.model_dump(mode="json"), params.model_dump(mode="json")
 
@@ -239,6 +337,147 @@ class JobService:
         job = await self._repo.get(job_id)
         assert job is not None
         return job, outcome
+
+    async def get_any(self, job_id: str) -> tuple[JobRecord, list[ArtifactRow]]:
+        """Any job (admins)."""
+        validation.job_id(job_id)
+        job = await self._repo.get(job_id)
+        if job is None:
+            raise JobNotFoundError(job_id)
+        return job, await self.artifacts(job_id)
+
+    async def list_jobs(
+        self, filters: JobFilter, page_size: int, page_token: str
+    ) -> tuple[list[JobRecord], str]:
+        """One page of jobs, newest first, and the token of the next page ("" on the last)."""
+        where = self._filter_clauses(filters)
+        size = paging.page_size(page_size)
+        cursor = paging.decode(page_token, filters.scope())
+        before = (cursor.created_at, cursor.job_id) if cursor else None
+        rows = await self._repo.page(where, limit=size + 1, before=before)
+        if len(rows) <= size:
+            return rows, ""
+        last = rows[size - 1]
+        return rows[:size], paging.encode(paging.Cursor(last.createdAt, last.id), filters.scope())
+
+    @staticmethod
+    def _filter_clauses(filters: JobFilter) -> list[ColumnElement[bool]]:
+        c = _jobs.c
+        where: list[ColumnElement[bool]] = []
+        if filters.user_id is not None:
+            where.append(c.userId == filters.user_id)
+        if filters.job_type:
+            where.append(c.jobType == filters.job_type)
+        if filters.lifecycle_status:
+            try:
+                status = parse_status(filters.lifecycle_status)
+            except ValueError:
+                raise InvalidRequestError(
+                    "lifecycle_status must be queued, running, succeeded, failed or cancelled",
+                    field="lifecycle_status",
+                ) from None
+            where.append(c.lifecycleStatus == status.value)
+        if filters.queue_name:
+            where.append(c.queueName == filters.queue_name)
+        if filters.created_after is not None:
+            where.append(c.createdAt >= filters.created_after)
+        if filters.created_before is not None:
+            where.append(c.createdAt < filters.created_before)
+        return where
+
+    async def watch(
+        self,
+        user_id: str | None,
+        job_id: str,
+        *,
+        poll_s: float,
+        changed: Callable[[str], Awaitable[None]],
+    ) -> AsyncIterator[JobRecord]:
+        """The job now, then each change of state, progress or attempt; ends when terminal.
+
+        ``changed(job_id)`` returns early when this scheduler changes the job; otherwise the row
+        is read again every ``poll_s`` (changes made through other replicas).
+        """
+        job, _ = await (self.get(user_id, job_id) if user_id is not None else self.get_any(job_id))
+        yield job
+        seen = _watch_key(job)
+        while not job.is_terminal:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed(job_id), timeout=poll_s)
+            current = await self._repo.get(job_id)
+            if current is None:
+                return
+            job = current
+            if _watch_key(job) != seen:
+                seen = _watch_key(job)
+                yield job
+
+    async def retry(self, job_id: str) -> JobRecord:
+        """A new job with the input of a failed or cancelled one; repeats return the same job."""
+        source, _ = await self.get_any(job_id)
+        if source.lifecycleStatus.value not in ("failed", "cancelled"):
+            raise JobNotRetryableError(job_id, source.lifecycleStatus.value)
+        async with self._engine.connect() as conn:
+            snapshot = (
+                await conn.execute(
+                    select(_snapshots.c.content, _snapshots.c.params).where(
+                        _snapshots.c.jobId == job_id
+                    )
+                )
+            ).first()
+        command = CreateJobCommand(
+            user_id=source.userId,
+            job_type=source.jobType,
+            target_type=source.targetType or "",
+            target_id=source.targetId or "",
+            snapshot=snapshot.content if snapshot else {},
+            params=(snapshot.params or {}) if snapshot else {},
+            idempotency_key=f"retry:{job_id}",
+            priority=source.priority,
+            credential_mode=source.credentialMode,
+            credential_id=source.credentialId or "",
+            retried_from_job_id=job_id,
+        )
+        job, _created = await self.create(command, enforce_limits=False)
+        return job
+
+    async def cancel_user_jobs(self, user_id: str) -> tuple[int, int]:
+        """Cancel a user's queued jobs and ask their running ones to stop (consent withdrawn)."""
+        _bounded(user_id, "user_id", required=True)
+        cancelled = requested = 0
+        c = _jobs.c
+        not_yet_asked = [
+            c.userId == user_id,
+            or_(
+                c.lifecycleStatus == "queued",
+                and_(c.lifecycleStatus == "running", c.cancelRequestedAt.is_(None)),
+            ),
+        ]
+        while batch := await self._repo.page(not_yet_asked, limit=500):
+            progressed = False
+            for job in batch:
+                try:
+                    _, outcome = await self.cancel(user_id, job.id)
+                except (JobNotCancellableError, JobNotFoundError):
+                    continue  # finished meanwhile
+                progressed = True
+                if outcome == "cancelled":
+                    cancelled += 1
+                else:
+                    requested += 1
+            if not progressed:
+                break
+        return cancelled, requested
+
+
+def _watch_key(job: JobRecord) -> tuple[object, ...]:
+    return (
+        job.lifecycleStatus,
+        job.progress,
+        job.attemptCount,
+        job.cancelRequestedAt,
+        job.errorCode,
+    )
 
 
 def _bounded(value: str, field: str, *, limit: int = MAX_ID_FIELD, required: bool = False) -> None:

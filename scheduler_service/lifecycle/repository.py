@@ -780,6 +780,24 @@ class LifecycleRepository:
         async with self._engine.connect() as conn:
             return [JobRecord.from_row(row) for row in await conn.execute(query)]
 
+    async def page(
+        self,
+        filters: Sequence[ColumnElement[bool]],
+        *,
+        limit: int,
+        before: tuple[datetime, str] | None = None,
+    ) -> list[JobRecord]:
+        """Jobs matching ``filters``, newest first, after the ``before`` (createdAt, id) cursor."""
+        query = select(*_RECORD_COLUMNS).where(*filters)
+        if before is not None:
+            created_at, job_id = before
+            query = query.where(
+                or_(_c.createdAt < created_at, and_(_c.createdAt == created_at, _c.id < job_id))
+            )
+        query = query.order_by(_c.createdAt.desc(), _c.id.desc()).limit(limit)
+        async with self._engine.connect() as conn:
+            return [JobRecord.from_row(row) for row in await conn.execute(query)]
+
     async def find_expired_leases(self, *, limit: int = 100) -> list[ExpiredLease]:
         """Running attempts past ``lockUntil`` + grace or past their timeout + grace (DB time)."""
         query = (

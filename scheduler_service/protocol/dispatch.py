@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -81,7 +81,9 @@ class Dispatcher:
         *,
         poll_interval_s: float = 0.25,
         batch_max: int = 64,
+        on_leased: Callable[[str], None] = lambda _job_id: None,
     ) -> None:
+        self._on_leased = on_leased
         self._protocol = protocol
         self._engine = engine
         self._poll_interval_s = poll_interval_s
@@ -171,6 +173,7 @@ class Dispatcher:
             for lease in leases:
                 session.remember(lease)
                 session.outgoing.put_nowait(lease)
+                self._on_leased(lease.job_id)
             more = more or (len(leases) == want and session.credits > 0)
         return more
 

@@ -12,6 +12,7 @@ from datetime import datetime
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from scheduler_service import validation
+from scheduler_service.credentials import CredentialStore, CredentialUnavailableError
 from scheduler_service.db.retry import run_transaction
 from scheduler_service.errors import (
     IllegalTransitionError,
@@ -20,6 +21,7 @@ from scheduler_service.errors import (
     JobNotFoundError,
     LeaseLostError,
     LifecycleError,
+    NotLeaseHolderError,
     ResultAlreadyExistsError,
 )
 from scheduler_service.lifecycle.repository import (
@@ -332,6 +334,29 @@ class RuntimeProtocol:
             except IllegalTransitionError:
                 continue
         return await run_transaction(self._engine, unit)
+
+    # -- credentials --------------------------------------------------------------------------
+
+    async def resolve_credential(
+        self, job_id: str, attempt_no: int, runtime_instance_id: str, store: CredentialStore
+    ) -> tuple[str, str]:
+        """The user key of a job, for the runtime that holds its lease right now, and only it."""
+        validation.job_id(job_id)
+        validation.attempt_no(attempt_no)
+        validation.instance_id(runtime_instance_id)
+        job = await self._repo.get(job_id)
+        holds_lease = (
+            job is not None
+            and job.lifecycleStatus is LifecycleStatus.RUNNING
+            and job.attemptCount == attempt_no
+            and job.lockedBy == runtime_instance_id
+        )
+        if job is None or not holds_lease:
+            # The same answer for a missing job and a job leased to someone else.
+            raise NotLeaseHolderError("this runtime does not hold a lease on that job attempt")
+        if job.credentialMode != "user_deepseek_key" or not job.credentialId:
+            raise CredentialUnavailableError("the job runs on the platform key")
+        return await store.reveal(job.userId, job.credentialId)
 
     # -- reaper -------------------------------------------------------------------------------
 

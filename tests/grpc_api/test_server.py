@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -14,12 +14,8 @@ from scheduler_service.api.server import SERVICE_NAMES, build_server
 from scheduler_service.app import SchedulerApp
 from scheduler_service.settings import SchedulerSettings
 from shared.gen.aijob.v1 import (
-    admin_service_pb2,
-    admin_service_pb2_grpc,
     job_service_pb2,
     job_service_pb2_grpc,
-    runtime_service_pb2,
-    runtime_service_pb2_grpc,
 )
 from tests import tokens
 
@@ -62,16 +58,11 @@ async def test_health_answers_serving(channel: grpc.aio.Channel) -> None:
 
 
 async def test_unbuilt_rpcs_answer_unimplemented(channel: grpc.aio.Channel) -> None:
-    calls: list[Awaitable[object]] = [
-        job_service_pb2_grpc.JobServiceStub(channel).ListJobs(job_service_pb2.ListJobsRequest()),
-        admin_service_pb2_grpc.AdminServiceStub(channel).GetQueueStats(
-            admin_service_pb2.GetQueueStatsRequest()
-        ),
-        runtime_service_pb2_grpc.RuntimeServiceStub(channel).ResolveCredential(
-            runtime_service_pb2.ResolveCredentialRequest(job_id="x", attempt_no=1)
-        ),
-    ]
-    for call in calls:
-        with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await call
-        assert caught.value.code() is grpc.StatusCode.UNIMPLEMENTED
+    stub = job_service_pb2_grpc.JobServiceStub(channel)
+    call = stub.SubscribeEvents(
+        job_service_pb2.SubscribeEventsRequest(), metadata=(("x-user-id", "u"),)
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        async for _ in call:
+            pass
+    assert caught.value.code() is grpc.StatusCode.UNIMPLEMENTED

@@ -1,0 +1,84 @@
+"""Operators' views and repairs: queue statistics and re-driving dead outbox events."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import cast
+
+from sqlalchemy import Table, func, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from scheduler_service.db.clock import db_now
+from scheduler_service.db.models import AiJob, OutboxEvent
+
+_jobs = cast(Table, AiJob.__table__)
+_outbox = cast(Table, OutboxEvent.__table__)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    depths: list[tuple[str, str, str, int]]
+    oldest_queued_s: dict[str, float]
+    running: int
+    dead_events: int
+    pending_events: int
+    outbox_lag_s: float
+
+
+def _age_s(now: datetime, then: datetime | None) -> float:
+    return max(0.0, (now - then).total_seconds()) if then else 0.0
+
+
+async def queue_stats(engine: AsyncEngine) -> QueueStats:
+    j, o = _jobs.c, _outbox.c
+    async with engine.connect() as conn:
+        now = (await conn.execute(select(db_now()))).scalar_one()
+        depths = [
+            (str(q), str(t), str(s), int(n))
+            for q, t, s, n in await conn.execute(
+                select(j.queueName, j.jobType, j.lifecycleStatus, func.count())
+                .group_by(j.queueName, j.jobType, j.lifecycleStatus)
+                .order_by(j.queueName, j.jobType, j.lifecycleStatus)
+            )
+        ]
+        oldest = {
+            str(q): _age_s(now, created)
+            for q, created in await conn.execute(
+                select(j.queueName, func.min(j.createdAt))
+                .where(j.lifecycleStatus == "queued")
+                .group_by(j.queueName)
+            )
+        }
+        events: dict[str, int] = {
+            str(status): int(n)
+            for status, n in await conn.execute(select(o.status, func.count()).group_by(o.status))
+        }
+        lag_from = (
+            await conn.execute(select(func.min(o.createdAt)).where(o.status == "pending"))
+        ).scalar_one()
+    running = sum(n for _, _, s, n in depths if s == "running")
+    return QueueStats(
+        depths=depths,
+        oldest_queued_s=oldest,
+        running=running,
+        dead_events=int(events.get("dead", 0)),
+        pending_events=int(events.get("pending", 0)),
+        outbox_lag_s=_age_s(now, lag_from),
+    )
+
+
+async def redrive_dead_events(engine: AsyncEngine, event_ids: Sequence[int]) -> int:
+    """Move dead events (all, or the given ids) back to pending with a fresh attempt budget."""
+    statement = (
+        update(_outbox)
+        .where(_outbox.c.status == "dead")
+        .values(
+            status="pending", attemptCount=0, availableAt=db_now(), lockedBy=None, lockedAt=None
+        )
+    )
+    if event_ids:
+        statement = statement.where(_outbox.c.id.in_(list(event_ids)))
+    async with engine.begin() as conn:
+        return int((await conn.execute(statement)).rowcount)
