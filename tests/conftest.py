@@ -113,3 +113,6 @@ async def mysql_url(mysql_database: DatabaseFactory) -> str:
     url = await mysql_database()
     await migrate(url)
     return url
+
+
+from tests.schedulers import scheduler, start_scheduler  # noqa: E402,F401  (fixtures)

@@ -17,9 +17,9 @@ from scheduler_service.db.models import (
 )
 from scheduler_service.projection.projectors import JobContext, project
 from shared.job_schemas import OUTPUT_SCHEMAS
-from tests.protocol.conftest import RunningScheduler
 from tests.protocol.db_checks import ARTIFACTS, count
 from tests.protocol.runtime_client import ClientRuntime, JobClient
+from tests.schedulers import RunningScheduler
 
 pytestmark = pytest.mark.mysql
 

@@ -12,9 +12,9 @@ from sqlalchemy import update
 
 from scheduler_service.db.clock import db_now
 from scheduler_service.errors import LeaseLostError
-from tests.protocol.conftest import RunningScheduler, SchedulerFactory
 from tests.protocol.db_checks import JOBS, events, job_row
 from tests.protocol.runtime_client import JobClient
+from tests.schedulers import RunningScheduler, SchedulerFactory
 
 pytestmark = pytest.mark.mysql
 

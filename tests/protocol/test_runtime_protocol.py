@@ -9,9 +9,9 @@ import grpc
 import pytest
 
 from tests.conftest import DatabaseFactory
-from tests.protocol.conftest import RunningScheduler, SchedulerFactory
 from tests.protocol.db_checks import ARTIFACTS, USAGE, count, events, job_row
 from tests.protocol.runtime_client import ClientRuntime, JobClient, echo_output, error_reason
+from tests.schedulers import RunningScheduler, SchedulerFactory
 
 pytestmark = pytest.mark.mysql
 

@@ -1,4 +1,4 @@
-"""A scheduler served in process on loopback, on a freshly migrated database."""
+"""Schedulers served in process on loopback, for tests: a fixture factory and its types."""
 
 from __future__ import annotations
 

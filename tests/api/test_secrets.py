@@ -1,0 +1,146 @@
+"""Secrets and job content stay out of logs; user keys are encrypted at rest and handed only to
+the runtime that holds the job's lease; schedule-to-start deadlines expire jobs."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import logging
+import os
+from typing import cast
+
+import grpc
+import pytest
+from google.protobuf import timestamp_pb2
+from sqlalchemy import Table, select
+
+from scheduler_service.credentials import CredentialCipher, CredentialUnavailableError
+from scheduler_service.db.models import UserModelCredential
+from shared.gen.aijob.v1 import runtime_service_pb2 as rt
+from tests.protocol.db_checks import events, job_row
+from tests.protocol.runtime_client import ClientRuntime, JobClient, error_reason
+from tests.schedulers import SchedulerFactory
+
+pytestmark = pytest.mark.mysql
+
+CANARY = "CANARY-7f3a9c"
+CREDENTIALS = cast(Table, UserModelCredential.__table__)
+
+
+def _key() -> str:
+    return base64.b64encode(os.urandom(32)).decode()
+
+
+async def test_canary_never_reaches_a_log_line(
+    start_scheduler: SchedulerFactory, mysql_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    service_token = f"svc-{CANARY}"
+    scheduler = await start_scheduler(
+        mysql_url, credential_key=_key(), service_tokens=service_token
+    )
+    credential_id = await scheduler.app.credentials.store("user-c", f"sk-{CANARY}-key")
+    jobs = JobClient(scheduler.channel, "user-c", token=service_token)
+    runtime = ClientRuntime(scheduler.channel, "rt-canary", slots=2)
+    await runtime.connect()
+    try:
+        good = await jobs.create(
+            snapshot={"text": f"secret {CANARY}"},
+            credential_mode="user_deepseek_key",
+            credential_id=credential_id,
+        )
+        lease = await runtime.next_lease()
+        key = await runtime.stub.ResolveCredential(
+            rt.ResolveCredentialRequest(
+                job_id=good.job_id, attempt_no=1, runtime_instance_id="rt-canary"
+            ),
+            metadata=runtime.metadata,
+        )
+        assert key.api_key == f"sk-{CANARY}-key"
+        await runtime.submit(lease, {"echo": {"text": f"output {CANARY}"}})
+        bad = await jobs.create(snapshot={"text": CANARY})
+        failing = await runtime.next_lease()
+        await runtime.stub.SubmitFailure(
+            rt.SubmitFailureRequest(
+                job_id=bad.job_id,
+                attempt_no=1,
+                runtime_instance_id="rt-canary",
+                error_code="INVALID_SCHEMA",
+                internal_error_message=f"model said {CANARY}",
+            ),
+            metadata=runtime.metadata,
+        )
+        assert failing.job_id == bad.job_id
+        with pytest.raises(grpc.aio.AioRpcError):  # a refused create with the canary in it
+            await jobs.create(job_type="quiz_generation", snapshot={"learner": {"name": CANARY}})
+        await jobs.get(good.job_id)
+    finally:
+        await runtime.close()
+    lines = [record.getMessage() + " " + repr(record.__dict__) for record in caplog.records]
+    assert lines, "the scheduler logged nothing: the test would prove nothing"
+    assert not [line for line in lines if CANARY in line]
+
+
+async def test_credentials_are_encrypted_and_bound_to_the_lease_holder(
+    start_scheduler: SchedulerFactory, mysql_url: str
+) -> None:
+    key = _key()
+    scheduler = await start_scheduler(mysql_url, credential_key=key)
+    credential_id = await scheduler.app.credentials.store("user-k", "sk-live-abcdef123456")
+    async with scheduler.app.engine.connect() as conn:
+        row = (
+            await conn.execute(select(CREDENTIALS).where(CREDENTIALS.c.id == credential_id))
+        ).one()
+    assert b"sk-live" not in row.ciphertext
+    cipher = CredentialCipher.from_base64(key)
+    assert (
+        cipher.decrypt("user-k", credential_id, 1, row.nonce, row.ciphertext)
+        == "sk-live-abcdef123456"
+    )
+    with pytest.raises(CredentialUnavailableError):
+        cipher.decrypt("another-user", credential_id, 1, row.nonce, row.ciphertext)
+
+    jobs = JobClient(scheduler.channel, "user-k")
+    job = await jobs.create(credential_mode="user_deepseek_key", credential_id=credential_id)
+    holder = ClientRuntime(scheduler.channel, "rt-holder", slots=1)
+    stub = holder.stub
+
+    def ask(instance: str, attempt: int = 1) -> object:
+        return stub.ResolveCredential(
+            rt.ResolveCredentialRequest(
+                job_id=job.job_id, attempt_no=attempt, runtime_instance_id=instance
+            ),
+            metadata=holder.metadata,
+        )
+
+    for call in (ask("rt-holder"), ask("rt-other")):  # not leased yet: nobody holds it
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await call  # type: ignore[misc]
+        assert (refused.value.code(), error_reason(refused.value)) == (
+            grpc.StatusCode.PERMISSION_DENIED,
+            "PERMISSION_DENIED",
+        )
+    await holder.connect()
+    try:
+        await holder.next_lease()
+        for call in (ask("rt-other"), ask("rt-holder", attempt=2)):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await call  # type: ignore[misc]
+            assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        reply = await ask("rt-holder")  # type: ignore[misc]
+        assert reply.api_key == "sk-live-abcdef123456"
+    finally:
+        await holder.close()
+
+
+async def test_a_job_past_its_deadline_expires(
+    start_scheduler: SchedulerFactory, mysql_url: str
+) -> None:
+    scheduler = await start_scheduler(mysql_url, reaper_interval_s=3600)
+    deadline = timestamp_pb2.Timestamp()
+    deadline.FromDatetime(datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=5))
+    job = await JobClient(scheduler.channel).create(deadline=deadline)
+    assert await scheduler.app.protocol.reap_once() == 1
+    row = await job_row(scheduler.app.engine, job.job_id)
+    assert (row["lifecycleStatus"], row["errorCode"]) == ("failed", "JOB_EXPIRED")
+    assert await events(scheduler.app.engine, job.job_id) == ["ai.job.enqueue", "ai.job.failed"]
