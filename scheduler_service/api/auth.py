@@ -126,7 +126,7 @@ class AuthInterceptor(ServerInterceptor):
             return (
                 grpc.StatusCode.PERMISSION_DENIED,
                 ErrorCode.PERMISSION_DENIED,
-                f"a {role.value} token cannot call {service}; it needs a {required.value} token",
+                f"a {role.value} token cannot call {service}; it takes the {required.value} role",
             )
         return None
 

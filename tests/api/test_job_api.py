@@ -301,3 +301,20 @@ async def test_admin_list_filters(scheduler: RunningScheduler) -> None:
     assert [j.user_id for j in by_queue.jobs] == ["b"]
     error = await _error(admin.ListJobs(admin_pb.AdminListJobsRequest(lifecycle_status="pending")))
     assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_unexpected_errors_answer_internal_with_an_id_only(
+    scheduler: RunningScheduler, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("SELECT secret FROM /var/lib/mysql at line 42")
+
+    monkeypatch.setattr(scheduler.app.jobs, "get", broken)
+    jobs = JobClient(scheduler.channel)
+    error = await _error(jobs.get("01a2b3c4-0000-7000-8000-000000000000"))
+    assert (error.code(), error_reason(error)) == (grpc.StatusCode.INTERNAL, "INTERNAL")
+    details = error.details() or ""
+    assert details.startswith("internal error ") and "SELECT" not in details
+    error_id = details.removeprefix("internal error ")
+    logged = [r for r in caplog.records if getattr(r, "errorId", None) == error_id]
+    assert len(logged) == 1 and logged[0].exc_info is not None
