@@ -18,23 +18,19 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from scheduler_service.db.engine import create_engine
 from scheduler_service.migrate import migrate
-from tests import tokens
-from tests.procs import free_port
+from tests.procs import scheduler_processes
 from tests.protocol.runtime_client import ClientRuntime, JobClient, echo_output
 
 MYSQL_URL = os.environ.get("AIJOB_BENCH_MYSQL_URL", "mysql+asyncmy://root@127.0.0.1:3306/test")
@@ -57,30 +53,6 @@ async def throwaway_database() -> AsyncIterator[str]:
         async with admin.begin() as conn:
             await conn.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
         await admin.dispose()
-
-
-@contextmanager
-def schedulers(url: str, count: int) -> Iterator[list[str]]:
-    addresses = [f"127.0.0.1:{free_port()}" for _ in range(count)]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "scheduler_service"],
-            env={**os.environ, **tokens.ENV, "AIJOB_DATABASE_URL": url, "AIJOB_LISTEN": address},
-            stderr=subprocess.DEVNULL,
-        )
-        for address in addresses
-    ]
-    try:
-        for address in addresses:
-            with grpc.insecure_channel(address) as channel:
-                health_pb2_grpc.HealthStub(channel).Check(
-                    health_pb2.HealthCheckRequest(), timeout=30, wait_for_ready=True
-                )
-        yield addresses
-    finally:
-        for proc in procs:
-            proc.terminate()
-            proc.wait(timeout=30)
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -106,7 +78,7 @@ async def measure(
 
 async def main() -> dict[str, float]:
     async with throwaway_database() as url:
-        with schedulers(url, 2) as (first, second):
+        with scheduler_processes(url, 2) as (first, second):
             channels = [grpc.aio.insecure_channel(a) for a in (first, second)]
             runtime = ClientRuntime(channels[0], "bench-runtime", slots=1)
             await runtime.connect()

@@ -1,8 +1,20 @@
-"""Helpers for tests that run the services as child processes."""
+"""Helpers for tests and benchmarks that run the scheduler as child processes."""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from tests import tokens
 
 
 def free_port() -> int:
@@ -10,3 +22,43 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def wait_until_serving(address: str, timeout_s: float = 30) -> None:
+    """Block until the server at ``address`` answers its health check (no fixed sleeps)."""
+    with grpc.insecure_channel(address) as channel:
+        health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(), timeout=timeout_s, wait_for_ready=True
+        )
+
+
+@contextmanager
+def scheduler_processes(
+    database_url: str, count: int, log_dir: Path | None = None
+) -> Iterator[list[str]]:
+    """``count`` ``python -m scheduler_service`` processes on one database, with the test
+    tokens; yields their addresses, then stops them with SIGTERM and checks they exit 0."""
+    addresses = [f"127.0.0.1:{free_port()}" for _ in range(count)]
+    procs = []
+    for index, address in enumerate(addresses):
+        env = {
+            **os.environ,
+            **tokens.ENV,
+            "AIJOB_DATABASE_URL": database_url,
+            "AIJOB_LISTEN": address,
+        }
+        log: IO[bytes] | int = (
+            (log_dir / f"scheduler-{index}.log").open("wb") if log_dir else subprocess.DEVNULL
+        )
+        procs.append(
+            subprocess.Popen([sys.executable, "-m", "scheduler_service"], env=env, stderr=log)
+        )
+    try:
+        for address in addresses:
+            wait_until_serving(address)
+        yield addresses
+    finally:
+        for proc in procs:
+            proc.terminate()
+        codes = [proc.wait(timeout=30) for proc in procs]
+        assert codes == [0] * count, f"scheduler exit codes {codes}"

@@ -8,22 +8,17 @@ nothing is left non-terminal, and every success has its one artifact and one out
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy import func, select
 
 from scheduler_service.db.engine import create_engine
 from shared.gen.aijob.v1 import types_pb2
-from tests import tokens
-from tests.procs import free_port
+from tests.procs import scheduler_processes
 from tests.protocol.db_checks import ARTIFACTS, JOBS, OUTBOX
 from tests.protocol.runtime_client import ClientRuntime, JobClient, echo_output
 
@@ -36,26 +31,8 @@ SLOTS = 16
 
 @pytest.fixture
 def two_schedulers(mysql_url: str, tmp_path: Path) -> Iterator[list[str]]:
-    addresses = [f"127.0.0.1:{free_port()}" for _ in range(2)]
-    procs = []
-    for index, address in enumerate(addresses):
-        env = {**os.environ, **tokens.ENV, "AIJOB_DATABASE_URL": mysql_url, "AIJOB_LISTEN": address}
-        log = (tmp_path / f"scheduler-{index}.log").open("wb")
-        procs.append(
-            subprocess.Popen([sys.executable, "-m", "scheduler_service"], env=env, stderr=log)
-        )
-    try:
-        for address in addresses:
-            with grpc.insecure_channel(address) as channel:
-                health_pb2_grpc.HealthStub(channel).Check(
-                    health_pb2.HealthCheckRequest(), timeout=30, wait_for_ready=True
-                )
+    with scheduler_processes(mysql_url, 2, log_dir=tmp_path) as addresses:
         yield addresses
-    finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            assert proc.wait(timeout=30) == 0
 
 
 @pytest.fixture

@@ -14,11 +14,9 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.procs import free_port
+from tests.procs import free_port, wait_until_serving
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 GRPCURL = shutil.which("grpcurl", path=str(Path(sys.executable).parent)) or shutil.which("grpcurl")
@@ -43,11 +41,7 @@ def scheduler(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
         [sys.executable, "-m", "scheduler_service"], env=env, cwd=tmp_path, stderr=subprocess.PIPE
     )
     try:
-        with grpc.insecure_channel(address) as channel:
-            # Blocks until the server answers (or fails the test after 30 s): no sleeps.
-            health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(), timeout=30, wait_for_ready=True
-            )
+        wait_until_serving(address)
         yield address, proc
     finally:
         if proc.poll() is None:
