@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import secrets
+import socket
 from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -13,6 +16,8 @@ from scheduler_service.db.engine import create_engine
 from scheduler_service.jobs.service import JobService, Limits
 from scheduler_service.jobs.signals import ChangeSignals
 from scheduler_service.lifecycle.repository import LifecycleRepository
+from scheduler_service.outbox.dispatcher import DispatchWaker, OutboxDispatcher
+from scheduler_service.outbox.log import Broadcast
 from scheduler_service.protocol.dispatch import Dispatcher
 from scheduler_service.protocol.service import RuntimeProtocol
 from scheduler_service.registry import JobRegistry, default_registry
@@ -34,6 +39,8 @@ class SchedulerApp:
     dispatcher: Dispatcher
     credentials: CredentialStore
     changes: ChangeSignals
+    outbox: OutboxDispatcher
+    published: Broadcast
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     @classmethod
@@ -57,6 +64,23 @@ class SchedulerApp:
             on_leased=changes.touch,
         )
 
+        published = Broadcast()
+        outbox = OutboxDispatcher(
+            engine,
+            [DispatchWaker(dispatcher.notify)],
+            instance_id=f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}",
+            interval_s=settings.outbox_interval_ms / 1000,
+            batch=settings.outbox_batch,
+            processing_timeout_s=settings.outbox_processing_timeout_s,
+            backoff_base_ms=settings.outbox_backoff_ms,
+            on_published=published.fire,
+            stall_after_claim_s=settings.fault_outbox_stall_ms / 1000,
+        )
+
+        def enqueued() -> None:
+            dispatcher.notify()
+            outbox.notify()
+
         def cancel_requested(job_id: str) -> None:
             dispatcher.push_cancel(job_id)
             changes.touch(job_id)
@@ -70,23 +94,35 @@ class SchedulerApp:
                 daily_job_quota_per_user=settings.daily_job_quota_per_user,
                 max_snapshot_bytes=settings.max_snapshot_bytes,
             ),
-            on_enqueued=dispatcher.notify,
+            on_enqueued=enqueued,
             on_cancel_requested=cancel_requested,
         )
         key = settings.credential_key.get_secret_value()
         credentials = CredentialStore(engine, CredentialCipher.from_base64(key) if key else None)
         return cls(
-            settings, engine, registry, repository, protocol, jobs, dispatcher, credentials, changes
+            settings,
+            engine,
+            registry,
+            repository,
+            protocol,
+            jobs,
+            dispatcher,
+            credentials,
+            changes,
+            outbox,
+            published,
         )
 
     async def start(self) -> None:
         self.dispatcher.start()
+        self.outbox.start()
         self._tasks.append(
             asyncio.get_running_loop().create_task(self._reap_forever(), name="reaper")
         )
 
     async def stop(self) -> None:
         await self.dispatcher.stop()
+        await self.outbox.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

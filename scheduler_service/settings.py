@@ -57,6 +57,17 @@ class SchedulerSettings(BaseSettings):
     max_concurrent_streams: int = Field(default=1_000, ge=1)
     #: How often WatchJob looks for changes made through other replicas.
     watch_poll_ms: int = Field(default=250, ge=10, le=10_000)
+    #: Outbox dispatcher: round period, batch size, how long a claim may stay unfinished before
+    #: the event returns to pending, and the first retry delay of a failed delivery (doubling).
+    outbox_interval_ms: int = Field(default=200, ge=10, le=60_000)
+    outbox_batch: int = Field(default=100, ge=1, le=1_000)
+    outbox_processing_timeout_s: float = Field(default=60.0, gt=0)
+    outbox_backoff_ms: int = Field(default=1_000, ge=1)
+    #: How often SubscribeEvents looks for events published by other replicas.
+    events_poll_ms: int = Field(default=200, ge=10, le=10_000)
+    #: Fault injection for chaos tests only: hold claimed outbox events this long before
+    #: delivering them. Leave at 0.
+    fault_outbox_stall_ms: int = Field(default=0, ge=0)
     #: AES-256-GCM key (base64, 32 bytes) that encrypts users' model keys at rest.
     credential_key: SecretStr = SecretStr("")
 

@@ -1,15 +1,11 @@
-"""gRPC servicers: translate protobuf to the scheduler's services and back.
-
-RPCs not built yet (they arrive with the job-API and outbox issues) answer UNIMPLEMENTED, so
-clients and grpcurl already see the whole contract.
-"""
+"""gRPC servicers: translate protobuf to the scheduler's services and back."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from typing import Any, NoReturn
+from typing import Any
 
 import grpc
 
@@ -20,6 +16,8 @@ from scheduler_service.app import SchedulerApp
 from scheduler_service.errors import InvalidRequestError
 from scheduler_service.jobs.service import CreateJobCommand, JobFilter
 from scheduler_service.jobs.stats import queue_stats, redrive_dead_events
+from scheduler_service.outbox.log import follow, latest_position
+from scheduler_service.outbox.writer import EventType
 from scheduler_service.protocol.dispatch import CancelNotice, StreamSession
 from scheduler_service.protocol.leases import LeasePayload
 from scheduler_service.protocol.service import FailureReport, ResultSubmission
@@ -36,10 +34,7 @@ log = logging.getLogger(__name__)
 
 Context = grpc.aio.ServicerContext[Any, Any]
 MAX_SLOTS = 1_000
-
-
-async def _unimplemented(context: Context) -> NoReturn:
-    await context.abort(grpc.StatusCode.UNIMPLEMENTED, "not implemented yet")
+DEFAULT_EVENT_TYPES = (EventType.COMPLETED, EventType.FAILED, EventType.CANCELLED)
 
 
 def _user_id(context: Context) -> str:
@@ -91,6 +86,7 @@ class JobServicer(job_grpc.JobServiceServicer):
     ) -> job_pb.CancelJobResponse:
         record, outcome = await self._app.jobs.cancel(_user_id(context), request.job_id)
         self._app.changes.touch(request.job_id)
+        self._app.outbox.notify()
         return job_pb.CancelJobResponse(job=convert.job(record), outcome=outcome)
 
     @grpc_stream_errors
@@ -122,11 +118,36 @@ class JobServicer(job_grpc.JobServiceServicer):
             jobs=[convert.job(r) for r in records], next_page_token=token
         )
 
+    @grpc_stream_errors
     async def SubscribeEvents(
         self, request: job_pb.SubscribeEventsRequest, context: Context
     ) -> AsyncIterator[types_pb.JobEvent]:
-        await _unimplemented(context)
-        yield types_pb.JobEvent()
+        types = list(request.event_types) or list(DEFAULT_EVENT_TYPES)
+        unknown = sorted(set(types) - {t.value for t in EventType})
+        if unknown:
+            raise InvalidRequestError(f"unknown event types {unknown}", field="event_types")
+        if request.after_event_id:
+            if not request.after_event_id.isdigit():
+                raise InvalidRequestError(
+                    "after_event_id is not an event id", field="after_event_id"
+                )
+            after = int(request.after_event_id)
+        else:
+            after = await latest_position(self._app.engine)
+        async for event in follow(
+            self._app.engine,
+            after,
+            types,
+            poll_s=self._app.settings.events_poll_ms / 1000,
+            published=self._app.published.wait,
+        ):
+            yield types_pb.JobEvent(
+                event_id=str(event.position),
+                event_type=event.event_type,
+                job_id=event.job_id,
+                job_type=event.job_type,
+                occurred_at=convert.timestamp(event.occurred_at),
+            )
 
 
 class AdminServicer(admin_grpc.AdminServiceServicer):
@@ -212,6 +233,7 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
                 "event_ids must be outbox event ids", field="event_ids"
             ) from None
         redriven = await redrive_dead_events(self._app.engine, ids)
+        self._app.outbox.notify()
         log.info("admin redrove dead events", extra={"action": "admin_redrive", "count": redriven})
         return admin_pb.RedriveDeadEventsResponse(redriven=redriven)
 
@@ -323,6 +345,7 @@ class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):
     def _settled(self, job_id: str) -> None:
         self._app.dispatcher.forget(job_id)
         self._app.changes.touch(job_id)
+        self._app.outbox.notify()
 
     @grpc_errors
     async def Lock(self, request: runtime_pb.LockRequest, context: Context) -> types_pb.Lease:

@@ -186,6 +186,8 @@ class OutboxEvent(Base):
         # The dispatcher's claim query: pending events by availability.
         Index("idx_OutboxEvent_status_availableAt", "status", "availableAt", "id"),
         Index("idx_OutboxEvent_aggregate", "aggregateType", "aggregateId"),
+        # Subscribers read the published log in this order (migration 0004 explains why).
+        Index("uq_OutboxEvent_publishedSeq", "publishedSeq", unique=True),
         MYSQL_TABLE_ARGS,
     )
 
@@ -205,6 +207,17 @@ class OutboxEvent(Base):
     publishedAt: Mapped[datetime | None] = mapped_column(Timestamp)
     lastError: Mapped[str | None] = mapped_column(String(500))
     createdAt: Mapped[datetime] = mapped_column(Timestamp)
+    publishedSeq: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class OutboxSequence(Base):
+    """The counter that hands out ``publishedSeq``; its row lock orders publication."""
+
+    __tablename__ = "OutboxSequence"
+    __table_args__ = (MYSQL_TABLE_ARGS,)
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    value: Mapped[int] = mapped_column(BigInteger, server_default="0")
 
 
 class AiUsageLog(Base):

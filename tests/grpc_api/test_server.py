@@ -13,10 +13,6 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from scheduler_service.api.server import SERVICE_NAMES, build_server
 from scheduler_service.app import SchedulerApp
 from scheduler_service.settings import SchedulerSettings
-from shared.gen.aijob.v1 import (
-    job_service_pb2,
-    job_service_pb2_grpc,
-)
 from tests import tokens
 
 
@@ -55,14 +51,3 @@ async def test_health_answers_serving(channel: grpc.aio.Channel) -> None:
     stub = health_pb2_grpc.HealthStub(channel)
     reply = await stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
     assert reply.status == health_pb2.HealthCheckResponse.SERVING
-
-
-async def test_unbuilt_rpcs_answer_unimplemented(channel: grpc.aio.Channel) -> None:
-    stub = job_service_pb2_grpc.JobServiceStub(channel)
-    call = stub.SubscribeEvents(
-        job_service_pb2.SubscribeEventsRequest(), metadata=(("x-user-id", "u"),)
-    )
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        async for _ in call:
-            pass
-    assert caught.value.code() is grpc.StatusCode.UNIMPLEMENTED

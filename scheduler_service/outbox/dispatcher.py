@@ -1,0 +1,285 @@
+"""The outbox dispatcher (design §6): claim, deliver, then publish — safe on every replica.
+
+One round:
+
+1. Events stuck in ``processing`` longer than the processing timeout (their claimer died) go back
+   to ``pending``. A crash is not a delivery failure, so ``attemptCount`` is left alone (S10).
+2. Claim a small batch of ``pending`` events whose ``availableAt`` has passed: ``SELECT … FOR
+   UPDATE SKIP LOCKED`` on the status index, then a guarded UPDATE to ``processing`` with
+   ``lockedBy``/``lockedAt``. Never deliver first and claim afterwards.
+3. Deliver each event to the sinks (waking dispatch for ``ai.job.enqueue``, and whatever else is
+   plugged in). A failure adds one to ``attemptCount`` and returns the event to ``pending`` with
+   backoff; the third failure makes it ``dead`` (kept, counted, re-driven by an admin).
+4. Publish the delivered events: under the lock of the ``OutboxSequence`` row, each gets the next
+   ``publishedSeq`` and becomes ``published``. Subscribers read the log in that order.
+
+Unknown event types are logged as a warning and published without delivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol, cast
+
+from sqlalchemy import Table, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from scheduler_service.db.clock import db_now
+from scheduler_service.db.models import OutboxEvent, OutboxSequence
+from scheduler_service.db.retry import run_transaction
+from scheduler_service.outbox.writer import EventType
+
+__all__ = ["ClaimedEvent", "EventSink", "OutboxDispatcher"]
+
+log = logging.getLogger(__name__)
+
+_outbox = cast(Table, OutboxEvent.__table__)
+_sequence = cast(Table, OutboxSequence.__table__)
+_o = _outbox.c
+KNOWN_TYPES = frozenset(t.value for t in EventType)
+MAX_ATTEMPTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedEvent:
+    id: int
+    event_type: str
+    aggregate_id: str
+    payload: dict[str, Any]
+    attempt_count: int
+    created_at: datetime
+
+
+class EventSink(Protocol):
+    """Where delivered events go. Raising means "not delivered": the event is retried."""
+
+    async def deliver(self, event: ClaimedEvent) -> None: ...
+
+
+class OutboxDispatcher:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        sinks: Sequence[EventSink],
+        *,
+        instance_id: str,
+        interval_s: float = 0.2,
+        batch: int = 100,
+        processing_timeout_s: float = 60.0,
+        backoff_base_ms: int = 1_000,
+        on_published: Callable[[], None] = lambda: None,
+        stall_after_claim_s: float = 0.0,
+    ) -> None:
+        self._engine = engine
+        self._sinks = list(sinks)
+        self._instance_id = instance_id[:100]
+        self._interval_s = interval_s
+        self._batch = batch
+        self._processing_timeout_ms = round(processing_timeout_s * 1000)
+        self._backoff_base_ms = backoff_base_ms
+        self._on_published = on_published
+        # Fault injection for chaos tests only (AIJOB_FAULT_OUTBOX_STALL_MS): hold claimed
+        # events this long before delivering, so a test can kill the process in between.
+        self._stall_after_claim_s = stall_after_claim_s
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="outbox")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def notify(self) -> None:
+        """New events were committed here: run a round now rather than at the next tick."""
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=self._interval_s)
+            self._wake.clear()
+            try:
+                while await self.run_once() == self._batch:
+                    pass
+            except Exception:
+                log.exception("outbox round failed", extra={"action": "outbox_error"})
+
+    async def run_once(self) -> int:
+        """One round; returns how many events it claimed."""
+        await self.release_stale()
+        claimed = await self.claim()
+        if not claimed:
+            return 0
+        if self._stall_after_claim_s:
+            await asyncio.sleep(self._stall_after_claim_s)
+        delivered: list[ClaimedEvent] = []
+        for event in claimed:
+            if await self._deliver(event):
+                delivered.append(event)
+        if delivered:
+            await self.publish(delivered)
+        return len(claimed)
+
+    # -- steps ------------------------------------------------------------------------------
+
+    async def release_stale(self) -> int:
+        statement = (
+            update(_outbox)
+            .where(_o.status == "processing", _o.lockedAt < db_now(-self._processing_timeout_ms))
+            .values(status="pending", lockedBy=None, lockedAt=None)
+        )
+
+        async def unit(conn: AsyncConnection) -> int:
+            return int((await conn.execute(statement)).rowcount)
+
+        released = await run_transaction(self._engine, unit)
+        if released:
+            log.warning(
+                "outbox events returned from a stalled claim",
+                extra={"action": "outbox_release", "count": released},
+            )
+        return released
+
+    async def claim(self) -> list[ClaimedEvent]:
+        async def unit(conn: AsyncConnection) -> list[ClaimedEvent]:
+            ids = list(
+                (
+                    await conn.execute(
+                        select(_o.id)
+                        .where(_o.status == "pending", _o.availableAt <= db_now())
+                        .order_by(_o.availableAt, _o.id)
+                        .limit(self._batch)
+                        .with_for_update(skip_locked=True)
+                    )
+                ).scalars()
+            )
+            if not ids:
+                return []
+            await conn.execute(
+                update(_outbox)
+                .where(_o.id.in_(ids), _o.status == "pending")
+                .values(status="processing", lockedBy=self._instance_id, lockedAt=db_now())
+            )
+            rows = await conn.execute(
+                select(
+                    _o.id, _o.eventType, _o.aggregateId, _o.payload, _o.attemptCount, _o.createdAt
+                )
+                .where(_o.id.in_(ids), _o.lockedBy == self._instance_id, _o.status == "processing")
+                .order_by(_o.id)
+            )
+            return [ClaimedEvent(*row) for row in rows]
+
+        return await run_transaction(self._engine, unit)
+
+    async def _deliver(self, event: ClaimedEvent) -> bool:
+        if event.event_type not in KNOWN_TYPES:
+            log.warning(
+                "unknown outbox event type: published without delivery",
+                extra={
+                    "action": "outbox_unknown_type",
+                    "eventId": event.id,
+                    "eventType": event.event_type,
+                },
+            )
+            return True
+        try:
+            for sink in self._sinks:
+                await sink.deliver(event)
+        except Exception as exc:
+            await self._failed(event, exc)
+            return False
+        return True
+
+    async def _failed(self, event: ClaimedEvent, exc: Exception) -> None:
+        attempts = event.attempt_count + 1
+        dead = attempts >= MAX_ATTEMPTS
+        values: dict[str, Any] = {
+            "attemptCount": attempts,
+            "status": "dead" if dead else "pending",
+            "lockedBy": None,
+            "lockedAt": None,
+            "lastError": f"{type(exc).__name__}: {exc}"[:500],
+        }
+        if not dead:
+            values["availableAt"] = db_now(self._backoff_base_ms * 2 ** (attempts - 1))
+        statement = (
+            update(_outbox)
+            .where(_o.id == event.id, _o.status == "processing", _o.lockedBy == self._instance_id)
+            .values(values)
+        )
+
+        async def unit(conn: AsyncConnection) -> None:
+            await conn.execute(statement)
+
+        await run_transaction(self._engine, unit)
+        log.warning(
+            "outbox delivery failed",
+            extra={
+                "action": "outbox_failed",
+                "eventId": event.id,
+                "attempt": attempts,
+                "dead": dead,
+            },
+        )
+
+    async def publish(self, events: Sequence[ClaimedEvent]) -> int:
+        """Mark delivered events published with commit-ordered positions; returns how many."""
+
+        async def unit(conn: AsyncConnection) -> int:
+            # The row lock is held to commit: positions follow the order publications commit.
+            current = (
+                await conn.execute(
+                    select(_sequence.c.value)
+                    .where(_sequence.c.name == "published")
+                    .with_for_update()
+                )
+            ).scalar_one()
+            published = 0
+            for event in events:
+                result = await conn.execute(
+                    update(_outbox)
+                    .where(
+                        _o.id == event.id,
+                        _o.status == "processing",
+                        _o.lockedBy == self._instance_id,
+                    )
+                    .values(
+                        status="published",
+                        publishedSeq=current + published + 1,
+                        publishedAt=db_now(),
+                        lockedBy=None,
+                        lockedAt=None,
+                    )
+                )
+                # A claim released as stale and taken by another replica is theirs now.
+                published += result.rowcount
+            await conn.execute(
+                update(_sequence)
+                .where(_sequence.c.name == "published")
+                .values(value=current + published)
+            )
+            return published
+
+        count = await run_transaction(self._engine, unit)
+        if count:
+            self._on_published()
+        return count
+
+
+class DispatchWaker:
+    """Delivers ``ai.job.enqueue`` by waking this scheduler's lease dispatch."""
+
+    def __init__(self, notify: Callable[[], None]) -> None:
+        self._notify = notify
+
+    async def deliver(self, event: ClaimedEvent) -> None:
+        if event.event_type == EventType.ENQUEUE:
+            self._notify()
