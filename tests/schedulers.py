@@ -73,5 +73,5 @@ async def start_scheduler() -> AsyncIterator[SchedulerFactory]:
 
 
 @pytest.fixture
-async def scheduler(start_scheduler: SchedulerFactory, mysql_url: str) -> RunningScheduler:
+async def scheduler(mysql_url: str, start_scheduler: SchedulerFactory) -> RunningScheduler:
     return await start_scheduler(mysql_url)

@@ -92,7 +92,7 @@ def _message_class(full_name: str) -> Any:
 
 @pytest.mark.mysql
 async def test_every_rpc_refuses_missing_unknown_and_wrong_role_tokens(
-    start_scheduler: SchedulerFactory, mysql_url: str
+    mysql_url: str, start_scheduler: SchedulerFactory
 ) -> None:
     scheduler = await start_scheduler(mysql_url)
     rpcs = _rpcs()
@@ -188,7 +188,7 @@ def _pem(key: Any, cert: x509.Certificate) -> tuple[bytes, bytes]:
 
 @pytest.mark.mysql
 async def test_mutual_tls(
-    start_scheduler: SchedulerFactory, mysql_url: str, tmp_path: Path
+    mysql_url: str, start_scheduler: SchedulerFactory, tmp_path: Path
 ) -> None:
     ca_key, ca_cert = _certificate("aijob-test-ca", None, None, ca=True)
     server_key, server_cert = _certificate("localhost", ca_key, ca_cert.subject, ca=False)

@@ -32,7 +32,7 @@ def _key() -> str:
 
 
 async def test_canary_never_reaches_a_log_line(
-    start_scheduler: SchedulerFactory, mysql_url: str, caplog: pytest.LogCaptureFixture
+    mysql_url: str, start_scheduler: SchedulerFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     service_token = f"svc-{CANARY}"
@@ -82,7 +82,7 @@ async def test_canary_never_reaches_a_log_line(
 
 
 async def test_credentials_are_encrypted_and_bound_to_the_lease_holder(
-    start_scheduler: SchedulerFactory, mysql_url: str
+    mysql_url: str, start_scheduler: SchedulerFactory
 ) -> None:
     key = _key()
     scheduler = await start_scheduler(mysql_url, credential_key=key)
@@ -134,7 +134,7 @@ async def test_credentials_are_encrypted_and_bound_to_the_lease_holder(
 
 
 async def test_a_job_past_its_deadline_expires(
-    start_scheduler: SchedulerFactory, mysql_url: str
+    mysql_url: str, start_scheduler: SchedulerFactory
 ) -> None:
     scheduler = await start_scheduler(mysql_url, reaper_interval_s=3600)
     deadline = timestamp_pb2.Timestamp()

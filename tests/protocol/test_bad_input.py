@@ -204,7 +204,7 @@ async def test_bad_poll_streams_are_refused(
         await runtime.close()
 
 
-async def test_oversized_message_is_refused_cleanly(start_scheduler: Any, mysql_url: str) -> None:
+async def test_oversized_message_is_refused_cleanly(mysql_url: str, start_scheduler: Any) -> None:
     scheduler = await start_scheduler(mysql_url, max_receive_message_bytes=64 * 1024)
     stub = runtime_service_pb2_grpc.RuntimeServiceStub(scheduler.channel)
     request = rt.SubmitResultRequest(

@@ -70,7 +70,7 @@ async def test_expired_last_attempt_fails_instead_of_looping(scheduler: RunningS
 
 
 async def test_two_replicas_reaping_at_once_requeue_each_job_once(
-    start_scheduler: SchedulerFactory, mysql_url: str
+    mysql_url: str, start_scheduler: SchedulerFactory
 ) -> None:
     a = await start_scheduler(mysql_url, reaper_interval_s=3600)
     b = await start_scheduler(mysql_url, reaper_interval_s=3600)
@@ -85,7 +85,7 @@ async def test_two_replicas_reaping_at_once_requeue_each_job_once(
 
 
 async def test_heartbeat_racing_the_reaper_never_both_win(
-    start_scheduler: SchedulerFactory, mysql_url: str
+    mysql_url: str, start_scheduler: SchedulerFactory
 ) -> None:
     """Leases that end within a few milliseconds of the race: sometimes the heartbeat lands
     first and keeps the lease, sometimes the reaper takes it; never both (S6)."""

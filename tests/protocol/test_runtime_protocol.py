@@ -80,7 +80,7 @@ async def test_duplicate_and_conflicting_submits(scheduler: RunningScheduler) ->
 
 
 async def test_expired_lease_is_reaped_and_the_late_submit_refused(
-    start_scheduler: SchedulerFactory, mysql_url: str
+    mysql_url: str, start_scheduler: SchedulerFactory
 ) -> None:
     scheduler = await start_scheduler(mysql_url, lease_ttl_s=1, lease_grace_s=0.2)
     first = await _runtime(scheduler, "rt-first", slots=1)
@@ -209,7 +209,7 @@ async def test_cancel_while_running_is_pushed_and_seen_in_heartbeats(
 
 
 async def test_cancel_requested_through_another_replica_reaches_the_stream(
-    start_scheduler: SchedulerFactory, mysql_url: str
+    mysql_url: str, start_scheduler: SchedulerFactory
 ) -> None:
     a = await start_scheduler(mysql_url)
     b = await start_scheduler(mysql_url)
