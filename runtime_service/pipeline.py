@@ -1,0 +1,365 @@
+"""Running one leased job: credential, prompt, model call, validation with one repair, safety,
+hash, submit — with heartbeats, the job's timeout, and cancellation that stops the HTTP call.
+
+Each step is a small function; ``JobRunner.run`` composes them and reports exactly one outcome
+to the scheduler (a result, a failure, or nothing when the lease was lost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+import openai
+from openai.types.chat import ChatCompletionMessageParam
+from pydantic import BaseModel, ValidationError
+
+from runtime_service.failures import JobFailure, failure_from_openai
+from runtime_service.prompts import Prompt, UnknownPromptError, build_prompt, repair_messages
+from runtime_service.safety import SafetyCheck
+from shared.canonical_json import canonical_json
+from shared.error_codes import ErrorCode
+from shared.job_schemas import OUTPUT_SCHEMAS
+
+__all__ = ["JobRunner", "LeaseInput", "LeaseLost", "ModelConfig", "SchedulerClient", "Usage"]
+
+log = logging.getLogger(__name__)
+
+
+class LeaseLost(Exception):
+    """The scheduler says this runtime no longer holds the lease: stop without submitting."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseInput:
+    job_id: str
+    job_type: str
+    attempt_no: int
+    timeout_ms: int
+    snapshot: dict[str, Any]
+    params: dict[str, Any]
+    prompt_key: str
+    prompt_version: str
+    credential_mode: str
+    output_schema_version: str = "v1"
+
+
+@dataclass
+class Usage:
+    model_name: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: int = 0
+    cost_micros: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatReply:
+    cancel_requested: bool
+
+
+class SchedulerClient(Protocol):
+    """What a job needs from the scheduler (the gRPC adapter, or a fake in tests)."""
+
+    async def heartbeat(self, lease: LeaseInput, progress: int) -> HeartbeatReply: ...
+
+    async def submit_result(self, lease: LeaseInput, output: Any, usage: Usage | None) -> None: ...
+
+    async def submit_failure(
+        self, lease: LeaseInput, failure: JobFailure, usage: Usage | None
+    ) -> None: ...
+
+    async def resolve_credential(self, lease: LeaseInput) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    base_url: str
+    model_name: str
+    platform_key: str
+    price_prompt_per_mtok_micros: int = 0
+    price_completion_per_mtok_micros: int = 0
+
+
+@dataclass
+class _Running:
+    task: asyncio.Task[Any] | None = None
+    stop_reason: str = ""
+    progress: int = 0
+    usage: Usage | None = None
+
+
+#: Why a job stopped when it was cancelled from outside, as the failure reported for it.
+_STOPPED = {
+    "shutdown": JobFailure(ErrorCode.RUNTIME_SHUTDOWN, "The runtime shut down.", "drained"),
+    "cancelled": JobFailure(ErrorCode.CANCELLED, "The job was cancelled.", "cancel requested"),
+}
+
+
+class JobRunner:
+    def __init__(
+        self,
+        scheduler: SchedulerClient,
+        model: ModelConfig,
+        safety: SafetyCheck,
+        *,
+        heartbeat_s: float = 20.0,
+    ) -> None:
+        self._scheduler = scheduler
+        self._model = model
+        self._safety = safety
+        self._heartbeat_s = heartbeat_s
+        self._running: dict[tuple[str, int], _Running] = {}
+        self._platform_client: openai.AsyncOpenAI | None = None
+
+    # -- control from outside -----------------------------------------------------------------
+
+    def cancel(self, job_id: str, attempt_no: int, reason: str = "cancelled") -> bool:
+        """Stop a running attempt now (a cancel pushed on the stream, or shutdown)."""
+        running = self._running.get((job_id, attempt_no))
+        if running is None:
+            return False
+        running.stop_reason = running.stop_reason or reason
+        if running.task is not None:
+            running.task.cancel()
+        return True
+
+    def in_flight(self) -> list[tuple[str, int]]:
+        return list(self._running)
+
+    async def close(self) -> None:
+        if self._platform_client is not None:
+            await self._platform_client.close()
+
+    # -- one job ------------------------------------------------------------------------------
+
+    async def run(self, lease: LeaseInput) -> str:
+        """Run ``lease`` to one reported outcome; returns what was reported, for logs and tests."""
+        key = (lease.job_id, lease.attempt_no)
+        running = _Running()
+        work = asyncio.ensure_future(self._execute(lease, running))
+        running.task = work
+        self._running[key] = running
+        beats = asyncio.ensure_future(self._heartbeats(lease, running))
+        context = {"jobId": lease.job_id, "attemptNo": lease.attempt_no}
+        try:
+            try:
+                async with asyncio.timeout(lease.timeout_ms / 1000):
+                    output = await work
+            except TimeoutError:
+                work.cancel()
+                raise JobFailure(
+                    ErrorCode.JOB_TIMEOUT, "The job did not finish in time.", "job timeout"
+                ) from None
+            await self._scheduler.submit_result(lease, output, running.usage)
+            log.info("job succeeded", extra={"action": "job_succeeded", **context})
+            return "succeeded"
+        except asyncio.CancelledError:
+            if running.stop_reason == "lease_lost":
+                log.warning("lease lost: job stopped", extra={"action": "lease_lost", **context})
+                return "lease_lost"
+            if running.stop_reason == "shutdown":
+                failure = JobFailure(
+                    ErrorCode.RUNTIME_SHUTDOWN, "The runtime shut down.", "drained"
+                )
+            elif running.stop_reason == "cancelled":
+                failure = JobFailure(
+                    ErrorCode.CANCELLED, "The job was cancelled.", "cancel requested"
+                )
+            else:
+                raise
+            return await self._report(lease, failure, running, context)
+        except JobFailure as failure:
+            return await self._report(lease, failure, running, context)
+        except LeaseLost:
+            log.warning("lease lost: job stopped", extra={"action": "lease_lost", **context})
+            return "lease_lost"
+        except Exception as exc:
+            log.error("job crashed", exc_info=exc, extra={"action": "job_crashed", **context})
+            crashed = JobFailure(
+                ErrorCode.INTERNAL_ERROR, "The runtime failed.", type(exc).__name__
+            )
+            return await self._report(lease, crashed, running, context)
+        finally:
+            beats.cancel()
+            work.cancel()
+            await asyncio.gather(beats, work, return_exceptions=True)
+            self._running.pop(key, None)
+
+    async def _report(
+        self, lease: LeaseInput, failure: JobFailure, running: _Running, context: dict[str, Any]
+    ) -> str:
+        try:
+            await self._scheduler.submit_failure(lease, failure, running.usage)
+        except LeaseLost:
+            return "lease_lost"
+        log.info(
+            "job failed",
+            extra={
+                "action": "job_failed",
+                "errorCode": failure.code.value,
+                "retryable": failure.retryable,
+                **context,
+            },
+        )
+        return failure.code.value
+
+    async def _heartbeats(self, lease: LeaseInput, running: _Running) -> None:
+        while True:
+            await asyncio.sleep(self._heartbeat_s)
+            try:
+                reply = await self._scheduler.heartbeat(lease, running.progress)
+            except LeaseLost:
+                running.stop_reason = "lease_lost"
+                if running.task is not None:
+                    running.task.cancel()
+                return
+            except Exception:
+                # A failed heartbeat is retried at the next beat; the lease has its grace period.
+                log.warning(
+                    "heartbeat failed", extra={"action": "heartbeat_error", "jobId": lease.job_id}
+                )
+                continue
+            if reply.cancel_requested:
+                running.stop_reason = running.stop_reason or "cancelled"
+                if running.task is not None:
+                    running.task.cancel()
+                return
+
+    async def _execute(self, lease: LeaseInput, running: _Running) -> Any:
+        schema = _output_schema(lease)
+        self._check_safety(json.dumps(lease.snapshot, ensure_ascii=False), "input")
+        client, owned = await self._client(lease)
+        try:
+            prompt = _prompt(lease, schema)
+            running.progress = 10
+            answer = await self._call(client, prompt.messages, running)
+            running.progress = 60
+            try:
+                validated = _validate(schema, answer)
+            except JobFailure as first:
+                if (
+                    first.code is not ErrorCode.VALIDATION_FAILED
+                    and first.code is not ErrorCode.VALIDATION_UNPARSEABLE
+                ):
+                    raise
+                # One repair: show the model what was wrong, then give up (retryable).
+                answer = await self._call(
+                    client, repair_messages(prompt, answer, first.internal_message), running
+                )
+                validated = _validate(schema, answer)
+            running.progress = 90
+            output = validated.model_dump(mode="json", exclude_none=True)
+            self._check_safety(canonical_json(output).decode(), "output")
+            return output
+        finally:
+            if owned:
+                await client.close()
+
+    def _check_safety(self, text: str, where: str) -> None:
+        rule = self._safety.violation(text)
+        if rule is not None:
+            raise JobFailure(
+                ErrorCode.CONTENT_SAFETY_BLOCKED,
+                "The content was blocked by the safety check.",
+                f"{where} matched {rule}",
+            )
+
+    async def _client(self, lease: LeaseInput) -> tuple[openai.AsyncOpenAI, bool]:
+        """The platform client (shared), or a client for the user's own key (closed after)."""
+        if lease.credential_mode == "user_deepseek_key":
+            key = await self._scheduler.resolve_credential(lease)
+            return self._new_client(key), True
+        if self._platform_client is None:
+            self._platform_client = self._new_client(self._model.platform_key or "unused")
+        return self._platform_client, False
+
+    def _new_client(self, api_key: str) -> openai.AsyncOpenAI:
+        # The scheduler is the one retry authority: the SDK must not retry on its own.
+        return openai.AsyncOpenAI(
+            api_key=api_key, base_url=self._model.base_url, max_retries=0, timeout=600
+        )
+
+    async def _call(
+        self, client: openai.AsyncOpenAI, messages: list[dict[str, str]], running: _Running
+    ) -> str:
+        started = time.perf_counter()
+        try:
+            completion = await client.chat.completions.create(
+                model=self._model.model_name,
+                messages=cast("list[ChatCompletionMessageParam]", messages),
+                response_format={"type": "json_object"},
+            )
+        except openai.OpenAIError as error:
+            # A failed call is still a call: it took time and is recorded as usage.
+            self._add_usage(running, None, time.perf_counter() - started)
+            raise failure_from_openai(error) from None
+        self._add_usage(running, completion, time.perf_counter() - started)
+        choice = completion.choices[0]
+        if choice.finish_reason == "length":
+            raise JobFailure(
+                ErrorCode.MODEL_OUTPUT_TRUNCATED,
+                "The model's answer was cut off.",
+                "finish_reason=length",
+            )
+        return choice.message.content or ""
+
+    def _add_usage(self, running: _Running, completion: Any, elapsed_s: float) -> None:
+        usage = running.usage or Usage(
+            model_name=getattr(completion, "model", "") or self._model.model_name
+        )
+        if completion.usage is not None:
+            usage.prompt_tokens += completion.usage.prompt_tokens
+            usage.completion_tokens += completion.usage.completion_tokens
+        usage.latency_ms += round(elapsed_s * 1000)
+        usage.cost_micros = (
+            usage.prompt_tokens * self._model.price_prompt_per_mtok_micros
+            + usage.completion_tokens * self._model.price_completion_per_mtok_micros
+        ) // 1_000_000
+        running.usage = usage
+
+
+def _output_schema(lease: LeaseInput) -> type[BaseModel]:
+    try:
+        return OUTPUT_SCHEMAS[(lease.job_type, lease.output_schema_version or "v1")]
+    except KeyError:
+        raise JobFailure(
+            ErrorCode.INVALID_SCHEMA,
+            "This runtime does not know the job's output schema.",
+            lease.job_type,
+        ) from None
+
+
+def _prompt(lease: LeaseInput, schema: type[BaseModel]) -> Prompt:
+    try:
+        return build_prompt(
+            lease.prompt_key, lease.prompt_version, lease.snapshot, lease.params, schema
+        )
+    except UnknownPromptError as error:
+        raise JobFailure(
+            ErrorCode.INVALID_SCHEMA, "This runtime has no prompt for the job.", str(error)
+        ) from None
+
+
+def _validate(schema: type[BaseModel], answer: str) -> BaseModel:
+    try:
+        value = json.loads(answer)
+    except ValueError:
+        raise JobFailure(
+            ErrorCode.VALIDATION_UNPARSEABLE,
+            "The model's answer was not JSON.",
+            "answer is not JSON",
+        ) from None
+    try:
+        return schema.model_validate(value)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in error.errors()[:10]
+        )
+        raise JobFailure(
+            ErrorCode.VALIDATION_FAILED, "The model's answer did not match the schema.", problems
+        ) from None

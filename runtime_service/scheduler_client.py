@@ -1,0 +1,138 @@
+"""The runtime's side of the gRPC protocol: the stubs, bearer token and error translation."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+import grpc
+from google.protobuf import duration_pb2, json_format
+from google.rpc import error_details_pb2, status_pb2
+
+from runtime_service.failures import JobFailure
+from runtime_service.pipeline import HeartbeatReply, LeaseInput, LeaseLost, Usage
+from shared.canonical_json import output_hash
+from shared.gen.aijob.v1 import runtime_service_pb2 as rt
+from shared.gen.aijob.v1 import runtime_service_pb2_grpc, types_pb2
+
+__all__ = ["GrpcSchedulerClient", "lease_input", "reason_of"]
+
+CALL_TIMEOUT_S = 30.0
+
+
+def reason_of(error: grpc.aio.AioRpcError) -> str:
+    metadata = cast(tuple[tuple[str, Any], ...], error.trailing_metadata() or ())
+    for key, value in metadata:
+        if key == "grpc-status-details-bin":
+            for detail in status_pb2.Status.FromString(value).details:
+                info = error_details_pb2.ErrorInfo()
+                if detail.Unpack(info):
+                    return str(info.reason)
+    return ""
+
+
+def lease_input(lease: types_pb2.Lease) -> LeaseInput:
+    return LeaseInput(
+        job_id=lease.job_id,
+        job_type=lease.job_type,
+        attempt_no=lease.attempt_no,
+        timeout_ms=lease.timeout_ms,
+        snapshot=json_format.MessageToDict(lease.snapshot),
+        params=json_format.MessageToDict(lease.params),
+        prompt_key=lease.prompt_key,
+        prompt_version=lease.prompt_version,
+        credential_mode=lease.credential_mode,
+        output_schema_version=lease.output_schema_version or "v1",
+    )
+
+
+def _usage(usage: Usage | None) -> types_pb2.Usage | None:
+    if usage is None:
+        return None
+    return types_pb2.Usage(
+        model_name=usage.model_name,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        latency_ms=usage.latency_ms,
+        cost_micros=usage.cost_micros,
+    )
+
+
+class GrpcSchedulerClient:
+    def __init__(self, channel: grpc.aio.Channel, token: str, instance_id: str) -> None:
+        self.stub = runtime_service_pb2_grpc.RuntimeServiceStub(channel)
+        self.metadata = (("authorization", f"Bearer {token}"),)
+        self.instance_id = instance_id
+
+    async def _unary(self, method: Any, request: Any) -> Any:
+        try:
+            return await method(request, metadata=self.metadata, timeout=CALL_TIMEOUT_S)
+        except grpc.aio.AioRpcError as error:
+            if reason_of(error) in {"LEASE_LOST", "JOB_ALREADY_TERMINAL", "PERMISSION_DENIED"}:
+                raise LeaseLost(reason_of(error)) from None
+            raise
+
+    async def heartbeat(self, lease: LeaseInput, progress: int) -> HeartbeatReply:
+        reply = await self._unary(
+            self.stub.Heartbeat,
+            rt.HeartbeatRequest(
+                job_id=lease.job_id,
+                attempt_no=lease.attempt_no,
+                runtime_instance_id=self.instance_id,
+                progress=progress,
+            ),
+        )
+        return HeartbeatReply(cancel_requested=reply.cancel_requested)
+
+    async def submit_result(self, lease: LeaseInput, output: Any, usage: Usage | None) -> None:
+        await self._unary(
+            self.stub.SubmitResult,
+            rt.SubmitResultRequest(
+                job_id=lease.job_id,
+                attempt_no=lease.attempt_no,
+                runtime_instance_id=self.instance_id,
+                output_hash=output_hash(output),
+                output_json=json.dumps(output, ensure_ascii=False),
+                usage=_usage(usage),
+            ),
+        )
+
+    async def submit_failure(
+        self, lease: LeaseInput, failure: JobFailure, usage: Usage | None
+    ) -> None:
+        retry_after = duration_pb2.Duration()
+        retry_after.FromMilliseconds(failure.retry_after_ms)
+        await self._unary(
+            self.stub.SubmitFailure,
+            rt.SubmitFailureRequest(
+                job_id=lease.job_id,
+                attempt_no=lease.attempt_no,
+                runtime_instance_id=self.instance_id,
+                error_code=failure.code.value,
+                retryable=failure.retryable,
+                public_error_message=failure.public_message,
+                internal_error_message=failure.internal_message,
+                retry_after=retry_after,
+                usage=_usage(usage),
+            ),
+        )
+
+    async def resolve_credential(self, lease: LeaseInput) -> str:
+        try:
+            reply = await self._unary(
+                self.stub.ResolveCredential,
+                rt.ResolveCredentialRequest(
+                    job_id=lease.job_id,
+                    attempt_no=lease.attempt_no,
+                    runtime_instance_id=self.instance_id,
+                ),
+            )
+        except grpc.aio.AioRpcError as error:
+            from shared.error_codes import ErrorCode
+
+            raise JobFailure(
+                ErrorCode.CREDENTIAL_NOT_FOUND,
+                "The user's model key is not available.",
+                reason_of(error),
+            ) from None
+        return str(reply.api_key)

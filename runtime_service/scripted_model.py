@@ -1,0 +1,320 @@
+"""A scripted model server that speaks enough of the OpenAI API for ``openai.AsyncOpenAI``.
+
+    python -m runtime_service.scripted_model --port 8400 [--fault NAME]
+
+``POST /v1/chat/completions`` answers schema-valid JSON for each job type, built from the snapshot
+in the prompt, with usage counts; ``GET /v1/models`` lists one model. Faults, to exercise the
+client's error paths for real:
+
+    latency:MS   answer after MS milliseconds        429[:S]   rate limited, Retry-After S (1)
+    500          internal server error               hang      never answer (past any timeout)
+    malformed    content that is not JSON            schema    JSON that breaks the job's schema
+    length       cut off, finish_reason "length"
+
+A fault applies to every request (``--fault``), to the next requests in order (``POST
+/control/faults`` with ``{"faults": [...]}``), or to one request whose prompt contains
+``scripted-fault=NAME``. ``GET /control/stats`` counts requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import threading
+import time
+import uuid
+from collections import Counter, deque
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["ScriptedModelServer", "answer_for"]
+
+MODEL = "scripted-deepseek"
+_JOB_TYPE = re.compile(r"^job_type: (\w+)$", re.MULTILINE)
+_FENCED = re.compile(r"```json\n(.*?)\n```", re.DOTALL)
+_MARKER = re.compile(r"scripted-fault=([\w:]+)")
+
+
+# -- answers ----------------------------------------------------------------------------------
+
+
+def _learning(snapshot: dict[str, Any], _params: dict[str, Any]) -> dict[str, Any]:
+    answers = snapshot.get("answers") or []
+    right = sum(1 for a in answers if a.get("correct"))
+    ratio = right / len(answers) if answers else 0.5
+    points = snapshot.get("knowledgePoints") or []
+    level = (
+        "novice"
+        if ratio < 0.25
+        else "developing"
+        if ratio < 0.6
+        else "proficient"
+        if ratio < 0.9
+        else "mastered"
+    )
+    return {
+        "summary": f"Answered {right} of {len(answers)} questions correctly.",
+        "masteryLevel": level,
+        "strengths": [p["name"] for p in points if (p.get("mastery") or 0) >= 0.6][:20],
+        "weaknesses": [p["name"] for p in points if (p.get("mastery") or 0) < 0.6][:20],
+    }
+
+
+def _weak_points(snapshot: dict[str, Any], _params: dict[str, Any]) -> dict[str, Any]:
+    points = [p for p in snapshot.get("knowledgePoints") or [] if (p.get("mastery") or 0) < 0.6]
+    return {
+        "weakPoints": [
+            {
+                "knowledgePointId": p["id"],
+                "title": p["name"],
+                "reason": "Low mastery in recent answers.",
+                "severity": "high" if (p.get("mastery") or 0) < 0.3 else "medium",
+                "confidence": 70,
+            }
+            for p in points[:50]
+        ]
+    }
+
+
+def _next_actions(snapshot: dict[str, Any], _params: dict[str, Any]) -> dict[str, Any]:
+    points = snapshot.get("knowledgePoints") or [{"id": None, "name": "the material"}]
+    return {
+        "actions": [
+            {
+                "actionType": "review" if index == 0 else "practice",
+                "title": f"Work on {p['name']}",
+                "reason": "It is where the most progress can be made.",
+                "knowledgePointId": p.get("id"),
+                "priority": index,
+            }
+            for index, p in enumerate(points[:5])
+        ]
+    }
+
+
+def _quiz(snapshot: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    title = (snapshot.get("material") or {}).get("title", "the material")
+    count = int(params.get("count", 5))
+    return {
+        "questions": [
+            {
+                "questionType": "single_choice",
+                "stem": f"Question {n + 1} about {title}?",
+                "choices": [{"key": k, "text": f"Option {k}"} for k in "ABCD"],
+                "answer": "A",
+                "explanation": "Option A is what the material says.",
+                "difficulty": "medium",
+            }
+            for n in range(count)
+        ]
+    }
+
+
+def _cards(snapshot: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    title = (snapshot.get("material") or {}).get("title", "the material")
+    return {
+        "cards": [
+            {"front": f"{title}: term {n + 1}", "back": f"Definition {n + 1}"}
+            for n in range(int(params.get("count", 10)))
+        ]
+    }
+
+
+Builder = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
+
+
+def _echo(snapshot: dict[str, Any], _params: dict[str, Any]) -> dict[str, Any]:
+    return {"echo": snapshot}
+
+
+_BUILDERS: dict[str, Builder] = {
+    "learning_state_analysis": _learning,
+    "weak_point_analysis": _weak_points,
+    "next_action_planning": _next_actions,
+    "quiz_generation": _quiz,
+    "flashcard_generation": _cards,
+    "synthetic_echo": _echo,
+}
+
+
+def answer_for(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The schema-valid answer for the job the prompt describes."""
+    system = next((m.get("content", "") for m in messages if m.get("role") == "system"), "")
+    user = next((m.get("content", "") for m in messages if m.get("role") == "user"), "")
+    match = _JOB_TYPE.search(system)
+    blocks = _FENCED.findall(user)
+    snapshot = json.loads(blocks[0]) if blocks else {}
+    params = json.loads(blocks[1]) if len(blocks) > 1 else {}
+    builder = _BUILDERS.get(
+        match.group(1) if match else "synthetic_echo", _BUILDERS["synthetic_echo"]
+    )
+    return builder(snapshot, params)
+
+
+# -- the server -------------------------------------------------------------------------------
+
+
+class _State:
+    def __init__(self, default_fault: str) -> None:
+        self.default_fault = default_fault
+        self.queued: deque[str] = deque()
+        self.counts: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def next_fault(self, prompt: str) -> str:
+        marker = _MARKER.search(prompt)
+        with self.lock:
+            if marker:
+                fault = marker.group(1)
+            elif self.queued:
+                fault = self.queued.popleft()
+            else:
+                fault = self.default_fault
+            self.counts["requests"] += 1
+            self.counts[f"fault:{fault or 'none'}"] += 1
+            return fault
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: ScriptedModelServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # requests carry prompts; the server logs nothing about them
+
+    def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length", "0"))
+        return json.loads(self.rfile.read(length) or b"{}")
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/v1/models":
+            self._send(
+                200,
+                {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "aijob"}]},
+            )
+        elif self.path == "/control/stats":
+            with self.server.state.lock:
+                self._send(200, dict(self.server.state.counts))
+        else:
+            self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+
+    def do_POST(self) -> None:
+        if self.path == "/control/faults":
+            faults = [str(f) for f in self._body().get("faults", [])]
+            with self.server.state.lock:
+                self.server.state.queued.extend(faults)
+            self._send(200, {"queued": len(faults)})
+            return
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+            return
+        request = self._body()
+        messages = request.get("messages") or []
+        prompt = "\n".join(str(m.get("content", "")) for m in messages)
+        fault = self.server.state.next_fault(prompt)
+        self._answer(request, messages, prompt, fault)
+
+    def _answer(
+        self, request: dict[str, Any], messages: list[dict[str, Any]], prompt: str, fault: str
+    ) -> None:
+        name, _, argument = fault.partition(":")
+        if name == "latency":
+            time.sleep(int(argument or "100") / 1000)
+        elif name == "hang":
+            time.sleep(3_600)
+            return
+        elif name == "429":
+            retry_after = argument or "1"
+            self._send(
+                429,
+                {"error": {"message": "rate limited", "type": "rate_limit_error"}},
+                {"Retry-After": retry_after},
+            )
+            return
+        elif name == "500":
+            self._send(500, {"error": {"message": "scripted failure", "type": "server_error"}})
+            return
+        content = json.dumps(answer_for(messages), ensure_ascii=False)
+        finish = "stop"
+        if name == "malformed":
+            content = "{this is not json"
+        elif name == "schema":
+            content = json.dumps({"unexpected": "shape"})
+        elif name == "length":
+            content, finish = content[: len(content) // 2], "length"
+        self._send(200, _completion(request.get("model", MODEL), content, finish, prompt))
+
+
+def _completion(model: str, content: str, finish: str, prompt: str) -> dict[str, Any]:
+    prompt_tokens, completion_tokens = max(1, len(prompt) // 4), max(1, len(content) // 4)
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": finish,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+class ScriptedModelServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, fault: str = "") -> None:
+        super().__init__((host, port), _Handler)
+        self.state = _State(fault)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def start_in_thread(self) -> threading.Thread:
+        thread = threading.Thread(target=self.serve_forever, name="scripted-model", daemon=True)
+        thread.start()
+        return thread
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m runtime_service.scripted_model", description=__doc__
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8400)
+    parser.add_argument("--fault", default="", help="apply this fault to every request")
+    args = parser.parse_args(argv)
+    server = ScriptedModelServer(args.host, args.port, args.fault)
+    print(f"scripted model serving the OpenAI API at {server.base_url}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,60 @@
+"""Runtime settings from the environment: prefix ``AIJOB_``; the key is DEEPSEEK_API_KEY."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from typing import Annotated
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+DEEPSEEK_BASE_URL = "https://api.deepseek.com"
+
+
+def _default_instance_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"[:100]
+
+
+class RuntimeSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="AIJOB_", extra="ignore", populate_by_name=True)
+
+    scheduler_addr: str = "127.0.0.1:50051"
+    runtime_token: SecretStr = SecretStr("")
+    #: Read from this file when AIJOB_RUNTIME_TOKEN is unset (the scheduler's development tokens).
+    dev_tokens_file: str = ".aijob/dev-tokens.json"
+    runtime_instance_id: str = Field(default_factory=_default_instance_id)
+    runtime_slots: int = Field(default=4, ge=1, le=1_000)
+    #: Job types to serve; empty serves every type this runtime knows.
+    runtime_job_types: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    deepseek_api_key: SecretStr = Field(
+        default=SecretStr(""), validation_alias=AliasChoices("DEEPSEEK_API_KEY", "deepseek_api_key")
+    )
+    model_base_url: str = DEEPSEEK_BASE_URL
+    model_name: str = "deepseek-chat"
+    #: Seconds between heartbeats of a running job.
+    heartbeat_s: float = Field(default=20.0, gt=0)
+    #: On SIGTERM, how long in-flight jobs may still finish before they are handed back.
+    drain_grace_s: float = Field(default=30.0, ge=0)
+    #: Price table, micro-units per million tokens (prompt, completion).
+    price_prompt_per_mtok_micros: int = Field(default=270_000, ge=0)
+    price_completion_per_mtok_micros: int = Field(default=1_100_000, ge=0)
+    #: Content-safety patterns (regular expressions, comma-separated); a hit blocks the job.
+    content_safety_patterns: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: [
+            r"(?i)\bhow to (make|build) (a )?(bomb|explosive)",
+            r"(?i)\bcredit card number\b",
+        ]
+    )
+    #: TLS to the scheduler: CA to trust, and a client certificate for mutual TLS.
+    tls_ca: str = ""
+    tls_client_cert: str = ""
+    tls_client_key: str = ""
+
+    @field_validator("runtime_job_types", "content_safety_patterns", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        return value

@@ -1,0 +1,164 @@
+"""The runtime process: one Poll stream to a scheduler, each lease run as an asyncio task.
+
+Slots go back to the scheduler as ``credit`` when a job is reported. When the stream or the
+scheduler goes away it reconnects with backoff (in-flight jobs carry on: they use unary calls).
+On SIGTERM it drains: the stream closes (the scheduler gives back leases it had not delivered),
+in-flight jobs get ``drain_grace_s`` to finish, the rest are reported as retryable
+RUNTIME_SHUTDOWN failures, and the process exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+
+from runtime_service.pipeline import JobRunner, ModelConfig
+from runtime_service.safety import PatternSafetyCheck
+from runtime_service.scheduler_client import GrpcSchedulerClient, lease_input
+from runtime_service.settings import RuntimeSettings
+from shared.gen.aijob.v1 import runtime_service_pb2 as rt
+from shared.job_schemas import OUTPUT_SCHEMAS
+
+__all__ = ["Runtime", "known_job_types", "runtime_token"]
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 10.0
+
+
+def known_job_types() -> list[str]:
+    return sorted({job_type for job_type, _version in OUTPUT_SCHEMAS})
+
+
+def runtime_token(settings: RuntimeSettings) -> str:
+    token = settings.runtime_token.get_secret_value()
+    if token:
+        return token
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        return str(json.loads(Path(settings.dev_tokens_file).read_text())["runtime"])
+    raise SystemExit("no runtime token: set AIJOB_RUNTIME_TOKEN")
+
+
+def _channel(settings: RuntimeSettings) -> grpc.aio.Channel:
+    options = [("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_timeout_ms", 10_000)]
+    if settings.tls_ca or settings.tls_client_cert:
+        credentials = grpc.ssl_channel_credentials(
+            Path(settings.tls_ca).read_bytes() if settings.tls_ca else None,
+            Path(settings.tls_client_key).read_bytes() if settings.tls_client_key else None,
+            Path(settings.tls_client_cert).read_bytes() if settings.tls_client_cert else None,
+        )
+        return grpc.aio.secure_channel(settings.scheduler_addr, credentials, options=options)
+    return grpc.aio.insecure_channel(settings.scheduler_addr, options=options)
+
+
+class Runtime:
+    def __init__(self, settings: RuntimeSettings) -> None:
+        self.settings = settings
+        self.job_types = settings.runtime_job_types or known_job_types()
+        self._channel = _channel(settings)
+        self._client = GrpcSchedulerClient(
+            self._channel, runtime_token(settings), settings.runtime_instance_id
+        )
+        self.runner = JobRunner(
+            self._client,
+            ModelConfig(
+                base_url=settings.model_base_url,
+                model_name=settings.model_name,
+                platform_key=settings.deepseek_api_key.get_secret_value(),
+                price_prompt_per_mtok_micros=settings.price_prompt_per_mtok_micros,
+                price_completion_per_mtok_micros=settings.price_completion_per_mtok_micros,
+            ),
+            PatternSafetyCheck(settings.content_safety_patterns),
+            heartbeat_s=settings.heartbeat_s,
+        )
+        self._tasks: set[asyncio.Task[str]] = set()
+        self._credits: asyncio.Queue[int] = asyncio.Queue()
+        self.connected = False
+
+    async def run(self, stop: asyncio.Event) -> None:
+        backoff = 0.2
+        while not stop.is_set():
+            try:
+                await self._session(stop)
+                backoff = 0.2
+            except grpc.aio.AioRpcError as error:
+                log.warning(
+                    "poll stream ended; reconnecting",
+                    extra={
+                        "action": "poll_reconnect",
+                        "code": error.code().name,
+                        "backoffS": backoff,
+                    },
+                )
+            self.connected = False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+        await self._drain()
+        await self.runner.close()
+        await self._channel.close(None)
+
+    async def _session(self, stop: asyncio.Event) -> None:
+        free = self.settings.runtime_slots - len(self._tasks)
+        while free < 1 and not stop.is_set():  # every slot busy: reconnect once one frees up
+            await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+            free = self.settings.runtime_slots - len(self._tasks)
+        self._credits = asyncio.Queue()
+        call = self._client.stub.Poll(self._requests(free), metadata=self._client.metadata)
+        stopper = asyncio.ensure_future(stop.wait())
+        reader = asyncio.ensure_future(self._read(call))
+        try:
+            await asyncio.wait({stopper, reader}, return_when=asyncio.FIRST_COMPLETED)
+            if reader.done():
+                reader.result()  # raises the stream's error, if any
+        finally:
+            call.cancel()
+            for task in (stopper, reader):
+                task.cancel()
+            await asyncio.gather(stopper, reader, return_exceptions=True)
+
+    async def _requests(self, slots: int) -> AsyncIterator[rt.PollRequest]:
+        yield rt.PollRequest(
+            subscribe=rt.PollSubscribe(
+                runtime_instance_id=self.settings.runtime_instance_id,
+                job_types=self.job_types,
+                slots=slots,
+            )
+        )
+        while True:
+            yield rt.PollRequest(credit=rt.PollCredit(slots=await self._credits.get()))
+
+    async def _read(self, call: grpc.aio.StreamStreamCall[rt.PollRequest, rt.PollResponse]) -> None:
+        log.info(
+            "connected",
+            extra={"action": "poll_connected", "runtimeId": self.settings.runtime_instance_id},
+        )
+        self.connected = True
+        async for message in call:
+            if message.WhichOneof("kind") == "lease":
+                lease = lease_input(message.lease)
+                task = asyncio.ensure_future(self.runner.run(lease))
+                self._tasks.add(task)
+                task.add_done_callback(self._finished)
+            elif message.WhichOneof("kind") == "cancel":
+                self.runner.cancel(message.cancel.job_id, message.cancel.attempt_no)
+
+    def _finished(self, task: asyncio.Task[str]) -> None:
+        self._tasks.discard(task)
+        self._credits.put_nowait(1)
+
+    async def _drain(self) -> None:
+        if not self._tasks:
+            return
+        log.info("draining", extra={"action": "drain", "inFlight": len(self._tasks)})
+        _done, pending = await asyncio.wait(set(self._tasks), timeout=self.settings.drain_grace_s)
+        if pending:
+            for job_id, attempt_no in self.runner.in_flight():
+                self.runner.cancel(job_id, attempt_no, reason="shutdown")
+            await asyncio.wait(pending, timeout=30)
