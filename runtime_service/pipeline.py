@@ -312,7 +312,7 @@ class JobRunner:
         usage = running.usage or Usage(
             model_name=getattr(completion, "model", "") or self._model.model_name
         )
-        if completion.usage is not None:
+        if completion is not None and completion.usage is not None:
             usage.prompt_tokens += completion.usage.prompt_tokens
             usage.completion_tokens += completion.usage.completion_tokens
         usage.latency_ms += round(elapsed_s * 1000)

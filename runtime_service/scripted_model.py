@@ -8,6 +8,7 @@ client's error paths for real:
 
     latency:MS   answer after MS milliseconds        429[:S]   rate limited, Retry-After S (1)
     500          internal server error               hang      never answer (past any timeout)
+    401, 403     the key is refused                  context   400: context length exceeded
     malformed    content that is not JSON            schema    JSON that breaks the job's schema
     length       cut off, finish_reason "length"
 
@@ -245,6 +246,18 @@ class _Handler(BaseHTTPRequestHandler):
             return
         elif name == "500":
             self._send(500, {"error": {"message": "scripted failure", "type": "server_error"}})
+            return
+        elif name in {"401", "403"}:
+            error = {"message": "invalid api key", "type": "authentication_error"}
+            self._send(int(name), {"error": error})
+            return
+        elif name == "context":
+            error = {
+                "message": "This model's maximum context length is 65536 tokens.",
+                "type": "invalid_request_error",
+                "code": "context_length_exceeded",
+            }
+            self._send(400, {"error": error})
             return
         content = json.dumps(answer_for(messages), ensure_ascii=False)
         finish = "stop"
