@@ -1,0 +1,65 @@
+"""A fake scheduler that records what a runtime reports, and the scripted model in a thread."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from runtime_service.failures import JobFailure
+from runtime_service.pipeline import HeartbeatReply, LeaseInput, LeaseLost, Usage
+from runtime_service.scripted_model import ScriptedModelServer
+
+
+@dataclass
+class FakeScheduler:
+    cancel_requested: bool = False
+    lease_lost: bool = False
+    user_key: str = "sk-user-key"
+    heartbeats: list[int] = field(default_factory=list)
+    results: list[tuple[Any, Usage | None]] = field(default_factory=list)
+    failures: list[tuple[JobFailure, Usage | None]] = field(default_factory=list)
+
+    async def heartbeat(self, lease: LeaseInput, progress: int) -> HeartbeatReply:
+        self.heartbeats.append(progress)
+        if self.lease_lost:
+            raise LeaseLost("LEASE_LOST")
+        return HeartbeatReply(cancel_requested=self.cancel_requested)
+
+    async def submit_result(self, lease: LeaseInput, output: Any, usage: Usage | None) -> None:
+        self.results.append((output, usage))
+
+    async def submit_failure(
+        self, lease: LeaseInput, failure: JobFailure, usage: Usage | None
+    ) -> None:
+        self.failures.append((failure, usage))
+
+    async def resolve_credential(self, lease: LeaseInput) -> str:
+        return self.user_key
+
+
+@pytest.fixture
+def model_server() -> Iterator[ScriptedModelServer]:
+    server = ScriptedModelServer()
+    server.start_in_thread()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def lease(job_type: str = "synthetic_echo", **overrides: Any) -> LeaseInput:
+    values: dict[str, Any] = {
+        "job_id": "job-1",
+        "job_type": job_type,
+        "attempt_no": 1,
+        "timeout_ms": 30_000,
+        "snapshot": {"text": "hello"},
+        "params": {},
+        "prompt_key": job_type,
+        "prompt_version": "v1",
+        "credential_mode": "platform_key",
+    }
+    values.update(overrides)
+    return LeaseInput(**values)

@@ -1,0 +1,186 @@
+"""One job through the pipeline against a fake scheduler and the scripted model over real HTTP:
+every fault maps to its catalogue code and retry decision; cancels stop the HTTP call at once."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from runtime_service.pipeline import JobRunner, ModelConfig
+from runtime_service.safety import PatternSafetyCheck
+from runtime_service.scripted_model import ScriptedModelServer
+from shared.job_schemas import OUTPUT_SCHEMAS
+from tests.runtime.fakes import FakeScheduler, lease, model_server
+
+__all__ = ["model_server"]
+
+SNAPSHOT = {
+    "learner": {"id": "l-1"},
+    "material": {"id": "m-1", "title": "Cells"},
+    "knowledgePoints": [{"id": "k-1", "name": "Mitochondria", "mastery": 0.2}],
+    "answers": [{"questionId": "q-1", "knowledgePointId": "k-1", "correct": False}],
+}
+
+
+def _runner(scheduler: FakeScheduler, server: ScriptedModelServer, **kw: object) -> JobRunner:
+    return JobRunner(
+        scheduler,
+        ModelConfig(
+            base_url=server.base_url,
+            model_name="scripted",
+            platform_key="sk-platform",
+            price_prompt_per_mtok_micros=1_000_000,
+            price_completion_per_mtok_micros=2_000_000,
+        ),
+        PatternSafetyCheck([r"(?i)forbidden-topic"]),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize(
+    "job_type",
+    [
+        "learning_state_analysis",
+        "weak_point_analysis",
+        "next_action_planning",
+        "quiz_generation",
+        "flashcard_generation",
+        "synthetic_echo",
+    ],
+)
+async def test_every_job_type_succeeds_with_a_valid_output(
+    model_server: ScriptedModelServer, job_type: str
+) -> None:
+    scheduler = FakeScheduler()
+    runner = _runner(scheduler, model_server)
+    params = {"count": 3} if job_type in ("quiz_generation", "flashcard_generation") else {}
+    assert await runner.run(lease(job_type, snapshot=SNAPSHOT, params=params)) == "succeeded"
+    ((output, usage),) = scheduler.results
+    OUTPUT_SCHEMAS[(job_type, "v1")].model_validate(output)
+    assert usage is not None and usage.prompt_tokens > 0 and usage.completion_tokens > 0
+    assert usage.cost_micros == usage.prompt_tokens + 2 * usage.completion_tokens
+    await runner.close()
+
+
+@pytest.mark.parametrize(
+    ("faults", "code", "retryable"),
+    [
+        (["429:2"], "MODEL_RATE_LIMIT", True),
+        (["500"], "TEMPORARY_PROVIDER_ERROR", True),
+        (["401"], "INVALID_CREDENTIAL", False),
+        (["403"], "INVALID_CREDENTIAL", False),
+        (["context"], "MODEL_CONTEXT_LENGTH_EXCEEDED", False),
+        (["length"], "MODEL_OUTPUT_TRUNCATED", False),
+        (["malformed", "malformed"], "VALIDATION_UNPARSEABLE", True),
+        (["schema", "schema"], "VALIDATION_FAILED", True),
+    ],
+)
+async def test_faults_map_to_the_catalogue(
+    model_server: ScriptedModelServer, faults: list[str], code: str, retryable: bool
+) -> None:
+    model_server.state.queued.extend(faults)
+    scheduler = FakeScheduler()
+    runner = _runner(scheduler, model_server)
+    assert await runner.run(lease()) == code
+    ((failure, usage),) = scheduler.failures
+    assert (failure.code.value, failure.retryable) == (code, retryable)
+    assert not scheduler.results
+    assert usage is not None and usage.latency_ms >= 0  # failed calls are recorded too
+    if code == "MODEL_RATE_LIMIT":
+        assert failure.retry_after_ms == 2_000
+    await runner.close()
+
+
+async def test_one_repair_call_fixes_a_bad_answer(model_server: ScriptedModelServer) -> None:
+    model_server.state.queued.extend(["schema"])
+    scheduler = FakeScheduler()
+    runner = _runner(scheduler, model_server)
+    assert await runner.run(lease()) == "succeeded"
+    assert model_server.state.counts["requests"] == 2
+    await runner.close()
+
+
+async def test_unreachable_model_is_a_network_error() -> None:
+    scheduler = FakeScheduler()
+    runner = JobRunner(
+        scheduler, ModelConfig("http://127.0.0.1:9/v1", "m", "k"), PatternSafetyCheck([])
+    )
+    assert await runner.run(lease()) == "NETWORK_ERROR"
+    assert scheduler.failures[0][0].retryable is True
+    await runner.close()
+
+
+async def test_job_timeout(model_server: ScriptedModelServer) -> None:
+    model_server.state.queued.append("hang")
+    scheduler = FakeScheduler()
+    runner = _runner(scheduler, model_server)
+    assert await runner.run(lease(timeout_ms=1_000)) == "JOB_TIMEOUT"
+    assert scheduler.failures[0][0].retryable is True
+    await runner.close()
+
+
+async def test_content_safety_blocks_before_and_after_the_call(
+    model_server: ScriptedModelServer,
+) -> None:
+    scheduler = FakeScheduler()
+    runner = _runner(scheduler, model_server)
+    assert (
+        await runner.run(lease(snapshot={"text": "a Forbidden-Topic here"}))
+        == "CONTENT_SAFETY_BLOCKED"
+    )
+    assert model_server.state.counts["requests"] == 0  # blocked before any model call
+    assert scheduler.failures[0][0].retryable is False
+    assert "Forbidden" not in scheduler.failures[0][0].internal_message
+    await runner.close()
+
+
+async def _until_the_model_has_the_request(server: ScriptedModelServer) -> None:
+    while server.state.counts["requests"] == 0:
+        await asyncio.sleep(0.01)  # the request is in flight in the server's thread
+
+
+async def test_a_pushed_cancel_stops_the_http_call_within_a_second(
+    model_server: ScriptedModelServer,
+) -> None:
+    model_server.state.queued.append("hang")
+    scheduler = FakeScheduler()
+    runner = _runner(scheduler, model_server)
+    job = asyncio.ensure_future(runner.run(lease()))
+    await asyncio.wait_for(_until_the_model_has_the_request(model_server), timeout=10)
+    started = time.perf_counter()
+    assert runner.cancel("job-1", 1)
+    assert await asyncio.wait_for(job, timeout=1.0) == "CANCELLED"
+    assert time.perf_counter() - started < 1.0
+    assert scheduler.failures[0][0].retryable is False
+    await runner.close()
+
+
+async def test_a_cancel_seen_in_a_heartbeat_stops_the_job(
+    model_server: ScriptedModelServer,
+) -> None:
+    model_server.state.queued.append("hang")
+    scheduler = FakeScheduler(cancel_requested=True)
+    runner = _runner(scheduler, model_server, heartbeat_s=0.05)
+    assert await asyncio.wait_for(runner.run(lease()), timeout=5) == "CANCELLED"
+    assert scheduler.heartbeats
+    await runner.close()
+
+
+async def test_a_lost_lease_stops_the_job_without_submitting(
+    model_server: ScriptedModelServer,
+) -> None:
+    model_server.state.queued.append("hang")
+    scheduler = FakeScheduler(lease_lost=True)
+    runner = _runner(scheduler, model_server, heartbeat_s=0.05)
+    assert await asyncio.wait_for(runner.run(lease()), timeout=5) == "lease_lost"
+    assert not scheduler.results and not scheduler.failures
+    await runner.close()
+
+
+async def test_user_keys_are_resolved_from_the_scheduler(model_server: ScriptedModelServer) -> None:
+    scheduler = FakeScheduler()
+    runner = _runner(scheduler, model_server)
+    assert await runner.run(lease(credential_mode="user_deepseek_key")) == "succeeded"
+    await runner.close()
