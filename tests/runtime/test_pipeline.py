@@ -13,6 +13,7 @@ from runtime_service.safety import PatternSafetyCheck
 from runtime_service.scripted_model import ScriptedModelServer
 from shared.job_schemas import OUTPUT_SCHEMAS
 from tests.runtime.fakes import FakeScheduler, lease, model_server
+from tests.waiting import eventually
 
 __all__ = ["model_server"]
 
@@ -137,8 +138,10 @@ async def test_content_safety_blocks_before_and_after_the_call(
 
 
 async def _until_the_model_has_the_request(server: ScriptedModelServer) -> None:
-    while server.state.counts["requests"] == 0:
-        await asyncio.sleep(0.01)  # the request is in flight in the server's thread
+    async def received() -> bool:
+        return server.state.counts["requests"] > 0  # counted in the server's own thread
+
+    await eventually(received, within_s=10, every_s=0.01)
 
 
 async def test_a_pushed_cancel_stops_the_http_call_within_a_second(
@@ -148,7 +151,7 @@ async def test_a_pushed_cancel_stops_the_http_call_within_a_second(
     scheduler = FakeScheduler()
     runner = _runner(scheduler, model_server)
     job = asyncio.ensure_future(runner.run(lease()))
-    await asyncio.wait_for(_until_the_model_has_the_request(model_server), timeout=10)
+    await _until_the_model_has_the_request(model_server)
     started = time.perf_counter()
     assert runner.cancel("job-1", 1)
     assert await asyncio.wait_for(job, timeout=1.0) == "CANCELLED"
