@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 
-.PHONY: install run test lint proto breaking bench-latency clean
+.PHONY: install run demo test lint proto breaking bench-latency clean
 
 install: $(VENV)/.installed
 
@@ -20,8 +20,10 @@ $(BUF):
 	npm install --prefix .tools --no-audit --no-fund --silent @bufbuild/buf@$(BUF_VERSION)
 
 run: install
-	$(PY) -m scheduler_service migrate
-	$(PY) -m scheduler_service
+	$(PY) -m aijob.devstack run
+
+demo: install
+	$(PY) -m aijob.devstack demo
 
 test: install
 	$(PY) -m pytest

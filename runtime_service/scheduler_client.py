@@ -3,32 +3,21 @@
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from typing import Any
 
 import grpc
 from google.protobuf import duration_pb2, json_format
-from google.rpc import error_details_pb2, status_pb2
 
 from runtime_service.failures import JobFailure
 from runtime_service.pipeline import HeartbeatReply, LeaseInput, LeaseLost, Usage
 from shared.canonical_json import output_hash
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.gen.aijob.v1 import runtime_service_pb2_grpc, types_pb2
+from shared.status_details import error_reason
 
-__all__ = ["GrpcSchedulerClient", "lease_input", "reason_of"]
+__all__ = ["GrpcSchedulerClient", "lease_input"]
 
 CALL_TIMEOUT_S = 30.0
-
-
-def reason_of(error: grpc.aio.AioRpcError) -> str:
-    metadata = cast(tuple[tuple[str, Any], ...], error.trailing_metadata() or ())
-    for key, value in metadata:
-        if key == "grpc-status-details-bin":
-            for detail in status_pb2.Status.FromString(value).details:
-                info = error_details_pb2.ErrorInfo()
-                if detail.Unpack(info):
-                    return str(info.reason)
-    return ""
 
 
 def lease_input(lease: types_pb2.Lease) -> LeaseInput:
@@ -68,8 +57,8 @@ class GrpcSchedulerClient:
         try:
             return await method(request, metadata=self.metadata, timeout=CALL_TIMEOUT_S)
         except grpc.aio.AioRpcError as error:
-            if reason_of(error) in {"LEASE_LOST", "JOB_ALREADY_TERMINAL", "PERMISSION_DENIED"}:
-                raise LeaseLost(reason_of(error)) from None
+            if error_reason(error) in {"LEASE_LOST", "JOB_ALREADY_TERMINAL", "PERMISSION_DENIED"}:
+                raise LeaseLost(error_reason(error)) from None
             raise
 
     async def heartbeat(self, lease: LeaseInput, progress: int) -> HeartbeatReply:
@@ -133,6 +122,6 @@ class GrpcSchedulerClient:
             raise JobFailure(
                 ErrorCode.CREDENTIAL_NOT_FOUND,
                 "The user's model key is not available.",
-                reason_of(error),
+                error_reason(error),
             ) from None
         return str(reply.api_key)

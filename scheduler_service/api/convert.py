@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -107,6 +108,9 @@ def job(
                     for a in artifacts
                 ],
                 output_hash=record.outputHash or "",
+                output_json=json.dumps(record.validatedOutput, ensure_ascii=False)
+                if record.validatedOutput is not None
+                else "",
             )
         )
     return message

@@ -167,6 +167,7 @@ class JobRecord:
     publicErrorMessage: str | None
     internalErrorMessage: str | None
     outputHash: str | None
+    validatedOutput: Any
     resultIdempotencyKey: str | None
     credentialMode: str
     credentialId: str | None

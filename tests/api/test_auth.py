@@ -29,8 +29,8 @@ from shared.gen.aijob.v1 import (
     runtime_service_pb2,
     runtime_service_pb2_grpc,
 )
+from shared.status_details import error_reason
 from tests import tokens
-from tests.protocol.runtime_client import error_reason
 from tests.schedulers import SchedulerFactory
 
 SERVICES = {

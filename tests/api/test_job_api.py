@@ -13,7 +13,8 @@ from google.protobuf import json_format
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
-from tests.protocol.runtime_client import ClientRuntime, JobClient, echo_output, error_reason
+from shared.status_details import error_reason
+from tests.protocol.runtime_client import ClientRuntime, JobClient, echo_output
 from tests.schedulers import RunningScheduler, SchedulerFactory
 
 pytestmark = pytest.mark.mysql

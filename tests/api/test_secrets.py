@@ -17,8 +17,9 @@ from sqlalchemy import Table, select
 from scheduler_service.credentials import CredentialCipher, CredentialUnavailableError
 from scheduler_service.db.models import UserModelCredential
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
+from shared.status_details import error_reason
 from tests.protocol.db_checks import events, job_row
-from tests.protocol.runtime_client import ClientRuntime, JobClient, error_reason
+from tests.protocol.runtime_client import ClientRuntime, JobClient
 from tests.schedulers import SchedulerFactory
 
 pytestmark = pytest.mark.mysql

@@ -12,7 +12,8 @@ import pytest
 from scheduler_service.outbox.writer import EventType, add_event
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.gen.aijob.v1 import job_service_pb2_grpc
-from tests.protocol.runtime_client import ClientRuntime, JobClient, echo_output, error_reason
+from shared.status_details import error_reason
+from tests.protocol.runtime_client import ClientRuntime, JobClient, echo_output
 from tests.schedulers import RunningScheduler
 
 pytestmark = pytest.mark.mysql

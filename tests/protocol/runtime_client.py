@@ -6,11 +6,10 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import grpc
 from google.protobuf import duration_pb2, json_format
-from google.rpc import error_details_pb2, status_pb2
 
 from shared.canonical_json import output_hash
 from shared.gen.aijob.v1 import (
@@ -23,19 +22,6 @@ from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from tests.tokens import RUNTIME_TOKEN, SERVICE_TOKEN, bearer
 
 WAIT_S = 30.0
-
-
-def error_reason(error: grpc.aio.AioRpcError) -> str:
-    """The public error code in the rich status details (google.rpc.ErrorInfo.reason)."""
-    metadata = cast(tuple[tuple[str, bytes], ...], error.trailing_metadata() or ())
-    for key, value in metadata:
-        if key == "grpc-status-details-bin":
-            status = status_pb2.Status.FromString(value)
-            for detail in status.details:
-                info = error_details_pb2.ErrorInfo()
-                if detail.Unpack(info):
-                    return str(info.reason)
-    return ""
 
 
 @dataclass

@@ -8,9 +8,10 @@ import asyncio
 import grpc
 import pytest
 
+from shared.status_details import error_reason
 from tests.conftest import DatabaseFactory
 from tests.protocol.db_checks import ARTIFACTS, USAGE, count, events, job_row
-from tests.protocol.runtime_client import ClientRuntime, JobClient, echo_output, error_reason
+from tests.protocol.runtime_client import ClientRuntime, JobClient, echo_output
 from tests.schedulers import RunningScheduler, SchedulerFactory
 
 pytestmark = pytest.mark.mysql

@@ -59,14 +59,16 @@ class Job(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lifecycle_status: _Optional[str] = ..., queue_name: _Optional[str] = ..., priority: _Optional[int] = ..., progress: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., user_id: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error_code: _Optional[str] = ..., public_error_message: _Optional[str] = ..., internal_error_message: _Optional[str] = ..., retried_from_job_id: _Optional[str] = ..., result: _Optional[_Union[JobResult, _Mapping]] = ..., cancel_requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., available_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadline_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class JobResult(_message.Message):
-    __slots__ = ("artifact_count", "artifacts", "output_hash")
+    __slots__ = ("artifact_count", "artifacts", "output_hash", "output_json")
     ARTIFACT_COUNT_FIELD_NUMBER: _ClassVar[int]
     ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_HASH_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_JSON_FIELD_NUMBER: _ClassVar[int]
     artifact_count: int
     artifacts: _containers.RepeatedCompositeFieldContainer[ArtifactRef]
     output_hash: str
-    def __init__(self, artifact_count: _Optional[int] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., output_hash: _Optional[str] = ...) -> None: ...
+    output_json: str
+    def __init__(self, artifact_count: _Optional[int] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., output_hash: _Optional[str] = ..., output_json: _Optional[str] = ...) -> None: ...
 
 class ArtifactRef(_message.Message):
     __slots__ = ("artifact_type", "artifact_id")

@@ -1,0 +1,1 @@
+"""The ``aijob`` command line and the local development stack (``make run`` / ``make demo``)."""

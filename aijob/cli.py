@@ -1,0 +1,310 @@
+"""``aijob``: create, inspect, watch and cancel jobs, and the admin views, from a terminal.
+
+Exit codes scripts can switch on:
+
+    0  ok (watch: the job succeeded)     4  not found
+    1  watch: the job failed             5  refused: bad input or wrong state (see the message)
+    2  usage error                       6  authentication / permission
+    3  watch: the job was cancelled      7  scheduler unreachable or unavailable; 8 other errors
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from aijob.connection import ClientSettings, MissingTokenError
+from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
+from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
+from shared.gen.aijob.v1 import job_service_pb2 as job_pb
+from shared.gen.aijob.v1 import job_service_pb2_grpc as job_grpc
+from shared.gen.aijob.v1 import types_pb2
+from shared.status_details import error_reason
+
+__all__ = ["main"]
+
+EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED, EXIT_NOT_FOUND, EXIT_REFUSED = 1, 2, 3, 4, 5
+EXIT_AUTH, EXIT_UNAVAILABLE, EXIT_OTHER = 6, 7, 8
+_EXIT_OF_STATUS = {
+    grpc.StatusCode.NOT_FOUND: EXIT_NOT_FOUND,
+    grpc.StatusCode.INVALID_ARGUMENT: EXIT_REFUSED,
+    grpc.StatusCode.FAILED_PRECONDITION: EXIT_REFUSED,
+    grpc.StatusCode.ALREADY_EXISTS: EXIT_REFUSED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: EXIT_REFUSED,
+    grpc.StatusCode.UNAUTHENTICATED: EXIT_AUTH,
+    grpc.StatusCode.PERMISSION_DENIED: EXIT_AUTH,
+    grpc.StatusCode.UNAVAILABLE: EXIT_UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED: EXIT_UNAVAILABLE,
+}
+_EXIT_OF_TERMINAL = {"succeeded": 0, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
+TIMEOUT_S = 30
+
+
+def _json_arg(text: str) -> dict[str, Any]:
+    raw = Path(text[1:]).read_text() if text.startswith("@") else text
+    value = json.loads(raw)
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("expected a JSON object")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="aijob", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON (for scripts)")
+    parser.add_argument("--user", help="the user to act for (default AIJOB_USER_ID or cli-user)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    create = commands.add_parser("create", help="create a job")
+    create.add_argument("job_type")
+    create.add_argument("--snapshot", type=_json_arg, default={}, help="JSON object, or @file")
+    create.add_argument("--params", type=_json_arg, default={}, help="JSON object, or @file")
+    create.add_argument("--idempotency-key", default="")
+    create.add_argument("--priority", type=int)
+    create.add_argument("--target-type", default="")
+    create.add_argument("--target-id", default="")
+    for name in ("get", "watch", "cancel"):
+        commands.add_parser(name, help=f"{name} a job").add_argument("job_id")
+    listing = commands.add_parser("list", help="list your jobs, newest first")
+    listing.add_argument("--type", default="")
+    listing.add_argument("--status", default="")
+    listing.add_argument("--page-size", type=int, default=20)
+    listing.add_argument("--page-token", default="")
+
+    admin = commands.add_parser("admin", help="operators' commands (admin token)")
+    admin_commands = admin.add_subparsers(dest="admin_command", required=True)
+    admin_list = admin_commands.add_parser("list", help="list all jobs")
+    for flag in ("--user-id", "--type", "--status", "--queue", "--page-token"):
+        admin_list.add_argument(flag, default="")
+    admin_list.add_argument("--page-size", type=int, default=20)
+    admin_commands.add_parser("retry", help="run a failed or cancelled job again").add_argument(
+        "job_id"
+    )
+    admin_commands.add_parser("stats", help="queue depth, ages and outbox health")
+    admin_commands.add_parser("redrive", help="send dead outbox events again").add_argument(
+        "event_ids", nargs="*"
+    )
+    return parser
+
+
+def _print(message: Message, as_json: bool, human: Callable[[Any], str]) -> None:
+    if as_json:
+        print(json_format.MessageToJson(message, indent=2, preserving_proto_field_name=False))
+    else:
+        print(human(message))
+
+
+def _job_line(job: types_pb2.Job) -> str:
+    line = (
+        f"{job.job_id}  {job.job_type:<24} {job.lifecycle_status:<9} "
+        f"attempt {job.attempt_count}/{job.max_attempts}  progress {job.progress}%"
+    )
+    if job.error_code:
+        line += f"  {job.error_code}: {job.public_error_message}"
+    return line
+
+
+def _job_details(job: types_pb2.Job) -> str:
+    lines = [_job_line(job)]
+    if job.HasField("result"):
+        kinds = ", ".join(sorted({a.artifact_type for a in job.result.artifacts}))
+        lines.append(f"  artifacts: {job.result.artifact_count} ({kinds})")
+        if job.result.output_json:
+            lines.append(
+                "  output: "
+                + json.dumps(
+                    json.loads(job.result.output_json), indent=2, ensure_ascii=False
+                ).replace("\n", "\n  ")
+            )
+    return "\n".join(lines)
+
+
+class Cli:
+    def __init__(
+        self, args: argparse.Namespace, settings: ClientSettings, channel: grpc.aio.Channel
+    ) -> None:
+        self.args = args
+        self.settings = settings
+        self.jobs = job_grpc.JobServiceStub(channel)
+        self.admin = admin_grpc.AdminServiceStub(channel)
+
+    def _service_metadata(self) -> tuple[tuple[str, str], ...]:
+        user = self.args.user or self.settings.user_id
+        return (("authorization", f"Bearer {self.settings.token('service')}"), ("x-user-id", user))
+
+    def _admin_metadata(self) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {self.settings.token('admin')}"),)
+
+    async def create(self) -> int:
+        a = self.args
+        request = job_pb.CreateJobRequest(
+            job_type=a.job_type,
+            idempotency_key=a.idempotency_key,
+            target_type=a.target_type,
+            target_id=a.target_id,
+        )
+        json_format.ParseDict(a.snapshot, request.snapshot)
+        json_format.ParseDict(a.params, request.params)
+        if a.priority is not None:
+            request.priority = a.priority
+        reply = await self.jobs.CreateJob(
+            request, metadata=self._service_metadata(), timeout=TIMEOUT_S
+        )
+        _print(
+            reply, a.json, lambda r: ("created " if r.created else "existing ") + _job_line(r.job)
+        )
+        return 0
+
+    async def get(self) -> int:
+        job = await self.jobs.GetJob(
+            job_pb.GetJobRequest(job_id=self.args.job_id),
+            metadata=self._service_metadata(),
+            timeout=TIMEOUT_S,
+        )
+        _print(job, self.args.json, _job_details)
+        return 0
+
+    async def watch(self) -> int:
+        last: types_pb2.Job | None = None
+        call = self.jobs.WatchJob(
+            job_pb.WatchJobRequest(job_id=self.args.job_id), metadata=self._service_metadata()
+        )
+        async for job in call:
+            last = job
+            if self.args.json:
+                print(json_format.MessageToJson(job, indent=None), flush=True)
+            else:
+                print(_job_line(job), flush=True)
+        if last is None:
+            return EXIT_OTHER
+        if not self.args.json and last.HasField("result"):
+            print(_job_details(last))
+        return _EXIT_OF_TERMINAL.get(last.lifecycle_status, EXIT_OTHER)
+
+    async def cancel(self) -> int:
+        reply = await self.jobs.CancelJob(
+            job_pb.CancelJobRequest(job_id=self.args.job_id),
+            metadata=self._service_metadata(),
+            timeout=TIMEOUT_S,
+        )
+        _print(reply, self.args.json, lambda r: f"{r.outcome}: {_job_line(r.job)}")
+        return 0
+
+    async def list(self) -> int:
+        a = self.args
+        reply = await self.jobs.ListJobs(
+            job_pb.ListJobsRequest(
+                job_type=a.type,
+                lifecycle_status=a.status,
+                page_size=a.page_size,
+                page_token=a.page_token,
+            ),
+            metadata=self._service_metadata(),
+            timeout=TIMEOUT_S,
+        )
+        _print(reply, a.json, _page)
+        return 0
+
+    async def admin_command(self) -> int:
+        a, metadata = self.args, self._admin_metadata()
+        if a.admin_command == "list":
+            request = admin_pb.AdminListJobsRequest(
+                user_id=a.user_id,
+                job_type=a.type,
+                lifecycle_status=a.status,
+                queue_name=a.queue,
+                page_size=a.page_size,
+                page_token=a.page_token,
+            )
+            _print(
+                await self.admin.ListJobs(request, metadata=metadata, timeout=TIMEOUT_S),
+                a.json,
+                _page,
+            )
+        elif a.admin_command == "retry":
+            job = await self.admin.RetryJob(
+                admin_pb.RetryJobRequest(job_id=a.job_id), metadata=metadata, timeout=TIMEOUT_S
+            )
+            _print(job, a.json, lambda j: f"retried as {_job_line(j)}")
+        elif a.admin_command == "stats":
+            stats = await self.admin.GetQueueStats(
+                admin_pb.GetQueueStatsRequest(), metadata=metadata, timeout=TIMEOUT_S
+            )
+            _print(stats, a.json, _stats)
+        else:
+            reply = await self.admin.RedriveDeadEvents(
+                admin_pb.RedriveDeadEventsRequest(event_ids=a.event_ids),
+                metadata=metadata,
+                timeout=TIMEOUT_S,
+            )
+            _print(reply, a.json, lambda r: f"redriven: {r.redriven}")
+        return 0
+
+
+def _page(reply: job_pb.ListJobsResponse) -> str:
+    lines = [_job_line(job) for job in reply.jobs] or ["no jobs"]
+    if reply.next_page_token:
+        lines.append(f"next page: --page-token {reply.next_page_token}")
+    return "\n".join(lines)
+
+
+def _stats(stats: admin_pb.QueueStats) -> str:
+    lines = [
+        f"{d.queue_name:<16} {d.job_type:<24} {d.lifecycle_status:<10} {d.count}"
+        for d in stats.depths
+    ]
+    lines += [f"oldest queued on {a.queue_name}: {a.age_seconds:.1f}s" for a in stats.oldest_queued]
+    lines.append(
+        f"running {stats.running_count}; outbox pending {stats.pending_outbox_events}, "
+        f"dead {stats.dead_outbox_events}, lag {stats.outbox_lag_seconds:.1f}s"
+    )
+    return "\n".join(lines)
+
+
+def _describe(error: grpc.aio.AioRpcError) -> str:
+    reason = error_reason(error)
+    code = error.code().name if error.code() else "UNKNOWN"
+    return f"{code}{f' {reason}' if reason else ''}: {error.details()}"
+
+
+async def _run(args: argparse.Namespace) -> int:
+    settings = ClientSettings()
+    async with settings.channel() as channel:
+        cli = Cli(args, settings, channel)
+        handlers: dict[str, Callable[[], Awaitable[int]]] = {
+            "create": cli.create,
+            "get": cli.get,
+            "watch": cli.watch,
+            "cancel": cli.cancel,
+            "list": cli.list,
+            "admin": cli.admin_command,
+        }
+        return await handlers[args.command]()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return asyncio.run(_run(args))
+    except MissingTokenError as error:
+        print(f"aijob: {error}", file=sys.stderr)
+        return EXIT_AUTH
+    except grpc.aio.AioRpcError as error:
+        print(f"aijob: {_describe(error)}", file=sys.stderr)
+        return _EXIT_OF_STATUS.get(error.code(), EXIT_OTHER)
+    except KeyboardInterrupt:
+        return EXIT_OTHER
+
+
+if __name__ == "__main__":
+    sys.exit(main())

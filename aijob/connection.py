@@ -1,0 +1,67 @@
+"""Where the scheduler is and which tokens to use, from the same AIJOB_* settings as the services.
+
+Tokens: AIJOB_SERVICE_TOKEN / AIJOB_ADMIN_TOKEN, else the first of AIJOB_SERVICE_TOKENS /
+AIJOB_ADMIN_TOKENS, else the development tokens file the scheduler wrote on loopback.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import grpc
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+__all__ = ["ClientSettings", "MissingTokenError"]
+
+
+class MissingTokenError(RuntimeError):
+    pass
+
+
+class ClientSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="AIJOB_", extra="ignore")
+
+    scheduler_addr: str = ""
+    listen: str = "127.0.0.1:50051"
+    user_id: str = "cli-user"
+    service_token: SecretStr = SecretStr("")
+    admin_token: SecretStr = SecretStr("")
+    service_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
+    admin_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
+    dev_tokens_file: str = ".aijob/dev-tokens.json"
+    tls_ca: str = ""
+
+    @field_validator("service_tokens", "admin_tokens", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [t.strip() for t in value.split(",") if t.strip()]
+        return value
+
+    @property
+    def address(self) -> str:
+        return self.scheduler_addr or self.listen
+
+    def token(self, role: str) -> str:
+        single = self.service_token if role == "service" else self.admin_token
+        many = self.service_tokens if role == "service" else self.admin_tokens
+        if single.get_secret_value():
+            return single.get_secret_value()
+        if many:
+            return many[0].get_secret_value()
+        try:
+            return str(json.loads(Path(self.dev_tokens_file).read_text())[role])
+        except (OSError, ValueError, KeyError):
+            raise MissingTokenError(
+                f"no {role} token: set AIJOB_{role.upper()}_TOKEN (or run from the directory where "
+                "`make run` wrote .aijob/dev-tokens.json)"
+            ) from None
+
+    def channel(self) -> grpc.aio.Channel:
+        if self.tls_ca:
+            credentials = grpc.ssl_channel_credentials(Path(self.tls_ca).read_bytes())
+            return grpc.aio.secure_channel(self.address, credentials)
+        return grpc.aio.insecure_channel(self.address)
