@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
 import sys
 
+from prometheus_client import start_http_server
+
 from runtime_service.settings import RuntimeSettings
 from runtime_service.worker import Runtime
+from shared.logs import configure_logging
 
 
 async def _serve(settings: RuntimeSettings) -> None:
@@ -21,14 +23,12 @@ async def _serve(settings: RuntimeSettings) -> None:
 
 
 def main() -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    for noisy in (
-        "httpx",
-        "httpx2",
-        "openai",
-    ):  # request lines at INFO add nothing an operator needs
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    asyncio.run(_serve(RuntimeSettings()))
+    configure_logging("runtime")
+    settings = RuntimeSettings()
+    if settings.metrics_listen:
+        host, _, port = settings.metrics_listen.rpartition(":")
+        start_http_server(int(port), addr=host or "127.0.0.1")
+    asyncio.run(_serve(settings))
     return 0
 
 

@@ -18,6 +18,7 @@ import openai
 from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel, ValidationError
 
+from runtime_service import metrics
 from runtime_service.failures import JobFailure, failure_from_openai
 from runtime_service.prompts import Prompt, UnknownPromptError, build_prompt, repair_messages
 from runtime_service.safety import SafetyCheck
@@ -146,6 +147,26 @@ class JobRunner:
         self._running[key] = running
         beats = asyncio.ensure_future(self._heartbeats(lease, running))
         context = {"jobId": lease.job_id, "attemptNo": lease.attempt_no}
+        metrics.IN_FLIGHT.inc()
+        outcome = "crashed"
+        try:
+            outcome = await self._run(lease, work, running, context)
+            return outcome
+        finally:
+            metrics.IN_FLIGHT.dec()
+            metrics.JOBS.labels(outcome).inc()
+            beats.cancel()
+            work.cancel()
+            await asyncio.gather(beats, work, return_exceptions=True)
+            self._running.pop(key, None)
+
+    async def _run(
+        self,
+        lease: LeaseInput,
+        work: asyncio.Future[Any],
+        running: _Running,
+        context: dict[str, Any],
+    ) -> str:
         try:
             try:
                 async with asyncio.timeout(lease.timeout_ms / 1000):
@@ -184,15 +205,11 @@ class JobRunner:
                 ErrorCode.INTERNAL_ERROR, "The runtime failed.", type(exc).__name__
             )
             return await self._report(lease, crashed, running, context)
-        finally:
-            beats.cancel()
-            work.cancel()
-            await asyncio.gather(beats, work, return_exceptions=True)
-            self._running.pop(key, None)
 
     async def _report(
         self, lease: LeaseInput, failure: JobFailure, running: _Running, context: dict[str, Any]
     ) -> str:
+        metrics.ERRORS.labels(failure.code.value).inc()
         try:
             await self._scheduler.submit_failure(lease, failure, running.usage)
         except LeaseLost:
@@ -309,6 +326,10 @@ class JobRunner:
         return choice.message.content or ""
 
     def _add_usage(self, running: _Running, completion: Any, elapsed_s: float) -> None:
+        metrics.MODEL_LATENCY.observe(elapsed_s)
+        if completion is not None and completion.usage is not None:
+            metrics.TOKENS.labels("prompt").inc(completion.usage.prompt_tokens)
+            metrics.TOKENS.labels("completion").inc(completion.usage.completion_tokens)
         usage = running.usage or Usage(
             model_name=getattr(completion, "model", "") or self._model.model_name
         )
@@ -316,10 +337,12 @@ class JobRunner:
             usage.prompt_tokens += completion.usage.prompt_tokens
             usage.completion_tokens += completion.usage.completion_tokens
         usage.latency_ms += round(elapsed_s * 1000)
-        usage.cost_micros = (
+        cost = (
             usage.prompt_tokens * self._model.price_prompt_per_mtok_micros
             + usage.completion_tokens * self._model.price_completion_per_mtok_micros
         ) // 1_000_000
+        metrics.COST.inc(max(0, cost - usage.cost_micros))
+        usage.cost_micros = cost
         running.usage = usage
 
 

@@ -47,6 +47,8 @@ class RuntimeSettings(BaseSettings):
             r"(?i)\bcredit card number\b",
         ]
     )
+    #: host:port of the Prometheus metrics endpoint; empty turns it off.
+    metrics_listen: str = ""
     #: TLS to the scheduler: CA to trust, and a client certificate for mutual TLS.
     tls_ca: str = ""
     tls_client_cert: str = ""

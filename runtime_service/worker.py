@@ -18,6 +18,7 @@ from pathlib import Path
 
 import grpc
 
+from runtime_service import metrics
 from runtime_service.pipeline import JobRunner, ModelConfig
 from runtime_service.safety import PatternSafetyCheck
 from runtime_service.scheduler_client import GrpcSchedulerClient, lease_input
@@ -97,6 +98,7 @@ class Runtime:
                     },
                 )
             self.connected = False
+            metrics.CONNECTED.set(0)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_S)
@@ -140,6 +142,7 @@ class Runtime:
             extra={"action": "poll_connected", "runtimeId": self.settings.runtime_instance_id},
         )
         self.connected = True
+        metrics.CONNECTED.set(1)
         async for message in call:
             if message.WhichOneof("kind") == "lease":
                 lease = lease_input(message.lease)

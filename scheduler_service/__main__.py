@@ -9,14 +9,14 @@ import logging
 import sys
 
 from scheduler_service.settings import SchedulerSettings
+from shared.logs import configure_logging
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scheduler_service", description=__doc__)
     parser.add_argument("command", nargs="?", default="serve", choices=["serve", "migrate"])
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    configure_logging("scheduler")
     settings = SchedulerSettings()
     if args.command == "migrate":
         from scheduler_service.migrate import migrate

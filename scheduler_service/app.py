@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from scheduler_service import metrics
 from scheduler_service.credentials import CredentialCipher, CredentialStore
 from scheduler_service.db.engine import create_engine
 from scheduler_service.jobs.service import JobService, Limits
 from scheduler_service.jobs.signals import ChangeSignals
+from scheduler_service.jobs.stats import queue_stats
 from scheduler_service.lifecycle.repository import LifecycleRepository
 from scheduler_service.outbox.dispatcher import DispatchWaker, OutboxDispatcher
 from scheduler_service.outbox.log import Broadcast
@@ -41,6 +46,8 @@ class SchedulerApp:
     changes: ChangeSignals
     outbox: OutboxDispatcher
     published: Broadcast
+    #: Told whether the database answers (the gRPC health service listens).
+    on_health: Callable[[bool], Awaitable[None]] | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     @classmethod
@@ -116,9 +123,9 @@ class SchedulerApp:
     async def start(self) -> None:
         self.dispatcher.start()
         self.outbox.start()
-        self._tasks.append(
-            asyncio.get_running_loop().create_task(self._reap_forever(), name="reaper")
-        )
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._reap_forever(), name="reaper"))
+        self._tasks.append(loop.create_task(self._watch_database(), name="health"))
 
     async def stop(self) -> None:
         await self.dispatcher.stop()
@@ -127,6 +134,30 @@ class SchedulerApp:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.engine.dispose()
+
+    async def _watch_database(self) -> None:
+        """Report database reachability to health, and refresh the gauges while it answers."""
+        healthy: bool | None = None
+        while True:
+            try:
+                async with self.engine.connect() as conn:
+                    await conn.execute(text("SELECT 1"))
+                now_healthy = True
+            except Exception:
+                now_healthy = False
+            if now_healthy != healthy:
+                healthy = now_healthy
+                log.log(
+                    logging.INFO if healthy else logging.ERROR,
+                    "database reachable" if healthy else "database unreachable",
+                    extra={"action": "db_health", "healthy": healthy},
+                )
+                if self.on_health is not None:
+                    await self.on_health(healthy)
+            if healthy:
+                with contextlib.suppress(Exception):
+                    metrics.publish_stats(await queue_stats(self.engine))
+            await asyncio.sleep(self.settings.health_interval_s)
 
     async def _reap_forever(self) -> None:
         while True:

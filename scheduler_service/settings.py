@@ -33,6 +33,10 @@ class SchedulerSettings(BaseSettings):
     max_output_bytes: int = Field(default=1024 * 1024, ge=1024)
     #: Largest gRPC message the server receives.
     max_receive_message_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)
+    #: host:port of the Prometheus metrics endpoint; empty turns it off.
+    metrics_listen: str = "127.0.0.1:9464"
+    #: How often the scheduler checks its database for the health service and refreshes gauges.
+    health_interval_s: float = Field(default=2.0, gt=0)
     #: Serve gRPC server reflection (grpcurl list/describe).
     reflection: bool = True
     #: Bearer tokens per role, comma-separated. With none set on a loopback address the server

@@ -46,6 +46,7 @@ def scheduler_processes(
             **tokens.ENV,
             "AIJOB_DATABASE_URL": database_url,
             "AIJOB_LISTEN": address,
+            "AIJOB_METRICS_LISTEN": "",
         }
         log: IO[bytes] | int = (
             (log_dir / f"scheduler-{index}.log").open("wb") if log_dir else subprocess.DEVNULL

@@ -12,6 +12,7 @@ import grpc
 from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from prometheus_client import start_http_server
 
 from scheduler_service.api.auth import AuthInterceptor
 from scheduler_service.api.servicers import AdminServicer, JobServicer, RuntimeServicer
@@ -58,6 +59,13 @@ def build_server(
     if settings.reflection:
         reflection.enable_server_reflection((*reflected, reflection.SERVICE_NAME), server)
 
+    async def database_health(healthy: bool) -> None:
+        serving = health_pb2.HealthCheckResponse.SERVING
+        await _set_serving(
+            health_servicer, serving if healthy else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+
+    app.on_health = database_health
     port = _listen(server, settings)
     return server, health_servicer, port
 
@@ -102,9 +110,13 @@ async def serve(settings: SchedulerSettings) -> None:
     """Serve until SIGTERM or SIGINT, then stop gracefully within ``shutdown_grace_s``."""
     app = SchedulerApp.create(settings)
     server, health_servicer, port = build_server(settings, app)
-    await app.start()
+
+    if settings.metrics_listen:
+        host, _, metrics_port = settings.metrics_listen.rpartition(":")
+        start_http_server(int(metrics_port), addr=host or "127.0.0.1")
     await server.start()
     await _set_serving(health_servicer, health_pb2.HealthCheckResponse.SERVING)
+    await app.start()
     log.info(
         "scheduler serving", extra={"action": "serve", "listen": settings.listen, "port": port}
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
@@ -17,6 +18,7 @@ import grpc
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 
+from scheduler_service import metrics
 from scheduler_service.credentials import CredentialUnavailableError
 from scheduler_service.errors import (
     DatabaseUnavailableError,
@@ -97,12 +99,17 @@ def grpc_errors(
 
     @functools.wraps(method)
     async def wrapper(self: Any, request: Any, context: Context) -> R:
+        started, code = time.perf_counter(), "OK"
         try:
             return await method(self, request, context)
         except grpc.aio.AbortError:
+            code = "ABORTED_BY_HANDLER"
             raise
         except Exception as exc:
+            code = _code_name(exc)
             await _abort_for(context, exc, method.__name__)
+        finally:
+            _observe(method.__name__, code, started)
 
     return wrapper
 
@@ -114,12 +121,26 @@ def grpc_stream_errors(
 
     @functools.wraps(method)
     async def wrapper(self: Any, request: Any, context: Context) -> AsyncIterator[R]:
+        started, code = time.perf_counter(), "OK"
         try:
             async for item in method(self, request, context):
                 yield item
         except grpc.aio.AbortError:
+            code = "ABORTED_BY_HANDLER"
             raise
         except Exception as exc:
+            code = _code_name(exc)
             await _abort_for(context, exc, method.__name__)
+        finally:
+            _observe(method.__name__, code, started)
 
     return wrapper
+
+
+def _code_name(exc: Exception) -> str:
+    return status_code_of(exc).name if isinstance(exc, SchedulerError) else "INTERNAL"
+
+
+def _observe(method: str, code: str, started: float) -> None:
+    metrics.RPCS.labels(method, code).inc()
+    metrics.RPC_LATENCY.labels(method).observe(time.perf_counter() - started)

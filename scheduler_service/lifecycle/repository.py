@@ -113,6 +113,8 @@ class LeaseGrant:
     attempt_no: int
     lock_until: datetime
     checkpoint: bytes | None
+    #: From the job becoming available to this lease, by the database clock.
+    waited_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +200,14 @@ def _transition_values(target: LifecycleStatus) -> dict[str, Any]:
         "status": legacy_status_of(target),
         "updatedAt": db_now(),
     }
+
+
+_GRANT_COLUMNS = [_c.id, _c.attemptCount, _c.lockUntil, _c.checkpoint, _c.lockedAt, _c.availableAt]
+
+
+def _grant(row: Row[Any]) -> LeaseGrant:
+    waited = (row.lockedAt - row.availableAt).total_seconds() if row.availableAt else 0.0
+    return LeaseGrant(row.id, row.attemptCount, row.lockUntil, row.checkpoint, max(0.0, waited))
 
 
 #: A requeued job holds no lease.
@@ -389,12 +399,10 @@ class LifecycleRepository:
     ) -> LeaseGrant:
         row = (
             await conn.execute(
-                select(_c.attemptCount, _c.lockUntil, _c.checkpoint).where(
-                    _c.id == job_id, _c.lockedBy == runtime_instance_id
-                )
+                select(*_GRANT_COLUMNS).where(_c.id == job_id, _c.lockedBy == runtime_instance_id)
             )
         ).one()
-        return LeaseGrant(job_id, row.attemptCount, row.lockUntil, row.checkpoint)
+        return _grant(row)
 
     async def extend_lease(
         self,
@@ -478,13 +486,9 @@ class LifecycleRepository:
                 # Rows locked by this transaction cannot change under it; a mismatch is a bug.
                 raise RuntimeError(f"claimed {len(ids)} jobs but leased {result.rowcount}")
             rows = await conn.execute(
-                select(_c.id, _c.attemptCount, _c.lockUntil, _c.checkpoint).where(
-                    _c.id.in_(ids), _c.lockedBy == runtime_instance_id
-                )
+                select(*_GRANT_COLUMNS).where(_c.id.in_(ids), _c.lockedBy == runtime_instance_id)
             )
-            by_id = {
-                r.id: LeaseGrant(r.id, r.attemptCount, r.lockUntil, r.checkpoint) for r in rows
-            }
+            by_id = {r.id: _grant(r) for r in rows}
             return [by_id[job_id] for job_id in ids]
 
         return await run_transaction(self._engine, unit)

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from scheduler_service import validation
+from scheduler_service import metrics, validation
 from scheduler_service.credentials import CredentialStore, CredentialUnavailableError
 from scheduler_service.db.retry import run_transaction
 from scheduler_service.errors import (
@@ -29,6 +29,7 @@ from scheduler_service.lifecycle.repository import (
     HeartbeatOutcome,
     JobError,
     JobRecord,
+    LeaseGrant,
     LifecycleRepository,
 )
 from scheduler_service.lifecycle.retry_policy import decide
@@ -91,6 +92,12 @@ class FailureOutcome:
     next_attempt_at: datetime | None = None
 
 
+def _leased(grants: Sequence[LeaseGrant]) -> None:
+    metrics.LEASES.inc(len(grants))
+    for grant in grants:
+        metrics.LEASE_LATENCY.observe(grant.waited_s)
+
+
 class RuntimeProtocol:
     def __init__(
         self,
@@ -115,6 +122,7 @@ class RuntimeProtocol:
         validation.job_id(job_id)
         validation.instance_id(runtime_instance_id)
         grant = await self._repo.lock(job_id, runtime_instance_id)
+        _leased([grant])
         async with self._engine.connect() as conn:
             return (await load_payloads(conn, [grant]))[0]
 
@@ -124,6 +132,7 @@ class RuntimeProtocol:
         grants = await self._repo.claim_batch(runtime_instance_id, job_types, limit)
         if not grants:
             return []
+        _leased(grants)
         async with self._engine.connect() as conn:
             return await load_payloads(conn, grants)
 
@@ -211,6 +220,7 @@ class RuntimeProtocol:
             if now is not None and now.lifecycleStatus is LifecycleStatus.SUCCEEDED:
                 raise ResultAlreadyExistsError(sub.job_id) from None
             raise
+        metrics.OUTCOMES.labels("succeeded").inc()
         log.info(
             "result accepted",
             extra={"action": "result_accepted", "jobId": job.id, "attemptNo": sub.attempt_no},
@@ -326,14 +336,21 @@ class RuntimeProtocol:
             )
             return FailureOutcome(LifecycleStatus.FAILED)
 
+        def counted(outcome: FailureOutcome) -> FailureOutcome:
+            if outcome.status is LifecycleStatus.QUEUED:
+                metrics.RETRIES.labels(error.code).inc()
+            else:
+                metrics.OUTCOMES.labels(outcome.status.value).inc()
+            return outcome
+
         # A cancel request that lands between the read and the requeue makes the requeue's guard
         # refuse; the next round reads it and cancels instead.
         for _ in range(3):
             try:
-                return await run_transaction(self._engine, unit)
+                return counted(await run_transaction(self._engine, unit))
             except IllegalTransitionError:
                 continue
-        return await run_transaction(self._engine, unit)
+        return counted(await run_transaction(self._engine, unit))
 
     # -- credentials --------------------------------------------------------------------------
 
@@ -410,6 +427,7 @@ class RuntimeProtocol:
             )
         except (LifecycleError, JobNotFoundError):
             return False  # a heartbeat, a submit or another reaper got there first
+        metrics.LEASE_EXPIRIES.labels(outcome.status.value).inc()
         log.info(
             "lease reaped",
             extra={

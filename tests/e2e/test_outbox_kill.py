@@ -38,6 +38,7 @@ def _start(url: str, address: str, log: Path, **env: str) -> subprocess.Popen[by
             **tokens.ENV,
             "AIJOB_DATABASE_URL": url,
             "AIJOB_LISTEN": address,
+            "AIJOB_METRICS_LISTEN": "",
             "AIJOB_OUTBOX_PROCESSING_TIMEOUT_S": str(PROCESSING_TIMEOUT_S),
             "AIJOB_OUTBOX_INTERVAL_MS": str(INTERVAL_MS),
             **env,

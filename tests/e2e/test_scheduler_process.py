@@ -29,6 +29,7 @@ def scheduler(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
         **os.environ,
         "AIJOB_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/aijob.db",
         "AIJOB_LISTEN": address,
+        "AIJOB_METRICS_LISTEN": "",
     }
     subprocess.run(
         [sys.executable, "-m", "scheduler_service", "migrate"],

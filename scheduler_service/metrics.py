@@ -1,0 +1,50 @@
+"""Prometheus metrics of the scheduler (names start with ``aijob_``).
+
+Counters and histograms are updated where things happen; the gauges that describe the database
+(jobs by status, queue depth and age, outbox lag and dead events) are refreshed by a background
+task from the same query GetQueueStats uses.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from scheduler_service.jobs.stats import QueueStats
+
+JOBS = Gauge(
+    "aijob_jobs", "Jobs by queue, type and lifecycle status", ["queue", "job_type", "status"]
+)
+QUEUE_DEPTH = Gauge("aijob_queue_depth", "Queued jobs per queue", ["queue"])
+OLDEST_QUEUED = Gauge("aijob_queue_oldest_age_seconds", "Age of the oldest queued job", ["queue"])
+OUTBOX_LAG = Gauge("aijob_outbox_lag_seconds", "Age of the oldest pending outbox event")
+OUTBOX_DEAD = Gauge("aijob_outbox_dead_events", "Outbox events that exhausted their attempts")
+LEASE_LATENCY = Histogram(
+    "aijob_enqueue_to_lease_seconds",
+    "Time from a job becoming available to its lease",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+LEASES = Counter("aijob_leases_total", "Leases granted")
+LEASE_EXPIRIES = Counter(
+    "aijob_lease_expiries_total", "Leases taken back by the reaper", ["outcome"]
+)
+RETRIES = Counter("aijob_retries_total", "Failed attempts requeued for another try", ["error_code"])
+OUTCOMES = Counter("aijob_job_outcomes_total", "Jobs reaching a terminal state", ["status"])
+RPCS = Counter("aijob_rpc_total", "RPCs answered", ["method", "code"])
+RPC_LATENCY = Histogram("aijob_rpc_duration_seconds", "RPC handling time", ["method"])
+
+
+def publish_stats(stats: QueueStats) -> None:
+    JOBS.clear()
+    depth: dict[str, int] = {}
+    for queue, job_type, status, count in stats.depths:
+        JOBS.labels(queue, job_type, status).set(count)
+        if status == "queued":
+            depth[queue] = depth.get(queue, 0) + count
+    QUEUE_DEPTH.clear()
+    for queue, count in depth.items():
+        QUEUE_DEPTH.labels(queue).set(count)
+    OLDEST_QUEUED.clear()
+    for queue, age in stats.oldest_queued_s.items():
+        OLDEST_QUEUED.labels(queue).set(age)
+    OUTBOX_LAG.set(stats.outbox_lag_s)
+    OUTBOX_DEAD.set(stats.dead_events)

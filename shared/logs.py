@@ -1,0 +1,50 @@
+"""Structured logs: one JSON object per line, configured only by the entry points.
+
+Records carry ids (``jobId``, ``attemptNo``, ``runtimeId``, ``errorId``...) passed as ``extra``;
+never payloads, prompts, outputs or secrets — those are not given to the logger in the first place.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+
+__all__ = ["JsonFormatter", "configure_logging"]
+
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+
+
+class JsonFormatter(logging.Formatter):
+    def __init__(self, service: str) -> None:
+        super().__init__()
+        self._service = service
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, object] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "service": self._service,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD and not key.startswith("_"):
+                entry[key] = (
+                    value if isinstance(value, str | int | float | bool | None) else str(value)
+                )
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def configure_logging(service: str, level: int = logging.INFO) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter(service))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    # Libraries that log request lines or URLs at INFO add noise, not facts an operator needs.
+    for noisy in ("httpx", "httpx2", "openai", "alembic.runtime.plugins", "asyncmy"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -1,0 +1,153 @@
+"""The `aijob` CLI against a real stack (`make run`'s launcher), and both metrics endpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.procs import free_port, wait_until_serving
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+@dataclass
+class Stack:
+    env: dict[str, str]
+    cwd: Path
+    banner: str
+    runtime_ports: list[int]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    workdir = tmp_path_factory.mktemp("stack")
+    runtime_base = free_port()
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "AIJOB_LISTEN": f"127.0.0.1:{free_port()}",
+        "AIJOB_METRICS_LISTEN": f"127.0.0.1:{free_port()}",
+        "AIJOB_RUNTIME_METRICS_BASE_PORT": str(runtime_base),
+    }
+    env.pop("DEEPSEEK_API_KEY", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aijob.devstack", "run"],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_until_serving(env["AIJOB_LISTEN"])
+        assert proc.stdout is not None
+        banner = ""
+        while "Ctrl-C stops everything" not in banner:  # the launcher is up once it says so
+            line = proc.stdout.readline().decode()
+            assert line, "the launcher exited early"
+            banner += line
+        yield Stack(env, workdir, banner, [runtime_base + 1, runtime_base + 2])
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+
+
+def aijob(
+    stack: Stack, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    base = {**stack.env, "AIJOB_SCHEDULER_ADDR": stack.env["AIJOB_LISTEN"]}
+    return subprocess.run(
+        [sys.executable, "-m", "aijob.cli", *args],
+        cwd=stack.cwd,
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_banner_says_where_to_connect(stack: Stack) -> None:
+    banner = stack.banner
+    assert "scheduler" in banner and "service token" in banner and "scripted model" in banner
+
+
+def test_cli_create_watch_get_list_cancel(stack: Stack) -> None:
+    created = aijob(
+        stack, "--json", "create", "synthetic_echo", "--snapshot", '{"text": "from the cli"}'
+    )
+    assert created.returncode == 0, created.stderr
+    job_id = json.loads(created.stdout)["job"]["jobId"]
+    watched = aijob(stack, "watch", job_id)
+    assert watched.returncode == 0, watched.stderr
+    assert "succeeded" in watched.stdout.splitlines()[-1] or "succeeded" in watched.stdout
+    got = aijob(stack, "--json", "get", job_id)
+    assert got.returncode == 0 and json.loads(got.stdout)["lifecycleStatus"] == "succeeded"
+    assert json.loads(json.loads(got.stdout)["result"]["outputJson"]) == {
+        "echo": {"text": "from the cli"}
+    }
+    listed = aijob(stack, "list")
+    assert listed.returncode == 0 and job_id in listed.stdout
+    refused = aijob(stack, "cancel", job_id)
+    assert refused.returncode == 5 and "JOB_NOT_CANCELLABLE" in refused.stderr
+    missing = aijob(stack, "get", "01a2b3c4-0000-7000-8000-000000000000")
+    assert missing.returncode == 4 and "JOB_NOT_FOUND" in missing.stderr
+    bad_token = aijob(stack, "get", job_id, env={"AIJOB_SERVICE_TOKEN": "wrong"})
+    assert bad_token.returncode == 6
+    usage = aijob(stack, "create")
+    assert usage.returncode == 2
+
+
+def test_cli_admin_commands(stack: Stack) -> None:
+    failing = aijob(
+        stack, "--json", "create", "synthetic_echo", "--snapshot", '{"note": "scripted-fault=401"}'
+    )
+    job_id = json.loads(failing.stdout)["job"]["jobId"]
+    watched = aijob(stack, "watch", job_id)
+    assert watched.returncode == 1 and "INVALID_CREDENTIAL" in watched.stdout  # failed: exit 1
+    retried = aijob(stack, "--json", "admin", "retry", job_id)
+    assert retried.returncode == 0 and json.loads(retried.stdout)["retriedFromJobId"] == job_id
+    stats = aijob(stack, "admin", "stats")
+    assert stats.returncode == 0 and "synthetic_echo" in stats.stdout
+    listed = aijob(stack, "--json", "admin", "list", "--status", "failed")
+    assert job_id in listed.stdout
+    assert aijob(stack, "admin", "redrive").stdout.strip() == "redriven: 0"
+
+
+def _scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        return str(response.read().decode())
+
+
+def _value(text: str, pattern: str) -> float:
+    values = [
+        float(m.group(1)) for m in re.finditer(pattern + r" ([0-9.e+]+)$", text, re.MULTILINE)
+    ]
+    return sum(values)
+
+
+def test_metrics_endpoints_count_the_work(stack: Stack) -> None:
+    created = aijob(
+        stack, "--json", "create", "quiz_generation", "--snapshot", '{"learner": {"id": "l"}}'
+    )
+    job_id = json.loads(created.stdout)["job"]["jobId"]
+    assert aijob(stack, "watch", job_id).returncode == 0
+    scheduler = _scrape(int(stack.env["AIJOB_METRICS_LISTEN"].rsplit(":", 1)[1]))
+    assert _value(scheduler, r'aijob_rpc_total\{code="OK",method="CreateJob"\}') >= 1
+    assert _value(scheduler, r'aijob_rpc_total\{code="OK",method="SubmitResult"\}') >= 1
+    assert _value(scheduler, r"aijob_leases_total") >= 1
+    assert _value(scheduler, r"aijob_enqueue_to_lease_seconds_count") >= 1
+    assert _value(scheduler, r'aijob_job_outcomes_total\{status="succeeded"\}') >= 1
+    runtimes = [_scrape(port) for port in stack.runtime_ports]
+    assert sum(_value(t, r'aijob_runtime_jobs_total\{outcome="succeeded"\}') for t in runtimes) >= 1
+    assert sum(_value(t, r'aijob_runtime_tokens_total\{kind="completion"\}') for t in runtimes) > 0
+    assert sum(_value(t, r"aijob_runtime_connected") for t in runtimes) == 2
