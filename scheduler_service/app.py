@@ -49,6 +49,7 @@ class SchedulerApp:
     #: Told whether the database answers (the gRPC health service listens).
     on_health: Callable[[bool], Awaitable[None]] | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     @classmethod
     def create(
@@ -128,17 +129,27 @@ class SchedulerApp:
         self._tasks.append(loop.create_task(self._watch_database(), name="health"))
 
     async def stop(self) -> None:
+        """Let the background loops finish what they are doing (a cancel in the middle of a
+        statement could leave a connection mid-transaction), then close the pool."""
+        self._stopping.set()
         await self.dispatcher.stop()
         await self.outbox.stop()
-        for task in self._tasks:
+        _done, late = await asyncio.wait(self._tasks, timeout=10) if self._tasks else (set(), set())
+        for task in late:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.engine.dispose()
 
+    async def _pause(self, seconds: float) -> bool:
+        """Sleep between rounds; False once the app is stopping."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
+        return not self._stopping.is_set()
+
     async def _watch_database(self) -> None:
         """Report database reachability to health, and refresh the gauges while it answers."""
         healthy: bool | None = None
-        while True:
+        while not self._stopping.is_set():
             try:
                 async with self.engine.connect() as conn:
                     await conn.execute(text("SELECT 1"))
@@ -157,11 +168,11 @@ class SchedulerApp:
             if healthy:
                 with contextlib.suppress(Exception):
                     metrics.publish_stats(await queue_stats(self.engine))
-            await asyncio.sleep(self.settings.health_interval_s)
+            if not await self._pause(self.settings.health_interval_s):
+                return
 
     async def _reap_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.reaper_interval_s)
+        while await self._pause(self.settings.reaper_interval_s):
             try:
                 await self.protocol.reap_once()
             except Exception:

@@ -7,6 +7,7 @@ tests skip with the reason, unless AIJOB_REQUIRE_MYSQL=1 (CI), where they fail.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -65,6 +66,17 @@ async def mysql_database(mysql_server_url: str) -> AsyncIterator[DatabaseFactory
     yield make
     async with admin.begin() as conn:
         for name in created:
+            # A connection a test leaked would hold metadata locks and stall the DROP forever.
+            leftovers = await conn.execute(
+                text(
+                    "SELECT id FROM information_schema.processlist"
+                    " WHERE db = :db AND id <> CONNECTION_ID()"
+                ),
+                {"db": name},
+            )
+            for (thread_id,) in leftovers.all():
+                with contextlib.suppress(Exception):
+                    await conn.execute(text(f"KILL {int(thread_id)}"))
             await conn.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
     await admin.dispose()
 

@@ -88,13 +88,19 @@ class OutboxDispatcher:
         self._stall_after_claim_s = stall_after_claim_s
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="outbox")
 
     async def stop(self) -> None:
+        """Finish the round in progress, then stop (see SchedulerApp.stop for why not cancel)."""
+        self._stopped = True
+        self._wake.set()
         if self._task is not None:
-            self._task.cancel()
+            _done, late = await asyncio.wait({self._task}, timeout=10)
+            for task in late:
+                task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
     def notify(self) -> None:
@@ -102,10 +108,12 @@ class OutboxDispatcher:
         self._wake.set()
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopped:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self._interval_s)
             self._wake.clear()
+            if self._stopped:
+                return
             try:
                 while await self.run_once() == self._batch:
                     pass

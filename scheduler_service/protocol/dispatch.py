@@ -91,6 +91,7 @@ class Dispatcher:
         self._sessions: list[StreamSession] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False
 
     # -- wiring -------------------------------------------------------------------------------
 
@@ -98,8 +99,13 @@ class Dispatcher:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="dispatcher")
 
     async def stop(self) -> None:
+        """Finish the round in progress, then stop (see SchedulerApp.stop for why not cancel)."""
+        self._stopped = True
+        self._wake.set()
         if self._task is not None:
-            self._task.cancel()
+            _done, late = await asyncio.wait({self._task}, timeout=10)
+            for task in late:
+                task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
     def attach(self, session: StreamSession) -> None:
@@ -138,10 +144,12 @@ class Dispatcher:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         last_cancel_scan = loop.time()
-        while True:
+        while not self._stopped:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self._poll_interval_s)
             self._wake.clear()
+            if self._stopped:
+                return
             try:
                 if loop.time() - last_cancel_scan >= self._poll_interval_s:
                     last_cancel_scan = loop.time()
