@@ -23,8 +23,8 @@ async def _serve(settings: RuntimeSettings) -> None:
 
 
 def main() -> int:
-    configure_logging("runtime")
     settings = RuntimeSettings()
+    configure_logging("runtime", runtimeId=settings.runtime_instance_id)
     if settings.metrics_listen:
         host, _, port = settings.metrics_listen.rpartition(":")
         start_http_server(int(port), addr=host or "127.0.0.1")

@@ -17,9 +17,10 @@ _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskN
 
 
 class JsonFormatter(logging.Formatter):
-    def __init__(self, service: str) -> None:
+    def __init__(self, service: str, **fixed: str) -> None:
         super().__init__()
         self._service = service
+        self._fixed = fixed
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {
@@ -28,6 +29,7 @@ class JsonFormatter(logging.Formatter):
             "service": self._service,
             "logger": record.name,
             "msg": record.getMessage(),
+            **self._fixed,
         }
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_"):
@@ -39,9 +41,10 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
-def configure_logging(service: str, level: int = logging.INFO) -> None:
+def configure_logging(service: str, level: int = logging.INFO, **fixed: str) -> None:
+    """JSON lines on stderr; ``fixed`` fields (e.g. ``runtimeId``) go on every line."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter(service))
+    handler.setFormatter(JsonFormatter(service, **fixed))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
