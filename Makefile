@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 
-.PHONY: install run demo test lint proto breaking bench-latency clean
+.PHONY: install run demo test lint proto breaking bench bench-latency clean
 
 install: $(VENV)/.installed
 
@@ -38,6 +38,10 @@ lint: install $(BUF)
 # Compares the contract with main: run it on a branch before merging a .proto change.
 breaking: $(BUF)
 	$(BUF) breaking --against '.git#branch=main'
+
+# Throughput against the database ceiling, then latency (MariaDB at AIJOB_BENCH_MYSQL_URL).
+bench: install
+	$(PY) -m bench
 
 # Enqueue -> lease latency with one idle runtime (MariaDB at AIJOB_BENCH_MYSQL_URL).
 bench-latency: install
