@@ -19,7 +19,6 @@ Unknown event types are logged as a warning and published without delivery.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import OutboxEvent, OutboxSequence
 from scheduler_service.db.retry import run_transaction
+from scheduler_service.loops import RoundLoop
 from scheduler_service.outbox.writer import EventType
 
 __all__ = ["ClaimedEvent", "EventSink", "OutboxDispatcher"]
@@ -61,7 +61,7 @@ class EventSink(Protocol):
     async def deliver(self, event: ClaimedEvent) -> None: ...
 
 
-class OutboxDispatcher:
+class OutboxDispatcher(RoundLoop):
     def __init__(
         self,
         engine: AsyncEngine,
@@ -75,10 +75,10 @@ class OutboxDispatcher:
         on_published: Callable[[], None] = lambda: None,
         stall_after_claim_s: float = 0.0,
     ) -> None:
+        super().__init__("outbox", interval_s)
         self._engine = engine
         self._sinks = list(sinks)
         self._instance_id = instance_id[:100]
-        self._interval_s = interval_s
         self._batch = batch
         self._processing_timeout_ms = round(processing_timeout_s * 1000)
         self._backoff_base_ms = backoff_base_ms
@@ -86,39 +86,13 @@ class OutboxDispatcher:
         # Fault injection for chaos tests only (AIJOB_FAULT_OUTBOX_STALL_MS): hold claimed
         # events this long before delivering, so a test can kill the process in between.
         self._stall_after_claim_s = stall_after_claim_s
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._stopped = False
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="outbox")
-
-    async def stop(self) -> None:
-        """Finish the round in progress, then stop (see SchedulerApp.stop for why not cancel)."""
-        self._stopped = True
-        self._wake.set()
-        if self._task is not None:
-            _done, late = await asyncio.wait({self._task}, timeout=10)
-            for task in late:
-                task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    def notify(self) -> None:
-        """New events were committed here: run a round now rather than at the next tick."""
-        self._wake.set()
-
-    async def _run(self) -> None:
-        while not self._stopped:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self._interval_s)
-            self._wake.clear()
-            if self._stopped:
-                return
-            try:
-                while await self.run_once() == self._batch:
-                    pass
-            except Exception:
-                log.exception("outbox round failed", extra={"action": "outbox_error"})
+    async def _round(self) -> None:
+        try:
+            while await self.run_once() == self._batch:
+                pass
+        except Exception:
+            log.exception("outbox round failed", extra={"action": "outbox_error"})
 
     async def run_once(self) -> int:
         """One round; returns how many events it claimed."""

@@ -11,7 +11,6 @@ hold, including cancels requested through another replica.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -23,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service.db.models import AiJob
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
+from scheduler_service.loops import RoundLoop
 from scheduler_service.protocol.leases import LeasePayload
 from scheduler_service.protocol.service import RuntimeProtocol
 
@@ -73,7 +73,7 @@ class StreamSession:
         self.held.pop(job_id, None)
 
 
-class Dispatcher:
+class Dispatcher(RoundLoop):
     def __init__(
         self,
         protocol: RuntimeProtocol,
@@ -83,30 +83,15 @@ class Dispatcher:
         batch_max: int = 64,
         on_leased: Callable[[str], None] = lambda _job_id: None,
     ) -> None:
+        super().__init__("dispatcher", poll_interval_s)
         self._on_leased = on_leased
         self._protocol = protocol
         self._engine = engine
-        self._poll_interval_s = poll_interval_s
         self._batch_max = batch_max
         self._sessions: list[StreamSession] = []
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._stopped = False
+        self._last_cancel_scan = 0.0
 
     # -- wiring -------------------------------------------------------------------------------
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="dispatcher")
-
-    async def stop(self) -> None:
-        """Finish the round in progress, then stop (see SchedulerApp.stop for why not cancel)."""
-        self._stopped = True
-        self._wake.set()
-        if self._task is not None:
-            _done, late = await asyncio.wait({self._task}, timeout=10)
-            for task in late:
-                task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
 
     def attach(self, session: StreamSession) -> None:
         self._sessions.append(session)
@@ -116,10 +101,6 @@ class Dispatcher:
         session.closed = True
         if session in self._sessions:
             self._sessions.remove(session)
-
-    def notify(self) -> None:
-        """Wake the dispatch loop now (a job was created or slots were returned)."""
-        self._wake.set()
 
     def forget(self, job_id: str) -> None:
         for session in self._sessions:
@@ -141,24 +122,18 @@ class Dispatcher:
 
     # -- the loop -----------------------------------------------------------------------------
 
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        last_cancel_scan = loop.time()
-        while not self._stopped:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self._poll_interval_s)
-            self._wake.clear()
-            if self._stopped:
-                return
-            try:
-                if loop.time() - last_cancel_scan >= self._poll_interval_s:
-                    last_cancel_scan = loop.time()
-                    await self._push_remote_cancels()
-                while await self._dispatch_round():
-                    pass
-            except Exception:
-                # The database may be briefly unreachable; the next tick tries again.
-                log.exception("dispatch round failed", extra={"action": "dispatch_error"})
+    async def _round(self) -> None:
+        """Runs when woken (a job was created here, slots came back) or every poll interval."""
+        now = asyncio.get_running_loop().time()
+        try:
+            if now - self._last_cancel_scan >= self._interval_s:
+                self._last_cancel_scan = now
+                await self._push_remote_cancels()
+            while await self._dispatch_round():
+                pass
+        except Exception:
+            # The database may be briefly unreachable; the next tick tries again.
+            log.exception("dispatch round failed", extra={"action": "dispatch_error"})
 
     async def _dispatch_round(self) -> bool:
         """Offer work to every stream with free slots once; True if another round may find more."""

@@ -1,0 +1,53 @@
+"""A background loop that runs in rounds, can be woken early, and stops between rounds."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from abc import ABC, abstractmethod
+
+__all__ = ["RoundLoop"]
+
+
+class RoundLoop(ABC):
+    """Runs ``_round`` every ``interval_s``, or at once after ``notify()``.
+
+    ``stop()`` lets the round in progress finish instead of cancelling it: a cancel in the middle
+    of a statement could leave its connection mid-transaction.
+    """
+
+    def __init__(self, name: str, interval_s: float) -> None:
+        self._name = name
+        self._interval_s = interval_s
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopped = False
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=self._name)
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self._wake.set()
+        if self._task is not None:
+            _done, late = await asyncio.wait({self._task}, timeout=10)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def notify(self) -> None:
+        """Run a round now rather than at the next tick."""
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while not self._stopped:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=self._interval_s)
+            self._wake.clear()
+            if self._stopped:
+                return
+            await self._round()
+
+    @abstractmethod
+    async def _round(self) -> None:
+        """One round of work; it handles its own errors."""
