@@ -39,7 +39,7 @@ lint: install $(BUF)
 breaking: $(BUF)
 	$(BUF) breaking --against '.git#branch=main'
 
-# Throughput against the database ceiling, then latency (MariaDB at AIJOB_BENCH_MYSQL_URL).
+# Throughput, peer, latency and scale: one table and bench/results/latest.json (docs/performance.md).
 bench: install
 	$(PY) -m bench
 

@@ -1,24 +1,107 @@
-"""``make bench``: throughput against the database ceiling, then dispatch latency; one table and
-``bench/results/latest.json``. The peer queue (PgQueuer) and the scale runs are not built yet
-(see docs/performance.md); their keys are null."""
+"""``make bench``: every figure of docs/performance.md in one run, one table, and
+``bench/results/latest.json``.
+
+Order: the MariaDB ceiling and our drain (AIJOB_BENCH_JOBS, default 5000), the peer and its
+PostgreSQL ceiling (same N), latency (AIJOB_BENCH_LATENCY_JOBS, default 1000), then the scale runs
+(AIJOB_BENCH_SCALE_JOBS per drain, default 1000) and the idle streams.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import platform
+import time
 from pathlib import Path
 
-from bench import lease_latency, throughput
+import psutil
+
+from bench import lease_latency, peer, scale, throughput
+
+RESULTS = Path(__file__).parent / "results"
+
+Figures = dict[str, float | str | None]
+
+
+def _ratio(numerator: float | str | None, denominator: float | str | None) -> float | None:
+    if isinstance(numerator, float) and isinstance(denominator, float) and denominator:
+        return numerator / denominator
+    return None
+
+
+def _row(name: str, value: float | str | None, unit: str, goal: str = "") -> str:
+    shown = f"{value:10.2f}" if isinstance(value, float) else f"{value or 'n/a':>10}"
+    return f"{name:52} {shown} {unit:8} {goal}"
+
+
+def table(f: Figures) -> str:
+    peer_value = f["peer_jobs_per_s"] if f["peer_jobs_per_s"] is not None else f["peer_skipped"]
+    rows = [
+        _row("MariaDB ceiling (3 commits/job, 20 connections)", f["ceiling_jobs_per_s"], "jobs/s"),
+        _row("ours: CreateJob, 32 callers", f["ours_create_jobs_per_s"], "jobs/s"),
+        _row("ours: drain, 1 scheduler, 4 runtimes x 32", f["ours_jobs_per_s"], "jobs/s"),
+        _row("PostgreSQL ceiling (same design and loop)", f["pg_ceiling_jobs_per_s"], "jobs/s"),
+        _row("peer: PgQueuer drain, 4 x 32", peer_value, "jobs/s"),
+        _row("ours / MariaDB ceiling", f["ours_vs_ceiling"], "", "goal >= 0.70"),
+        _row("ours / peer", f["ours_vs_peer"], "", "goal >= 1.00"),
+        _row("peer / PostgreSQL ceiling", f["peer_vs_pg_ceiling"], ""),
+        _row(
+            "enqueue (row written) -> lease in runtime p50",
+            f["lease_latency_p50_ms"],
+            "ms",
+            "goal <= 5",
+        ),
+        _row("enqueue (row written) -> lease in runtime p95", f["lease_latency_p95_ms"], "ms"),
+        _row(
+            "enqueue (row written) -> lease in runtime p99",
+            f["lease_latency_p99_ms"],
+            "ms",
+            "goal <= 25",
+        ),
+        _row("CreateJob call -> lease p50", f["create_call_to_lease_p50_ms"], "ms"),
+        _row("CreateJob call -> lease p99", f["create_call_to_lease_p99_ms"], "ms"),
+        _row("CreateJob call -> succeeded p50", f["succeeded_latency_p50_ms"], "ms"),
+        _row("CreateJob call -> succeeded p99", f["succeeded_latency_p99_ms"], "ms"),
+        _row(
+            "CreateJob call -> lease p50, other replica",
+            f["lease_latency_other_replica_p50_ms"],
+            "ms",
+        ),
+        _row("CreateJob round trip p50 (reference)", f["create_rpc_p50_ms"], "ms"),
+    ]
+    for runtimes, replicas in scale.SHAPES:
+        key = f"scale_{runtimes}rt_{replicas}sched_jobs_per_s"
+        rows.append(_row(f"scale: {runtimes} runtimes, {replicas} scheduler(s)", f[key], "jobs/s"))
+    rows += [
+        _row(f"{scale.IDLE_STREAMS} idle Poll streams: RSS", f["idle_streams_rss_mib"], "MiB"),
+        _row("  per stream", f["idle_streams_rss_per_stream_kib"], "KiB"),
+        _row("  CPU at rest", f["idle_streams_cpu_percent"], "% core"),
+    ]
+    return "\n".join(rows)
 
 
 async def main() -> None:
-    figures: dict[str, float | None] = {}
+    started = time.perf_counter()
+    figures: Figures = {
+        "machine": f"{platform.machine()}, {psutil.cpu_count()} cores, "
+        f"{psutil.virtual_memory().total / 2**30:.0f} GiB, Python {platform.python_version()}",
+    }
     figures.update(await throughput.main())
+    figures.update(await peer.main(throughput.JOBS))
     figures.update(await lease_latency.main())
-    figures["peer_jobs_per_s"] = None
-    out = Path(__file__).parent / "results" / "latest.json"
+    figures.update(await scale.main())
+    figures["ours_vs_ceiling"] = _ratio(figures["ours_jobs_per_s"], figures["ceiling_jobs_per_s"])
+    figures["ours_vs_peer"] = _ratio(figures["ours_jobs_per_s"], figures["peer_jobs_per_s"])
+    figures["peer_vs_pg_ceiling"] = _ratio(
+        figures["peer_jobs_per_s"], figures["pg_ceiling_jobs_per_s"]
+    )
+    figures["bench_seconds"] = time.perf_counter() - started
+    print(f"\n{'=' * 80}\nAI Job Engine benchmark, {figures['machine']}\n")
+    print(table(figures))
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / "latest.json"
     out.write_text(json.dumps(figures, indent=2) + "\n")
-    print(f"\nwrote {out}")
+    print(f"\n{figures['bench_seconds']:.0f} s; wrote {out}")
 
 
 if __name__ == "__main__":

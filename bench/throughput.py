@@ -13,24 +13,22 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 import uuid
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import asyncmy
 import grpc
 from sqlalchemy.engine import make_url
 
-from bench.lease_latency import throwaway_database
+from bench.databases import jobs_per_second, throwaway_database
 from tests.procs import scheduler_processes
 from tests.protocol.runtime_client import ClientRuntime, JobClient, echo_output
 
 JOBS = int(os.environ.get("AIJOB_BENCH_JOBS", "5000"))
 RUNTIMES, SLOTS, CONNECTIONS = 4, 32, 20
-RESULTS = Path(__file__).parent / "results"
 
 _CREATE = [
     "INSERT INTO AiAnalysisJob (id, userId, jobType, status, progress, queueName, lifecycleStatus,"
@@ -91,90 +89,100 @@ async def ceiling(url: str, jobs: int) -> float:
             await cur.execute(_SUCCEED[2], (job_id, f"completed:{job_id}"))
             await conn.commit()
 
-    async def worker(count: int) -> None:
-        async with pool.acquire() as conn:
-            for _ in range(count):
-                await one_job(conn)
+    try:
+        return await jobs_per_second(pool, CONNECTIONS, jobs, one_job)
+    finally:
+        pool.close()
+        await pool.wait_closed()
+
+
+@dataclass(frozen=True)
+class Drain:
+    create_jobs_per_s: float
+    drain_jobs_per_s: float
+
+
+async def drain(
+    url: str, jobs: int, *, runtimes: int = RUNTIMES, replicas: int = 1, slots: int = SLOTS
+) -> Drain:
+    """Create ``jobs`` through CreateJob (32 callers), then drain them with ``runtimes`` runtimes
+    spread over ``replicas`` scheduler processes, counting each job when its result commits."""
+    with scheduler_processes(url, replicas) as addresses:
+        channels = [grpc.aio.insecure_channel(address) for address in addresses]
+        try:
+            create_rate = await _create(channels, jobs)
+            drain_rate = await _drain(channels, jobs, runtimes, slots)
+        finally:
+            for channel in channels:
+                await channel.close(None)
+    return Drain(create_rate, drain_rate)
+
+
+async def _create(channels: list[grpc.aio.Channel], jobs: int) -> float:
+    clients = [JobClient(channels[u % len(channels)], f"bench-{u}") for u in range(64)]
+    semaphore = asyncio.Semaphore(32)
+
+    async def create(index: int) -> None:
+        async with semaphore:
+            await clients[index % len(clients)].create(snapshot={"i": index})
 
     started = time.perf_counter()
-    share = [jobs // CONNECTIONS + (1 if i < jobs % CONNECTIONS else 0) for i in range(CONNECTIONS)]
-    await asyncio.gather(*(worker(n) for n in share))
-    elapsed = time.perf_counter() - started
-    pool.close()
-    await pool.wait_closed()
-    return jobs / elapsed
+    await asyncio.gather(*(create(i) for i in range(jobs)))
+    return jobs / (time.perf_counter() - started)
 
 
-async def ours(url: str, jobs: int) -> tuple[float, float]:
-    """(create jobs/s through CreateJob, drain jobs/s by 4 runtimes) against one scheduler."""
-    with scheduler_processes(url, 1) as (address,):
-        async with grpc.aio.insecure_channel(address) as channel:
-            clients = [JobClient(channel, f"bench-{u}") for u in range(64)]
-            semaphore = asyncio.Semaphore(32)
+async def _drain(channels: list[grpc.aio.Channel], jobs: int, count: int, slots: int) -> float:
+    done = asyncio.Event()
+    finished = 0
+    runtimes = [
+        ClientRuntime(channels[r % len(channels)], f"bench-rt-{r}", slots=slots)
+        for r in range(count)
+    ]
 
-            async def create(index: int) -> None:
-                async with semaphore:
-                    await clients[index % len(clients)].create(snapshot={"i": index})
+    async def finish(runtime: ClientRuntime, lease: Any) -> None:
+        nonlocal finished
+        await runtime.submit(lease, echo_output(lease))
+        runtime.credit()
+        finished += 1
+        if finished == jobs:
+            done.set()
 
-            started = time.perf_counter()
-            await asyncio.gather(*(create(i) for i in range(jobs)))
-            create_rate = jobs / (time.perf_counter() - started)
+    async def work(runtime: ClientRuntime) -> None:
+        await runtime.connect()
+        running: set[asyncio.Task[None]] = set()
+        while True:
+            lease = await runtime.leases.get()
+            task = asyncio.ensure_future(finish(runtime, lease))
+            running.add(task)
+            task.add_done_callback(running.discard)
 
-            done = asyncio.Event()
-            finished = 0
-            runtimes = [
-                ClientRuntime(channel, f"bench-rt-{r}", slots=SLOTS) for r in range(RUNTIMES)
-            ]
-
-            async def finish(runtime: ClientRuntime, lease: Any) -> None:
-                nonlocal finished
-                await runtime.submit(lease, echo_output(lease))
-                runtime.credit()
-                finished += 1
-                if finished == jobs:
-                    done.set()
-
-            async def work(runtime: ClientRuntime) -> None:
-                await runtime.connect()
-                running: set[asyncio.Task[None]] = set()
-                while True:
-                    lease = await runtime.leases.get()
-                    task = asyncio.ensure_future(finish(runtime, lease))
-                    running.add(task)
-                    task.add_done_callback(running.discard)
-
-            started = time.perf_counter()
-            workers = [asyncio.ensure_future(work(r)) for r in runtimes]
-            await asyncio.wait_for(done.wait(), timeout=600)
-            drain_rate = jobs / (time.perf_counter() - started)
-            for worker in workers:
-                worker.cancel()
-            for runtime in runtimes:
-                await runtime.close()
-    return create_rate, drain_rate
+    started = time.perf_counter()
+    workers = [asyncio.ensure_future(work(r)) for r in runtimes]
+    try:
+        await asyncio.wait_for(done.wait(), timeout=600)
+        return jobs / (time.perf_counter() - started)
+    finally:
+        for worker in workers:
+            worker.cancel()
+        for runtime in runtimes:
+            await runtime.close()
 
 
-async def main() -> dict[str, float]:
+async def main(jobs: int = JOBS) -> dict[str, float]:
     async with throwaway_database() as url:
-        ceiling_rate = await ceiling(url, JOBS)
+        ceiling_rate = await ceiling(url, jobs)
     async with throwaway_database() as url:
-        create_rate, drain_rate = await ours(url, JOBS)
-    result = {
-        "jobs": float(JOBS),
-        "ceiling_jobs_per_s": ceiling_rate,
-        "ours_create_jobs_per_s": create_rate,
-        "ours_jobs_per_s": drain_rate,
-        "ours_vs_ceiling": drain_rate / ceiling_rate,
-    }
-    setup = f"{JOBS} synthetic_echo jobs, MariaDB, 1 scheduler, {RUNTIMES}x{SLOTS} slots"
-    print(f"\nthroughput, {setup}\n")
+        ours = await drain(url, jobs)
+    print(f"\nthroughput, {jobs} synthetic_echo jobs, MariaDB, 1 scheduler, {RUNTIMES}x{SLOTS}\n")
     print(f"{'ceiling (3 commits/job, 20 connections)':44} {ceiling_rate:10.0f} jobs/s")
-    print(f"{'ours: CreateJob':44} {create_rate:10.0f} jobs/s")
-    print(f"{'ours: drain (lease → SubmitResult committed)':44} {drain_rate:10.0f} jobs/s")
-    print(f"\nours / ceiling = {drain_rate / ceiling_rate:.2f}")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "throughput.json").write_text(json.dumps(result, indent=2) + "\n")
-    return result
+    print(f"{'ours: CreateJob, 32 callers':44} {ours.create_jobs_per_s:10.0f} jobs/s")
+    print(f"{'ours: drain (lease → result committed)':44} {ours.drain_jobs_per_s:10.0f} jobs/s")
+    return {
+        "jobs": float(jobs),
+        "ceiling_jobs_per_s": ceiling_rate,
+        "ours_create_jobs_per_s": ours.create_jobs_per_s,
+        "ours_jobs_per_s": ours.drain_jobs_per_s,
+    }
 
 
 if __name__ == "__main__":

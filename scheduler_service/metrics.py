@@ -23,6 +23,7 @@ LEASE_LATENCY = Histogram(
     "Time from a job becoming available to its lease",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
+POLL_STREAMS = Gauge("aijob_poll_streams", "Runtime Poll streams open on this replica")
 LEASES = Counter("aijob_leases_total", "Leases granted")
 LEASE_EXPIRIES = Counter(
     "aijob_lease_expiries_total", "Leases taken back by the reaper", ["outcome"]

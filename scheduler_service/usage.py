@@ -14,6 +14,7 @@ from scheduler_service.ids import new_id
 from scheduler_service.lifecycle.repository import JobRecord
 
 _usage = cast(Table, AiUsageLog.__table__)
+_INSERT_USAGE = insert(_usage).values(modelProvider="deepseek", createdAt=db_now())
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,23 +37,22 @@ async def record_usage(
     if usage is None:
         return
     await conn.execute(
-        insert(_usage).values(
-            id=new_id(),
-            jobId=job.id,
-            userId=job.userId,
-            attemptNo=attempt_no,
-            jobType=job.jobType,
-            credentialMode=job.credentialMode,
-            modelProvider="deepseek",
-            model=usage.model_name[:64],
-            promptKey=job.promptKey,
-            promptVersion=job.promptVersion,
-            promptTokens=usage.prompt_tokens,
-            completionTokens=usage.completion_tokens,
-            totalTokens=usage.prompt_tokens + usage.completion_tokens,
-            costMicros=usage.cost_micros,
-            latencyMs=usage.latency_ms,
-            errorCode=error_code,
-            createdAt=db_now(),
-        )
+        _INSERT_USAGE,
+        {
+            "id": new_id(),
+            "jobId": job.id,
+            "userId": job.userId,
+            "attemptNo": attempt_no,
+            "jobType": job.jobType,
+            "credentialMode": job.credentialMode,
+            "model": usage.model_name[:64],
+            "promptKey": job.promptKey,
+            "promptVersion": job.promptVersion,
+            "promptTokens": usage.prompt_tokens,
+            "completionTokens": usage.completion_tokens,
+            "totalTokens": usage.prompt_tokens + usage.completion_tokens,
+            "costMicros": usage.cost_micros,
+            "latencyMs": usage.latency_ms,
+            "errorCode": error_code,
+        },
     )

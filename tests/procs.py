@@ -6,8 +6,9 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -32,34 +33,54 @@ def wait_until_serving(address: str, timeout_s: float = 30) -> None:
         )
 
 
+@dataclass(frozen=True)
+class SchedulerProcess:
+    address: str
+    process: subprocess.Popen[bytes]
+
+
 @contextmanager
-def scheduler_processes(
-    database_url: str, count: int, log_dir: Path | None = None
-) -> Iterator[list[str]]:
+def spawn_schedulers(
+    database_url: str,
+    count: int,
+    log_dir: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[list[SchedulerProcess]]:
     """``count`` ``python -m scheduler_service`` processes on one database, with the test
-    tokens; yields their addresses, then stops them with SIGTERM and checks they exit 0."""
+    tokens and ``env`` on top; yields them once serving, then stops them with SIGTERM and checks
+    they exit 0."""
     addresses = [f"127.0.0.1:{free_port()}" for _ in range(count)]
     procs = []
     for index, address in enumerate(addresses):
-        env = {
+        child_env = {
             **os.environ,
             **tokens.ENV,
             "AIJOB_DATABASE_URL": database_url,
             "AIJOB_LISTEN": address,
             "AIJOB_METRICS_LISTEN": "",
+            **(env or {}),
         }
         log: IO[bytes] | int = (
             (log_dir / f"scheduler-{index}.log").open("wb") if log_dir else subprocess.DEVNULL
         )
         procs.append(
-            subprocess.Popen([sys.executable, "-m", "scheduler_service"], env=env, stderr=log)
+            subprocess.Popen([sys.executable, "-m", "scheduler_service"], env=child_env, stderr=log)
         )
     try:
         for address in addresses:
             wait_until_serving(address)
-        yield addresses
+        yield [SchedulerProcess(a, p) for a, p in zip(addresses, procs, strict=True)]
     finally:
         for proc in procs:
             proc.terminate()
         codes = [proc.wait(timeout=30) for proc in procs]
         assert codes == [0] * count, f"scheduler exit codes {codes}"
+
+
+@contextmanager
+def scheduler_processes(
+    database_url: str, count: int, log_dir: Path | None = None
+) -> Iterator[list[str]]:
+    """Addresses of ``count`` scheduler processes (see ``spawn_schedulers``)."""
+    with spawn_schedulers(database_url, count, log_dir) as schedulers:
+        yield [s.address for s in schedulers]

@@ -204,7 +204,7 @@ class JobService:
     async def _check_limits(self, conn: AsyncConnection, user_id: str) -> None:
         """Refuse a create over the user's caps. Creates of one user serialise on their gate row,
         so concurrent creates cannot all pass the count together."""
-        await insert_ignoring_duplicates(conn, _gate, [{"userId": user_id, "updatedAt": db_now()}])
+        await insert_ignoring_duplicates(conn, _gate, [{"userId": user_id}], stamped=("updatedAt",))
         await conn.execute(
             select(_gate.c.userId).where(_gate.c.userId == user_id).with_for_update()
         )

@@ -16,12 +16,24 @@ without it they run in their own transaction, re-run on deadlock or lock-wait ti
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, TypeVar, cast
 
-from sqlalchemy import ColumnElement, Table, and_, func, insert, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Table,
+    Update,
+    and_,
+    bindparam,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -210,6 +222,47 @@ def _grant(row: Row[Any]) -> LeaseGrant:
     return LeaseGrant(row.id, row.attemptCount, row.lockUntil, row.checkpoint, max(0.0, waited))
 
 
+# Hot statements are built once, with bind parameters for what varies: building a statement costs
+# several times what executing a cached one does (see docs/performance.md).
+_SELECT_RECORD = select(*_RECORD_COLUMNS).where(_c.id == bindparam("b_id"))
+_INSERT_QUEUED = insert(_job).values(
+    lifecycleStatus=LifecycleStatus.QUEUED.value,
+    status=legacy_status_of(LifecycleStatus.QUEUED),
+    progress=0,
+    attemptCount=0,
+    queuedAt=db_now(),
+    availableAt=db_now(),
+    createdAt=db_now(),
+    updatedAt=db_now(),
+)
+
+
+@functools.cache
+def _succeed_statement(*, fenced_by_holder: bool) -> Update:
+    """running → succeeded for attempt ``b_attempt`` (held by ``b_holder`` when fenced); the
+    output columns come as parameters."""
+    guard = [
+        _c.id == bindparam("b_id"),
+        _c.lifecycleStatus == LifecycleStatus.RUNNING.value,
+        _c.attemptCount == bindparam("b_attempt"),
+    ]
+    if fenced_by_holder:
+        guard.append(_c.lockedBy == bindparam("b_holder"))
+    return (
+        update(_job)
+        .where(*guard)
+        .values(
+            **_transition_values(target_of(Operation.SUCCEED)),
+            finishedAt=db_now(),
+            lockUntil=None,
+            progress=100,
+            errorCode=None,
+            publicErrorMessage=None,
+            internalErrorMessage=None,
+        )
+    )
+
+
 #: A requeued job holds no lease.
 _UNLOCKED: dict[str, Any] = {
     "lockedBy": None,
@@ -251,7 +304,7 @@ class LifecycleRepository:
         return await run_transaction(self._engine, unit)
 
     async def _read(self, conn: AsyncConnection, job_id: str) -> JobRecord | None:
-        row = (await conn.execute(select(*_RECORD_COLUMNS).where(_c.id == job_id))).first()
+        row = (await conn.execute(_SELECT_RECORD, {"b_id": job_id})).first()
         return None if row is None else JobRecord.from_row(row)
 
     async def _guarded_update(
@@ -318,41 +371,33 @@ class LifecycleRepository:
 
     async def create(self, conn: AsyncConnection, job: NewJob) -> None:
         """Insert ``job`` as queued, inside the caller's transaction (with snapshot and outbox)."""
-        queued = LifecycleStatus.QUEUED
         await conn.execute(
-            insert(_job).values(
-                id=job.job_id,
-                userId=job.user_id,
-                jobType=job.job_type,
-                triggerType=job.trigger_type,
-                queueName=job.queue_name,
-                targetType=job.target_type,
-                targetId=job.target_id,
-                parentJobId=job.parent_job_id,
-                idempotencyKey=job.idempotency_key,
-                requestHash=job.request_hash,
-                retriedFromJobId=job.retried_from_job_id,
-                lifecycleStatus=queued.value,
-                status=legacy_status_of(queued),
-                priority=job.priority,
-                progress=0,
-                attemptCount=0,
-                maxAttempts=job.max_attempts,
-                timeoutMs=job.timeout_ms,
-                credentialMode=job.credential_mode,
-                credentialId=job.credential_id,
-                modelName=job.model_name,
-                promptKey=job.prompt_key,
-                promptVersion=job.prompt_version,
-                inputSchemaVersion=job.input_schema_version,
-                outputSchemaVersion=job.output_schema_version,
-                snapshotId=job.snapshot_id,
-                deadlineAt=job.deadline_at,
-                queuedAt=db_now(),
-                availableAt=db_now(),
-                createdAt=db_now(),
-                updatedAt=db_now(),
-            )
+            _INSERT_QUEUED,
+            {
+                "id": job.job_id,
+                "userId": job.user_id,
+                "jobType": job.job_type,
+                "triggerType": job.trigger_type,
+                "queueName": job.queue_name,
+                "targetType": job.target_type,
+                "targetId": job.target_id,
+                "parentJobId": job.parent_job_id,
+                "idempotencyKey": job.idempotency_key,
+                "requestHash": job.request_hash,
+                "retriedFromJobId": job.retried_from_job_id,
+                "priority": job.priority,
+                "maxAttempts": job.max_attempts,
+                "timeoutMs": job.timeout_ms,
+                "credentialMode": job.credential_mode,
+                "credentialId": job.credential_id,
+                "modelName": job.model_name,
+                "promptKey": job.prompt_key,
+                "promptVersion": job.prompt_version,
+                "inputSchemaVersion": job.input_schema_version,
+                "outputSchemaVersion": job.output_schema_version,
+                "snapshotId": job.snapshot_id,
+                "deadlineAt": job.deadline_at,
+            },
         )
 
     # -- running ----------------------------------------------------------------------------
@@ -451,16 +496,27 @@ class LifecycleRepository:
     async def claim_batch(
         self, runtime_instance_id: str, job_types: Sequence[str], limit: int
     ) -> list[LeaseGrant]:
-        """Lease up to ``limit`` available queued jobs of ``job_types`` to one runtime.
+        """Lease up to ``limit`` available queued jobs of ``job_types`` to one runtime."""
+        (grants,) = await self.claim_batches(job_types, [(runtime_instance_id, limit)])
+        return grants
 
-        Highest priority first, then oldest. ``FOR UPDATE SKIP LOCKED`` on the dispatch index lets
-        several schedulers claim at once without waiting on (or double-leasing) each other's rows;
-        the guarded UPDATE then moves exactly the locked rows to running.
+    async def claim_batches(
+        self, job_types: Sequence[str], demands: Sequence[tuple[str, int]]
+    ) -> list[list[LeaseGrant]]:
+        """Lease available queued jobs of ``job_types`` to several runtimes in one transaction.
+
+        ``demands`` are (runtime instance id, how many) pairs; the answer holds each one's
+        grants, in the same order. Highest priority first, then oldest, dealt out one at a time
+        so that scarce work spreads over the runtimes. ``FOR UPDATE SKIP LOCKED`` on the dispatch
+        index lets several schedulers claim at once without waiting on (or double-leasing) each
+        other's rows; a guarded UPDATE per runtime then moves exactly its locked rows to running.
+        One SELECT whatever the number of runtimes, so idle streams cost one query per round.
         """
-        if limit <= 0 or not job_types:
-            return []
+        wanted = sum(max(0, want) for _, want in demands)
+        if wanted <= 0 or not job_types:
+            return [[] for _ in demands]
 
-        async def unit(conn: AsyncConnection) -> list[LeaseGrant]:
+        async def unit(conn: AsyncConnection) -> list[list[LeaseGrant]]:
             now = db_now()
             candidates = (
                 select(_c.id)
@@ -471,25 +527,26 @@ class LifecycleRepository:
                     or_(_c.deadlineAt.is_(None), _c.deadlineAt > now),
                 )
                 .order_by(_c.priority, _c.createdAt, _c.id)
-                .limit(limit)
+                .limit(wanted)
                 .with_for_update(skip_locked=True)
             )
             ids = list((await conn.execute(candidates)).scalars())
+            shares = _deal(ids, [want for _, want in demands])
             if not ids:
-                return []
-            result = await conn.execute(
-                update(_job)
-                .where(_c.id.in_(ids), _status_in(sources_of(Operation.LOCK)))
-                .values(self._lock_values(runtime_instance_id))
-            )
-            if result.rowcount != len(ids):
-                # Rows locked by this transaction cannot change under it; a mismatch is a bug.
-                raise RuntimeError(f"claimed {len(ids)} jobs but leased {result.rowcount}")
-            rows = await conn.execute(
-                select(*_GRANT_COLUMNS).where(_c.id.in_(ids), _c.lockedBy == runtime_instance_id)
-            )
-            by_id = {r.id: _grant(r) for r in rows}
-            return [by_id[job_id] for job_id in ids]
+                return _as_grants(shares, {})
+            for (runtime_instance_id, _), share in zip(demands, shares, strict=True):
+                if not share:
+                    continue
+                result = await conn.execute(
+                    update(_job)
+                    .where(_c.id.in_(share), _status_in(sources_of(Operation.LOCK)))
+                    .values(self._lock_values(runtime_instance_id))
+                )
+                if result.rowcount != len(share):
+                    # Rows locked by this transaction cannot change under it; a mismatch is a bug.
+                    raise RuntimeError(f"claimed {len(share)} jobs but leased {result.rowcount}")
+            rows = await conn.execute(select(*_GRANT_COLUMNS).where(_c.id.in_(ids)))
+            return _as_grants(shares, {r.id: _grant(r) for r in rows})
 
         return await run_transaction(self._engine, unit)
 
@@ -583,26 +640,28 @@ class LifecycleRepository:
         conn: AsyncConnection | None = None,
     ) -> None:
         """CAS running → succeeded for ``attempt_no``; clears the error fields."""
-        values = {
-            **_transition_values(target_of(Operation.SUCCEED)),
-            "finishedAt": db_now(),
-            "lockUntil": None,
-            "progress": 100,
+        params: dict[str, Any] = {
+            "b_id": job_id,
+            "b_attempt": attempt_no,
             "outputHash": output_hash,
             "resultIdempotencyKey": result_idempotency_key,
             "validatedOutput": validated_output,
-            "errorCode": None,
-            "publicErrorMessage": None,
-            "internalErrorMessage": None,
         }
-        await self._fenced_terminal(
-            conn,
-            job_id,
-            Operation.SUCCEED,
-            attempt_no=attempt_no,
-            runtime_instance_id=runtime_instance_id,
-            values=values,
-        )
+        if runtime_instance_id is not None:
+            params["b_holder"] = runtime_instance_id
+
+        async def unit(conn: AsyncConnection) -> None:
+            statement = _succeed_statement(fenced_by_holder=runtime_instance_id is not None)
+            if (await conn.execute(statement, params)).rowcount != 1:
+                raise await self._explain(
+                    conn,
+                    job_id,
+                    Operation.SUCCEED,
+                    attempt_no=attempt_no,
+                    runtime_instance_id=runtime_instance_id,
+                )
+
+        await self._in_transaction(conn, unit)
 
     async def mark_failed(
         self,
@@ -832,3 +891,27 @@ class LifecycleRepository:
         )
         async with self._engine.connect() as conn:
             return list((await conn.execute(query)).scalars())
+
+
+def _deal(ids: Sequence[str], wants: Sequence[int]) -> list[list[str]]:
+    """Deal ``ids`` (best first) one at a time to takers that still want more."""
+    shares: list[list[str]] = [[] for _ in wants]
+    queue = iter(ids)
+    while True:
+        dealt = False
+        for index, want in enumerate(wants):
+            if len(shares[index]) >= want:
+                continue
+            job_id = next(queue, None)
+            if job_id is None:
+                return shares
+            shares[index].append(job_id)
+            dealt = True
+        if not dealt:
+            return shares
+
+
+def _as_grants(
+    shares: Sequence[Sequence[str]], grants: dict[str, LeaseGrant]
+) -> list[list[LeaseGrant]]:
+    return [[grants[job_id] for job_id in share] for share in shares]

@@ -17,6 +17,14 @@ from scheduler_service.db.models import OutboxEvent
 __all__ = ["EventType", "add_event"]
 
 _outbox = cast(Table, OutboxEvent.__table__)
+# Built once: every insert of an event runs the cached statement with its own parameters.
+_INSERT_PENDING = insert(_outbox).values(
+    aggregateType="AiJob",
+    status="pending",
+    attemptCount=0,
+    availableAt=db_now(),
+    createdAt=db_now(),
+)
 
 
 class EventType(StrEnum):
@@ -37,15 +45,11 @@ async def add_event(
 ) -> None:
     """Insert one event for a job; ``dedupeKey`` is unique, so a second insert fails loudly."""
     await conn.execute(
-        insert(_outbox).values(
-            eventType=event_type.value,
-            aggregateType="AiJob",
-            aggregateId=job_id,
-            dedupeKey=f"{event_type.value}:{job_id}{dedupe_suffix}",
-            payload={"jobId": job_id, "jobType": job_type, **payload},
-            status="pending",
-            attemptCount=0,
-            availableAt=db_now(),
-            createdAt=db_now(),
-        )
+        _INSERT_PENDING,
+        {
+            "eventType": event_type.value,
+            "aggregateId": job_id,
+            "dedupeKey": f"{event_type.value}:{job_id}{dedupe_suffix}",
+            "payload": {"jobId": job_id, "jobType": job_type, **payload},
+        },
     )

@@ -16,7 +16,6 @@ from pydantic import BaseModel
 from sqlalchemy import Table
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from scheduler_service.db.clock import db_now
 from scheduler_service.db.idempotent import insert_ignoring_duplicates
 from scheduler_service.db.models import (
     AiJobArtifact,
@@ -141,7 +140,6 @@ async def project(
                     "jobId": job.job_id,
                     "userId": job.user_id,
                     "ordinal": ordinal,
-                    "createdAt": db_now(),
                 }
             )
         artifacts.append(
@@ -152,7 +150,6 @@ async def project(
                 "artifactType": projector.artifact_type,
                 "artifactId": row_id,
                 "ordinal": ordinal,
-                "createdAt": db_now(),
             }
         )
         refs.append(ArtifactRef(projector.artifact_type, row_id))

@@ -20,6 +20,7 @@ from typing import cast
 from sqlalchemy import Table, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from scheduler_service import metrics
 from scheduler_service.db.models import AiJob
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 from scheduler_service.loops import RoundLoop
@@ -95,12 +96,14 @@ class Dispatcher(RoundLoop):
 
     def attach(self, session: StreamSession) -> None:
         self._sessions.append(session)
+        metrics.POLL_STREAMS.set(len(self._sessions))
         self.notify()
 
     def detach(self, session: StreamSession) -> None:
         session.closed = True
         if session in self._sessions:
             self._sessions.remove(session)
+            metrics.POLL_STREAMS.set(len(self._sessions))
 
     def forget(self, job_id: str) -> None:
         for session in self._sessions:
@@ -136,29 +139,42 @@ class Dispatcher(RoundLoop):
             log.exception("dispatch round failed", extra={"action": "dispatch_error"})
 
     async def _dispatch_round(self) -> bool:
-        """Offer work to every stream with free slots once; True if another round may find more."""
+        """Offer work to every stream with free slots once; True if another round may find more.
+
+        Streams that want the same job types share one claim, so a thousand idle streams cost one
+        query per round rather than a thousand.
+        """
         more = False
         sessions = [s for s in self._sessions if s.credits > 0 and not s.closed]
         # Rotate so that the first stream does not always get the freshest work.
         if sessions:
             self._sessions.append(self._sessions.pop(0))
+        groups: dict[tuple[str, ...], list[StreamSession]] = {}
         for session in sessions:
-            want = min(session.credits, self._batch_max)
-            leases = await self._protocol.claim(
-                session.runtime_instance_id, sorted(session.job_types), want
+            groups.setdefault(tuple(sorted(session.job_types)), []).append(session)
+        for job_types, group in groups.items():
+            wants = [min(session.credits, self._batch_max) for session in group]
+            shares = await self._protocol.claim_many(
+                job_types,
+                [(s.runtime_instance_id, want) for s, want in zip(group, wants, strict=True)],
             )
-            if not leases:
-                continue
-            if session.closed:
-                await self._release(session, leases)
-                continue
-            session.credits -= len(leases)
-            for lease in leases:
-                session.remember(lease)
-                session.outgoing.put_nowait(lease)
-                self._on_leased(lease.job_id)
-            more = more or (len(leases) == want and session.credits > 0)
+            for session, want, leases in zip(group, wants, shares, strict=True):
+                if leases and self._deliver(session, leases):
+                    more = more or (len(leases) == want and session.credits > 0)
+                elif leases:
+                    await self._release(session, leases)
         return more
+
+    def _deliver(self, session: StreamSession, leases: Sequence[LeasePayload]) -> bool:
+        """Queue ``leases`` on the stream; False if it closed meanwhile (they go back)."""
+        if session.closed:
+            return False
+        session.credits -= len(leases)
+        for lease in leases:
+            session.remember(lease)
+            session.outgoing.put_nowait(lease)
+            self._on_leased(lease.job_id)
+        return True
 
     async def _release(self, session: StreamSession, leases: Sequence[LeasePayload]) -> None:
         for lease in leases:

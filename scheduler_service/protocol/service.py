@@ -129,12 +129,21 @@ class RuntimeProtocol:
     async def claim(
         self, runtime_instance_id: str, job_types: Sequence[str], limit: int
     ) -> list[LeasePayload]:
-        grants = await self._repo.claim_batch(runtime_instance_id, job_types, limit)
+        (leases,) = await self.claim_many(job_types, [(runtime_instance_id, limit)])
+        return leases
+
+    async def claim_many(
+        self, job_types: Sequence[str], demands: Sequence[tuple[str, int]]
+    ) -> list[list[LeasePayload]]:
+        """Leases with their payloads for several runtimes of the same job types, per demand."""
+        shares = await self._repo.claim_batches(job_types, demands)
+        grants = [grant for share in shares for grant in share]
         if not grants:
-            return []
+            return [[] for _ in shares]
         _leased(grants)
         async with self._engine.connect() as conn:
-            return await load_payloads(conn, grants)
+            payloads = iter(await load_payloads(conn, grants))
+        return [[next(payloads) for _ in share] for share in shares]
 
     async def release_undelivered(self, lease: LeasePayload, runtime_instance_id: str) -> bool:
         return await self._repo.release_undelivered(
@@ -178,28 +187,41 @@ class RuntimeProtocol:
             )
         key = result_idempotency_key(sub.job_id, sub.attempt_no, sub.output_hash)
 
-        job = await self._repo.get(sub.job_id)
-        if job is None:
-            raise JobNotFoundError(sub.job_id)
-        if job.resultIdempotencyKey == key:
-            return SubmitOutcome(key, duplicate=True)
-        self._check_still_holder(job, sub.attempt_no, sub.runtime_instance_id)
-        definition = self._registry.get(job.jobType)
-        schema = self._registry.output_schema(job.jobType, job.outputSchemaVersion or None)
-        validated = validation.against_schema(schema, output, "output", ErrorCode.VALIDATION_FAILED)
-        context = JobContext(job.id, job.userId, sub.attempt_no, job.targetType, job.targetId)
-
-        async def accept(conn: AsyncConnection) -> None:
-            # Job row first, then business rows, then the outbox: one lock order for every writer.
-            await self._repo.mark_succeeded(
-                sub.job_id,
-                sub.attempt_no,
-                output_hash=sub.output_hash,
-                result_idempotency_key=key,
-                validated_output=output,
-                runtime_instance_id=sub.runtime_instance_id,
-                conn=conn,
+        async def accept(conn: AsyncConnection) -> JobRecord | None:
+            """The accepted job, or None for a repeat of the accepted result."""
+            # Read and write on one connection: a second checkout costs two more round trips.
+            job = await self._repo.get(sub.job_id, conn=conn)
+            if job is None:
+                raise JobNotFoundError(sub.job_id)
+            if job.resultIdempotencyKey == key:
+                return None
+            self._check_still_holder(job, sub.attempt_no, sub.runtime_instance_id)
+            definition = self._registry.get(job.jobType)
+            schema = self._registry.output_schema(job.jobType, job.outputSchemaVersion or None)
+            validated = validation.against_schema(
+                schema, output, "output", ErrorCode.VALIDATION_FAILED
             )
+            context = JobContext(job.id, job.userId, sub.attempt_no, job.targetType, job.targetId)
+            # Job row first, then business rows, then the outbox: one lock order for every writer.
+            try:
+                await self._repo.mark_succeeded(
+                    sub.job_id,
+                    sub.attempt_no,
+                    output_hash=sub.output_hash,
+                    result_idempotency_key=key,
+                    validated_output=output,
+                    runtime_instance_id=sub.runtime_instance_id,
+                    conn=conn,
+                )
+            except LifecycleError:
+                # Lost a race since the read (a duplicate submit, a cancel, the reaper): say
+                # which, from the row as committed now (READ COMMITTED).
+                now = await self._repo.get(sub.job_id, conn=conn)
+                if now is not None and now.resultIdempotencyKey == key:
+                    return None
+                if now is not None and now.lifecycleStatus is LifecycleStatus.SUCCEEDED:
+                    raise ResultAlreadyExistsError(sub.job_id) from None
+                raise
             await project(conn, definition.projector, context, validated)
             await record_usage(conn, job, sub.attempt_no, sub.usage)
             await add_event(
@@ -209,21 +231,15 @@ class RuntimeProtocol:
                 job_type=job.jobType,
                 attemptNo=sub.attempt_no,
             )
+            return job
 
-        try:
-            await run_transaction(self._engine, accept)
-        except LifecycleError:
-            # Lost a race (a duplicate submit, a cancel, the reaper): say which.
-            now = await self._repo.get(sub.job_id)
-            if now is not None and now.resultIdempotencyKey == key:
-                return SubmitOutcome(key, duplicate=True)
-            if now is not None and now.lifecycleStatus is LifecycleStatus.SUCCEEDED:
-                raise ResultAlreadyExistsError(sub.job_id) from None
-            raise
+        accepted = await run_transaction(self._engine, accept)
+        if accepted is None:
+            return SubmitOutcome(key, duplicate=True)
         metrics.OUTCOMES.labels("succeeded").inc()
         log.info(
             "result accepted",
-            extra={"action": "result_accepted", "jobId": job.id, "attemptNo": sub.attempt_no},
+            extra={"action": "result_accepted", "jobId": accepted.id, "attemptNo": sub.attempt_no},
         )
         return SubmitOutcome(key, duplicate=False)
 

@@ -1,0 +1,55 @@
+"""Throwaway databases for one benchmark case each, dropped afterwards whatever happens."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from scheduler_service.db.engine import create_engine
+from scheduler_service.migrate import migrate
+
+MYSQL_URL = os.environ.get("AIJOB_BENCH_MYSQL_URL", "mysql+asyncmy://root@127.0.0.1:3306/test")
+
+
+@asynccontextmanager
+async def throwaway_database() -> AsyncIterator[str]:
+    """A fresh MariaDB/MySQL database at head on the server of AIJOB_BENCH_MYSQL_URL."""
+    admin = create_engine(MYSQL_URL, pool_size=1)
+    name = f"aijob_bench_{uuid.uuid4().hex[:8]}"
+    async with admin.begin() as conn:
+        await conn.execute(
+            text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
+        )
+    url = make_url(MYSQL_URL).set(database=name).render_as_string(hide_password=False)
+    try:
+        await migrate(url)
+        yield url
+    finally:
+        async with admin.begin() as conn:
+            await conn.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
+        await admin.dispose()
+
+
+async def jobs_per_second(
+    pool: Any, connections: int, jobs: int, one_job: Callable[[Any], Awaitable[None]]
+) -> float:
+    """Run ``one_job`` ``jobs`` times spread over ``connections`` connections of ``pool`` (an
+    asyncmy or asyncpg pool) at once; the rate achieved."""
+
+    async def worker(count: int) -> None:
+        async with pool.acquire() as conn:
+            for _ in range(count):
+                await one_job(conn)
+
+    started = time.perf_counter()
+    share = [jobs // connections + (1 if i < jobs % connections else 0) for i in range(connections)]
+    await asyncio.gather(*(worker(n) for n in share))
+    return jobs / (time.perf_counter() - started)
