@@ -222,6 +222,10 @@ def _grant(row: Row[Any]) -> LeaseGrant:
     return LeaseGrant(row.id, row.attemptCount, row.lockUntil, row.checkpoint, max(0.0, waited))
 
 
+def _status_in(statuses: Iterable[LifecycleStatus]) -> ColumnElement[bool]:
+    return _c.lifecycleStatus.in_(sorted(s.value for s in statuses))
+
+
 # Hot statements are built once, with bind parameters for what varies: building a statement costs
 # several times what executing a cached one does (see docs/performance.md).
 _SELECT_RECORD = select(*_RECORD_COLUMNS).where(_c.id == bindparam("b_id"))
@@ -235,6 +239,21 @@ _INSERT_QUEUED = insert(_job).values(
     createdAt=db_now(),
     updatedAt=db_now(),
 )
+
+
+_SELECT_CLAIMABLE = (
+    select(_c.id)
+    .where(
+        _status_in(sources_of(Operation.LOCK)),
+        _c.jobType.in_(bindparam("b_types", expanding=True)),
+        _c.availableAt <= db_now(),
+        or_(_c.deadlineAt.is_(None), _c.deadlineAt > db_now()),
+    )
+    .order_by(_c.priority, _c.createdAt, _c.id)
+    .limit(bindparam("b_limit"))
+    .with_for_update(skip_locked=True)
+)
+_SELECT_GRANTS = select(*_GRANT_COLUMNS).where(_c.id.in_(bindparam("b_ids", expanding=True)))
 
 
 @functools.cache
@@ -270,10 +289,6 @@ _UNLOCKED: dict[str, Any] = {
     "lockUntil": None,
     "lastHeartbeatAt": None,
 }
-
-
-def _status_in(statuses: Iterable[LifecycleStatus]) -> ColumnElement[bool]:
-    return _c.lifecycleStatus.in_(sorted(s.value for s in statuses))
 
 
 def _holds_lease(job: JobRecord, attempt_no: int, runtime_instance_id: str | None) -> bool:
@@ -501,7 +516,11 @@ class LifecycleRepository:
         return grants
 
     async def claim_batches(
-        self, job_types: Sequence[str], demands: Sequence[tuple[str, int]]
+        self,
+        job_types: Sequence[str],
+        demands: Sequence[tuple[str, int]],
+        *,
+        conn: AsyncConnection | None = None,
     ) -> list[list[LeaseGrant]]:
         """Lease available queued jobs of ``job_types`` to several runtimes in one transaction.
 
@@ -517,20 +536,10 @@ class LifecycleRepository:
             return [[] for _ in demands]
 
         async def unit(conn: AsyncConnection) -> list[list[LeaseGrant]]:
-            now = db_now()
-            candidates = (
-                select(_c.id)
-                .where(
-                    _status_in(sources_of(Operation.LOCK)),
-                    _c.jobType.in_(sorted(job_types)),
-                    _c.availableAt <= now,
-                    or_(_c.deadlineAt.is_(None), _c.deadlineAt > now),
-                )
-                .order_by(_c.priority, _c.createdAt, _c.id)
-                .limit(wanted)
-                .with_for_update(skip_locked=True)
+            found = await conn.execute(
+                _SELECT_CLAIMABLE, {"b_types": sorted(job_types), "b_limit": wanted}
             )
-            ids = list((await conn.execute(candidates)).scalars())
+            ids = list(found.scalars())
             shares = _deal(ids, [want for _, want in demands])
             if not ids:
                 return _as_grants(shares, {})
@@ -538,17 +547,29 @@ class LifecycleRepository:
                 if not share:
                     continue
                 result = await conn.execute(
-                    update(_job)
-                    .where(_c.id.in_(share), _status_in(sources_of(Operation.LOCK)))
-                    .values(self._lock_values(runtime_instance_id))
+                    self._lock_many, {"b_ids": share, "lockedBy": runtime_instance_id}
                 )
                 if result.rowcount != len(share):
                     # Rows locked by this transaction cannot change under it; a mismatch is a bug.
                     raise RuntimeError(f"claimed {len(share)} jobs but leased {result.rowcount}")
-            rows = await conn.execute(select(*_GRANT_COLUMNS).where(_c.id.in_(ids)))
+            rows = await conn.execute(_SELECT_GRANTS, {"b_ids": ids})
             return _as_grants(shares, {r.id: _grant(r) for r in rows})
 
-        return await run_transaction(self._engine, unit)
+        return await self._in_transaction(conn, unit)
+
+    @functools.cached_property
+    def _lock_many(self) -> Update:
+        """queued → running for the rows ``b_ids`` (locked by the caller), for ``lockedBy``."""
+        values = self._lock_values("")
+        del values["lockedBy"]  # a parameter
+        return (
+            update(_job)
+            .where(
+                _c.id.in_(bindparam("b_ids", expanding=True)),
+                _status_in(sources_of(Operation.LOCK)),
+            )
+            .values(values)
+        )
 
     async def release_undelivered(
         self, job_id: str, attempt_no: int, runtime_instance_id: str

@@ -19,13 +19,14 @@ Unknown event types are logged as a warning and published without delivery.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, cast
 
-from sqlalchemy import Table, select, update
+from sqlalchemy import Table, Update, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from scheduler_service.db.clock import db_now
@@ -82,6 +83,7 @@ class OutboxDispatcher(RoundLoop):
         self._batch = batch
         self._processing_timeout_ms = round(processing_timeout_s * 1000)
         self._backoff_base_ms = backoff_base_ms
+        self._last_stale_check = float("-inf")
         self._on_published = on_published
         # Fault injection for chaos tests only (AIJOB_FAULT_OUTBOX_STALL_MS): hold claimed
         # events this long before delivering, so a test can kill the process in between.
@@ -96,7 +98,12 @@ class OutboxDispatcher(RoundLoop):
 
     async def run_once(self) -> int:
         """One round; returns how many events it claimed."""
-        await self.release_stale()
+        now = asyncio.get_running_loop().time()
+        # Claims go stale only after the processing timeout: looking every round under load
+        # would spend a transaction per round on finding nothing.
+        if now - self._last_stale_check >= min(1.0, self._processing_timeout_ms / 2000):
+            self._last_stale_check = now
+            await self.release_stale()
         claimed = await self.claim()
         if not claimed:
             return 0
@@ -212,6 +219,19 @@ class OutboxDispatcher(RoundLoop):
             },
         )
 
+    @functools.cached_property
+    def _publish_one(self) -> Update:
+        """processing → published for event ``b_id`` claimed by ``b_owner``, at ``publishedSeq``."""
+        return (
+            update(_outbox)
+            .where(
+                _o.id == bindparam("b_id"),
+                _o.status == "processing",
+                _o.lockedBy == bindparam("b_owner"),
+            )
+            .values(status="published", publishedAt=db_now(), lockedBy=None, lockedAt=None)
+        )
+
     async def publish(self, events: Sequence[ClaimedEvent]) -> int:
         """Mark delivered events published with commit-ordered positions; returns how many."""
 
@@ -227,19 +247,12 @@ class OutboxDispatcher(RoundLoop):
             published = 0
             for event in events:
                 result = await conn.execute(
-                    update(_outbox)
-                    .where(
-                        _o.id == event.id,
-                        _o.status == "processing",
-                        _o.lockedBy == self._instance_id,
-                    )
-                    .values(
-                        status="published",
-                        publishedSeq=current + published + 1,
-                        publishedAt=db_now(),
-                        lockedBy=None,
-                        lockedAt=None,
-                    )
+                    self._publish_one,
+                    {
+                        "b_id": event.id,
+                        "b_owner": self._instance_id,
+                        "publishedSeq": current + published + 1,
+                    },
                 )
                 # A claim released as stale and taken by another replica is theirs now.
                 published += result.rowcount

@@ -136,14 +136,19 @@ class RuntimeProtocol:
         self, job_types: Sequence[str], demands: Sequence[tuple[str, int]]
     ) -> list[list[LeasePayload]]:
         """Leases with their payloads for several runtimes of the same job types, per demand."""
-        shares = await self._repo.claim_batches(job_types, demands)
-        grants = [grant for share in shares for grant in share]
-        if not grants:
-            return [[] for _ in shares]
-        _leased(grants)
-        async with self._engine.connect() as conn:
-            payloads = iter(await load_payloads(conn, grants))
-        return [[next(payloads) for _ in share] for share in shares]
+
+        granted: list[LeaseGrant] = []
+
+        async def unit(conn: AsyncConnection) -> list[list[LeasePayload]]:
+            shares = await self._repo.claim_batches(job_types, demands, conn=conn)
+            granted[:] = [grant for share in shares for grant in share]
+            # The payloads in the same transaction: one connection and one commit per round.
+            payloads = iter(await load_payloads(conn, granted))
+            return [[next(payloads) for _ in share] for share in shares]
+
+        leases = await run_transaction(self._engine, unit)
+        _leased(granted)
+        return leases
 
     async def release_undelivered(self, lease: LeasePayload, runtime_instance_id: str) -> bool:
         return await self._repo.release_undelivered(
