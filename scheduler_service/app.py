@@ -33,6 +33,9 @@ __all__ = ["SchedulerApp"]
 log = logging.getLogger(__name__)
 
 
+OUTBOX_COALESCE_S = 0.02
+
+
 @dataclass
 class SchedulerApp:
     settings: SchedulerSettings
@@ -87,7 +90,9 @@ class SchedulerApp:
 
         def enqueued() -> None:
             dispatcher.notify()
-            outbox.notify()
+            # Subscribers can wait a few milliseconds; the lease dispatch on this replica
+            # cannot, so the outbox round comes after it and takes the burst's events at once.
+            outbox.notify_soon(OUTBOX_COALESCE_S)
 
         def cancel_requested(job_id: str) -> None:
             dispatcher.push_cancel(job_id)

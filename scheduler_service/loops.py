@@ -22,12 +22,15 @@ class RoundLoop(ABC):
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
+        self._soon: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=self._name)
 
     async def stop(self) -> None:
         self._stopped = True
+        if self._soon is not None:
+            self._soon.cancel()
         self._wake.set()
         if self._task is not None:
             _done, late = await asyncio.wait({self._task}, timeout=10)
@@ -37,6 +40,15 @@ class RoundLoop(ABC):
 
     def notify(self) -> None:
         """Run a round now rather than at the next tick."""
+        self._wake.set()
+
+    def notify_soon(self, delay_s: float) -> None:
+        """Run a round within ``delay_s``: notifications in that window share one round."""
+        if self._soon is None:
+            self._soon = asyncio.get_running_loop().call_later(delay_s, self._notify_now)
+
+    def _notify_now(self) -> None:
+        self._soon = None
         self._wake.set()
 
     async def _run(self) -> None:

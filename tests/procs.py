@@ -39,6 +39,23 @@ class SchedulerProcess:
     process: subprocess.Popen[bytes]
 
 
+def launch_scheduler(
+    database_url: str, address: str, log: Path | None = None, **env: str
+) -> subprocess.Popen[bytes]:
+    """One ``python -m scheduler_service`` on ``address`` with the test tokens (not waited for)."""
+    child_env = {
+        **os.environ,
+        **tokens.ENV,
+        "AIJOB_DATABASE_URL": database_url,
+        "AIJOB_LISTEN": address,
+        "AIJOB_METRICS_LISTEN": "",
+        **env,
+    }
+    stderr: IO[bytes] | int = log.open("wb") if log else subprocess.DEVNULL
+    command = [sys.executable, "-m", "scheduler_service"]
+    return subprocess.Popen(command, env=child_env, stderr=stderr)
+
+
 @contextmanager
 def spawn_schedulers(
     database_url: str,
@@ -50,22 +67,15 @@ def spawn_schedulers(
     tokens and ``env`` on top; yields them once serving, then stops them with SIGTERM and checks
     they exit 0."""
     addresses = [f"127.0.0.1:{free_port()}" for _ in range(count)]
-    procs = []
-    for index, address in enumerate(addresses):
-        child_env = {
-            **os.environ,
-            **tokens.ENV,
-            "AIJOB_DATABASE_URL": database_url,
-            "AIJOB_LISTEN": address,
-            "AIJOB_METRICS_LISTEN": "",
+    procs = [
+        launch_scheduler(
+            database_url,
+            address,
+            (log_dir / f"scheduler-{index}.log") if log_dir else None,
             **(env or {}),
-        }
-        log: IO[bytes] | int = (
-            (log_dir / f"scheduler-{index}.log").open("wb") if log_dir else subprocess.DEVNULL
         )
-        procs.append(
-            subprocess.Popen([sys.executable, "-m", "scheduler_service"], env=child_env, stderr=log)
-        )
+        for index, address in enumerate(addresses)
+    ]
     try:
         for address in addresses:
             wait_until_serving(address)

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, Table, and_, func, insert, or_, select
+from sqlalchemy import ColumnElement, Table, and_, bindparam, func, insert, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -54,6 +54,17 @@ _jobs = cast(Table, AiJob.__table__)
 _snapshots = cast(Table, AiJobSnapshot.__table__)
 _artifacts = cast(Table, AiJobArtifact.__table__)
 _gate = cast(Table, AiUserJobGate.__table__)
+
+# Built once: statement construction costs more than executing a cached statement.
+_INSERT_SNAPSHOT = insert(_snapshots).values(createdAt=db_now())
+_LOCK_GATE = select(_gate.c.userId).where(_gate.c.userId == bindparam("b_user")).with_for_update()
+_mine = _jobs.c.userId == bindparam("b_user")
+_COUNT_ACTIVE_AND_TODAY = select(
+    select(func.count())
+    .where(_mine, _jobs.c.lifecycleStatus.in_(["queued", "running"]))
+    .scalar_subquery(),
+    select(func.count()).where(_mine, _jobs.c.createdAt >= db_today()).scalar_subquery(),
+)
 
 MAX_ID_FIELD = 191
 
@@ -165,19 +176,19 @@ class JobService:
             if existing is not None:
                 return self._same_request(existing, new_job), False
 
-        async def unit(conn: AsyncConnection) -> None:
+        async def unit(conn: AsyncConnection) -> JobRecord:
             if enforce_limits:
                 await self._check_limits(conn, cmd.user_id)
             await self._repo.create(conn, new_job)
             await conn.execute(
-                insert(_snapshots).values(
-                    id=new_id(),
-                    jobId=new_job.job_id,
-                    schemaVersion=new_job.input_schema_version,
-                    content=snapshot,
-                    params=params,
-                    createdAt=db_now(),
-                )
+                _INSERT_SNAPSHOT,
+                {
+                    "id": new_id(),
+                    "jobId": new_job.job_id,
+                    "schemaVersion": new_job.input_schema_version,
+                    "content": snapshot,
+                    "params": params,
+                },
             )
             await add_event(
                 conn,
@@ -187,9 +198,13 @@ class JobService:
                 queueName=new_job.queue_name,
                 priority=new_job.priority,
             )
+            # The reply's row, read before commit on the same connection (saves a checkout).
+            created = await self._repo.get(new_job.job_id, conn=conn)
+            assert created is not None
+            return created
 
         try:
-            await run_transaction(self._engine, unit)
+            created = await run_transaction(self._engine, unit)
         except IntegrityError:
             # Two creates with one key raced; the loser returns the winner's job.
             existing = await self._find_by_key(cmd) if cmd.idempotency_key else None
@@ -197,24 +212,15 @@ class JobService:
                 raise
             return self._same_request(existing, new_job), False
         self._on_enqueued()
-        created = await self._repo.get(new_job.job_id)
-        assert created is not None
         return created, True
 
     async def _check_limits(self, conn: AsyncConnection, user_id: str) -> None:
         """Refuse a create over the user's caps. Creates of one user serialise on their gate row,
         so concurrent creates cannot all pass the count together."""
         await insert_ignoring_duplicates(conn, _gate, [{"userId": user_id}], stamped=("updatedAt",))
-        await conn.execute(
-            select(_gate.c.userId).where(_gate.c.userId == user_id).with_for_update()
-        )
-        mine = _jobs.c.userId == user_id
-        active = _jobs.c.lifecycleStatus.in_(["queued", "running"])
-        counts = select(
-            select(func.count()).where(mine, active).scalar_subquery(),
-            select(func.count()).where(mine, _jobs.c.createdAt >= db_today()).scalar_subquery(),
-        )
-        active_jobs, today = (await conn.execute(counts)).one()
+        await conn.execute(_LOCK_GATE, {"b_user": user_id})
+        counts = await conn.execute(_COUNT_ACTIVE_AND_TODAY, {"b_user": user_id})
+        active_jobs, today = counts.one()
         if active_jobs >= self._limits.max_active_jobs_per_user:
             raise LimitExceededError(
                 ErrorCode.TOO_MANY_JOBS,

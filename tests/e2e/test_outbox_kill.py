@@ -4,10 +4,8 @@ event is published within the processing timeout plus one dispatcher interval (d
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -19,8 +17,7 @@ from sqlalchemy import select
 
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.engine import create_engine
-from tests import tokens
-from tests.procs import free_port, wait_until_serving
+from tests.procs import free_port, launch_scheduler, wait_until_serving
 from tests.protocol.db_checks import OUTBOX
 from tests.protocol.runtime_client import JobClient
 
@@ -31,19 +28,13 @@ INTERVAL_MS = 200
 
 
 def _start(url: str, address: str, log: Path, **env: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "scheduler_service"],
-        env={
-            **os.environ,
-            **tokens.ENV,
-            "AIJOB_DATABASE_URL": url,
-            "AIJOB_LISTEN": address,
-            "AIJOB_METRICS_LISTEN": "",
-            "AIJOB_OUTBOX_PROCESSING_TIMEOUT_S": str(PROCESSING_TIMEOUT_S),
-            "AIJOB_OUTBOX_INTERVAL_MS": str(INTERVAL_MS),
-            **env,
-        },
-        stderr=log.open("wb"),
+    return launch_scheduler(
+        url,
+        address,
+        log,
+        AIJOB_OUTBOX_PROCESSING_TIMEOUT_S=str(PROCESSING_TIMEOUT_S),
+        AIJOB_OUTBOX_INTERVAL_MS=str(INTERVAL_MS),
+        **env,
     )
 
 

@@ -3,92 +3,39 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from runtime_service.scripted_model import ScriptedModelServer
-from tests import tokens
+from tests.e2e.runtime_procs import Launcher, in_flight, launch, short_leases, status_is
 from tests.protocol.db_checks import ARTIFACTS, count, job_row
 from tests.protocol.runtime_client import JobClient
 from tests.runtime.fakes import model_server
-from tests.schedulers import RunningScheduler, SchedulerFactory
-from tests.waiting import eventually
+from tests.schedulers import RunningScheduler
 
-__all__ = ["model_server"]
+__all__ = ["launch", "model_server", "short_leases"]
 
 pytestmark = pytest.mark.mysql
 
 CANARY = "CANARY-runtime-5d1e"
-Launcher = Callable[..., subprocess.Popen[bytes]]
-
-
-@pytest.fixture
-def launch(tmp_path: Path, model_server: ScriptedModelServer) -> Iterator[Launcher]:
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def start(scheduler: RunningScheduler, name: str, **env: str) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "runtime_service"],
-            env={
-                **os.environ,
-                "AIJOB_SCHEDULER_ADDR": scheduler.address,
-                "AIJOB_RUNTIME_TOKEN": tokens.RUNTIME_TOKEN,
-                "AIJOB_RUNTIME_INSTANCE_ID": name,
-                "AIJOB_RUNTIME_SLOTS": "2",
-                "AIJOB_MODEL_BASE_URL": model_server.base_url,
-                "AIJOB_HEARTBEAT_S": "0.5",
-                **env,
-            },
-            stderr=(tmp_path / f"{name}.log").open("wb"),
-        )
-        procs.append(proc)
-        return proc
-
-    yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-
-
-async def _in_flight(scheduler: RunningScheduler, job_id: str, server: ScriptedModelServer) -> None:
-    async def check() -> bool:
-        row = await job_row(scheduler.app.engine, job_id)
-        return row["lifecycleStatus"] == "running" and server.state.counts["requests"] > 0
-
-    await eventually(check)
-
-
-async def _status_is(scheduler: RunningScheduler, job_id: str, status: str) -> None:
-    async def check() -> bool:
-        return bool((await job_row(scheduler.app.engine, job_id))["lifecycleStatus"] == status)
-
-    await eventually(check)
 
 
 async def test_a_runtime_killed_mid_job_is_replaced(
-    mysql_url: str,
-    start_scheduler: SchedulerFactory,
+    short_leases: RunningScheduler,
     launch: Launcher,
     model_server: ScriptedModelServer,
 ) -> None:
-    scheduler = await start_scheduler(
-        mysql_url, lease_ttl_s=2, lease_grace_s=0.5, reaper_interval_s=0.2
-    )
+    scheduler = short_leases
     model_server.state.queued.append("hang")
     first = launch(scheduler, "rt-doomed")
     job = await JobClient(scheduler.channel).create()
-    await _in_flight(scheduler, job.job_id, model_server)
+    await in_flight(scheduler, job.job_id, model_server)
     first.send_signal(signal.SIGKILL)
     first.wait()
     launch(scheduler, "rt-heir")
-    await _status_is(scheduler, job.job_id, "succeeded")
+    await status_is(scheduler, job.job_id, "succeeded")
     row = await job_row(scheduler.app.engine, job.job_id)
     assert (row["attemptCount"], row["lockedBy"]) == (2, "rt-heir")
     assert await count(scheduler.app.engine, ARTIFACTS, jobId=job.job_id) == 1
@@ -100,7 +47,7 @@ async def test_sigterm_lets_in_flight_jobs_finish(
     model_server.state.queued.append("latency:1500")
     proc = launch(scheduler, "rt-drain", AIJOB_DRAIN_GRACE_S="20")
     job = await JobClient(scheduler.channel).create()
-    await _in_flight(scheduler, job.job_id, model_server)
+    await in_flight(scheduler, job.job_id, model_server)
     proc.send_signal(signal.SIGTERM)
     assert await asyncio.to_thread(proc.wait, 30) == 0
     assert (await job_row(scheduler.app.engine, job.job_id))["lifecycleStatus"] == "succeeded"
@@ -112,7 +59,7 @@ async def test_sigterm_hands_back_jobs_that_outlast_the_grace(
     model_server.state.queued.append("hang")
     proc = launch(scheduler, "rt-drain", AIJOB_DRAIN_GRACE_S="0.3")
     job = await JobClient(scheduler.channel).create()
-    await _in_flight(scheduler, job.job_id, model_server)
+    await in_flight(scheduler, job.job_id, model_server)
     proc.send_signal(signal.SIGTERM)
     assert await asyncio.to_thread(proc.wait, 30) == 0
     row = await job_row(scheduler.app.engine, job.job_id)
@@ -125,9 +72,9 @@ async def test_no_prompt_snapshot_output_or_key_in_runtime_logs(
     proc = launch(scheduler, "rt-canary", DEEPSEEK_API_KEY=f"sk-{CANARY}")
     jobs = JobClient(scheduler.channel)
     done = await jobs.create(snapshot={"text": f"private {CANARY}"})
-    await _status_is(scheduler, done.job_id, "succeeded")
+    await status_is(scheduler, done.job_id, "succeeded")
     blocked = await jobs.create(snapshot={"text": f"how to make a bomb {CANARY}"})
-    await _status_is(scheduler, blocked.job_id, "failed")
+    await status_is(scheduler, blocked.job_id, "failed")
     proc.send_signal(signal.SIGTERM)
     assert await asyncio.to_thread(proc.wait, 30) == 0
     log = (tmp_path / "rt-canary.log").read_text()

@@ -1,0 +1,70 @@
+"""Runtime processes for end-to-end tests: a launcher fixture and waits on a job's state."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from runtime_service.scripted_model import ScriptedModelServer
+from tests import tokens
+from tests.protocol.db_checks import job_row
+from tests.schedulers import RunningScheduler, SchedulerFactory
+from tests.waiting import eventually
+
+Launcher = Callable[..., subprocess.Popen[bytes]]
+
+
+@pytest.fixture
+def launch(tmp_path: Path, model_server: ScriptedModelServer) -> Iterator[Launcher]:
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(scheduler: RunningScheduler | str, name: str, **env: str) -> subprocess.Popen[bytes]:
+        address = scheduler if isinstance(scheduler, str) else scheduler.address
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "runtime_service"],
+            env={
+                **os.environ,
+                "AIJOB_SCHEDULER_ADDR": address,
+                "AIJOB_RUNTIME_TOKEN": tokens.RUNTIME_TOKEN,
+                "AIJOB_RUNTIME_INSTANCE_ID": name,
+                "AIJOB_RUNTIME_SLOTS": "2",
+                "AIJOB_MODEL_BASE_URL": model_server.base_url,
+                "AIJOB_HEARTBEAT_S": "0.5",
+                **env,
+            },
+            stderr=(tmp_path / f"{name}.log").open("wb"),
+        )
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+async def in_flight(scheduler: RunningScheduler, job_id: str, server: ScriptedModelServer) -> None:
+    async def check() -> bool:
+        row = await job_row(scheduler.app.engine, job_id)
+        return row["lifecycleStatus"] == "running" and server.state.counts["requests"] > 0
+
+    await eventually(check)
+
+
+async def status_is(scheduler: RunningScheduler, job_id: str, status: str) -> None:
+    async def check() -> bool:
+        return bool((await job_row(scheduler.app.engine, job_id))["lifecycleStatus"] == status)
+
+    await eventually(check)
+
+
+@pytest.fixture
+async def short_leases(mysql_url: str, start_scheduler: SchedulerFactory) -> RunningScheduler:
+    """A scheduler whose leases end 2.5 s after the last heartbeat, reaped every 0.2 s."""
+    return await start_scheduler(mysql_url, lease_ttl_s=2, lease_grace_s=0.5, reaper_interval_s=0.2)
