@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from typing import Any
 
 import grpc
@@ -17,7 +19,14 @@ from shared.status_details import error_reason
 
 __all__ = ["GrpcSchedulerClient", "lease_input"]
 
+log = logging.getLogger(__name__)
+
 CALL_TIMEOUT_S = 30.0
+#: How long a result or failure report keeps being retried while the scheduler is unreachable
+#: (a restart, a database outage). Safe to repeat: a result is keyed jobId:attempt:hash, and a
+#: report that did commit answers LEASE_LOST the second time.
+REPORT_RETRY_S = 60.0
+_TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 
 
 def lease_input(lease: types_pb2.Lease) -> LeaseInput:
@@ -61,6 +70,24 @@ class GrpcSchedulerClient:
                 raise LeaseLost(error_reason(error)) from None
             raise
 
+    async def _report(self, method: Any, request: Any) -> Any:
+        """``_unary`` retried with backoff through transient outages, for up to REPORT_RETRY_S."""
+        deadline = asyncio.get_running_loop().time() + REPORT_RETRY_S
+        backoff = 0.2
+        while True:
+            try:
+                return await self._unary(method, request)
+            except grpc.aio.AioRpcError as error:
+                now = asyncio.get_running_loop().time()
+                if error.code() not in _TRANSIENT or now + backoff > deadline:
+                    raise
+                log.warning(
+                    "scheduler unreachable; retrying the report",
+                    extra={"action": "report_retry", "code": error.code().name},
+                )
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
+
     async def heartbeat(self, lease: LeaseInput, progress: int) -> HeartbeatReply:
         reply = await self._unary(
             self.stub.Heartbeat,
@@ -74,7 +101,7 @@ class GrpcSchedulerClient:
         return HeartbeatReply(cancel_requested=reply.cancel_requested)
 
     async def submit_result(self, lease: LeaseInput, output: Any, usage: Usage | None) -> None:
-        await self._unary(
+        await self._report(
             self.stub.SubmitResult,
             rt.SubmitResultRequest(
                 job_id=lease.job_id,
@@ -91,7 +118,7 @@ class GrpcSchedulerClient:
     ) -> None:
         retry_after = duration_pb2.Duration()
         retry_after.FromMilliseconds(failure.retry_after_ms)
-        await self._unary(
+        await self._report(
             self.stub.SubmitFailure,
             rt.SubmitFailureRequest(
                 job_id=lease.job_id,
