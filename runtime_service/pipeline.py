@@ -235,10 +235,18 @@ class JobRunner:
                 if running.task is not None:
                     running.task.cancel()
                 return
-            except Exception:
+            except Exception as exc:
                 # A failed heartbeat is retried at the next beat; the lease has its grace period.
+                # The error's type and gRPC code only: its text may quote the request.
+                code = getattr(exc, "code", None)
                 log.warning(
-                    "heartbeat failed", extra={"action": "heartbeat_error", "jobId": lease.job_id}
+                    "heartbeat failed",
+                    extra={
+                        "action": "heartbeat_error",
+                        "jobId": lease.job_id,
+                        "error": type(exc).__name__,
+                        "code": code().name if callable(code) else None,
+                    },
                 )
                 continue
             if reply.cancel_requested:
