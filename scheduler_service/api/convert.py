@@ -8,6 +8,7 @@ from typing import Any
 
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
+from scheduler_service.errors import InvalidRequestError
 from scheduler_service.jobs.service import ArtifactRow
 from scheduler_service.lifecycle.repository import JobRecord
 from scheduler_service.protocol.leases import LeasePayload
@@ -24,11 +25,15 @@ def timestamp(value: datetime | None) -> timestamp_pb2.Timestamp | None:
     return stamp
 
 
-def from_timestamp(value: timestamp_pb2.Timestamp, present: bool) -> datetime | None:
-    """Naive UTC, like the database columns."""
+def from_timestamp(value: timestamp_pb2.Timestamp, present: bool, field: str) -> datetime | None:
+    """Naive UTC, like the database columns; INVALID_ARGUMENT naming ``field`` when the value
+    is not a valid Timestamp (nanos outside [0, 1e9), seconds outside years 1-9999)."""
     if not present:
         return None
-    return value.ToDatetime(tzinfo=UTC).replace(tzinfo=None)
+    try:
+        return value.ToDatetime(tzinfo=UTC).replace(tzinfo=None)
+    except (ValueError, OverflowError):
+        raise InvalidRequestError(f"{field} is not a valid timestamp", field=field) from None
 
 
 def struct(value: dict[str, Any]) -> struct_pb2.Struct:

@@ -70,7 +70,9 @@ class JobServicer(job_grpc.JobServiceServicer):
             priority=request.priority if request.HasField("priority") else None,
             credential_mode=request.credential_mode,
             credential_id=request.credential_id,
-            deadline=convert.from_timestamp(request.deadline, request.HasField("deadline")),
+            deadline=convert.from_timestamp(
+                request.deadline, request.HasField("deadline"), "deadline"
+            ),
         )
         record, created = await self._app.jobs.create(command)
         return job_pb.CreateJobResponse(job=convert.job(record, []), created=created)
@@ -164,10 +166,10 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
             lifecycle_status=request.lifecycle_status,
             queue_name=request.queue_name,
             created_after=convert.from_timestamp(
-                request.created_after, request.HasField("created_after")
+                request.created_after, request.HasField("created_after"), "created_after"
             ),
             created_before=convert.from_timestamp(
-                request.created_before, request.HasField("created_before")
+                request.created_before, request.HasField("created_before"), "created_before"
             ),
         )
         records, token = await self._app.jobs.list_jobs(

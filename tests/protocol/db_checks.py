@@ -7,10 +7,11 @@ from typing import Any, cast
 from sqlalchemy import Table, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduler_service.db.models import AiJob, AiJobArtifact, AiUsageLog, OutboxEvent
+from scheduler_service.db.models import AiJob, AiJobArtifact, AiJobSnapshot, AiUsageLog, OutboxEvent
 
 JOBS = cast(Table, AiJob.__table__)
 ARTIFACTS = cast(Table, AiJobArtifact.__table__)
+SNAPSHOTS = cast(Table, AiJobSnapshot.__table__)
 USAGE = cast(Table, AiUsageLog.__table__)
 OUTBOX = cast(Table, OutboxEvent.__table__)
 
