@@ -59,6 +59,12 @@ class SchedulerSettings(BaseSettings):
     max_concurrent_rpcs: int = Field(default=10_000, ge=1)
     #: HTTP/2 streams one connection may open at once.
     max_concurrent_streams: int = Field(default=1_000, ge=1)
+    #: Runtime Poll streams this replica holds at once (subscribed or still subscribing); more
+    #: are refused with RESOURCE_EXHAUSTED TOO_MANY_STREAMS, so that however many streams come,
+    #: max_concurrent_rpcs minus this many RPCs stay free for everything else.
+    max_poll_streams: int = Field(default=1_000, ge=1)
+    #: A Poll stream that has not subscribed within this long is closed (INVALID_ARGUMENT).
+    poll_subscribe_timeout_s: float = Field(default=10.0, gt=0)
     #: How often WatchJob looks for changes made through other replicas.
     watch_poll_ms: int = Field(default=250, ge=10, le=10_000)
     #: Outbox dispatcher: round period, batch size, how long a claim may stay unfinished before

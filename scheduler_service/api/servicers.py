@@ -243,8 +243,27 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
 class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):
     def __init__(self, app: SchedulerApp) -> None:
         self._app = app
+        self._open_polls = 0
 
     async def Poll(
+        self, request_iterator: AsyncIterator[runtime_pb.PollRequest], context: Context
+    ) -> AsyncIterator[runtime_pb.PollResponse]:
+        limit = self._app.settings.max_poll_streams
+        if self._open_polls >= limit:
+            await abort_with(
+                context,
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                ErrorCode.TOO_MANY_STREAMS,
+                f"this scheduler holds its limit of {limit} Poll streams; retry later",
+            )
+        self._open_polls += 1
+        try:
+            async for response in self._poll(request_iterator, context):
+                yield response
+        finally:
+            self._open_polls -= 1
+
+    async def _poll(
         self, request_iterator: AsyncIterator[runtime_pb.PollRequest], context: Context
     ) -> AsyncIterator[runtime_pb.PollResponse]:
         session = await self._subscribe(request_iterator, context)
@@ -294,7 +313,13 @@ class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):
     async def _subscribe(
         self, request_iterator: AsyncIterator[runtime_pb.PollRequest], context: Context
     ) -> StreamSession:
-        first = await anext(aiter(request_iterator), None)
+        try:
+            first = await asyncio.wait_for(
+                anext(aiter(request_iterator), None),
+                timeout=self._app.settings.poll_subscribe_timeout_s,
+            )
+        except TimeoutError:
+            first = None
         if first is None or first.WhichOneof("kind") != "subscribe":
             await abort_with(
                 context,
