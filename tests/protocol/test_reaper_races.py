@@ -87,13 +87,15 @@ async def test_two_replicas_reaping_at_once_requeue_each_job_once(
 async def test_heartbeat_racing_the_reaper_never_both_win(
     mysql_url: str, start_scheduler: SchedulerFactory
 ) -> None:
-    """Leases that end within a few milliseconds of the race: sometimes the heartbeat lands
+    """1,000 leases that end within a few milliseconds of the race: sometimes the heartbeat lands
     first and keeps the lease, sometimes the reaper takes it; never both (S6)."""
-    scheduler = await start_scheduler(mysql_url, reaper_interval_s=3600, lease_grace_s=0)
+    scheduler = await start_scheduler(
+        mysql_url, reaper_interval_s=3600, lease_grace_s=0, max_active_jobs_per_user=10_000
+    )
     protocol = scheduler.app.protocol
     rng = random.Random(6)
     outcomes = {"heartbeat": 0, "reaper": 0, "neither": 0}
-    for _ in range(100):
+    for _ in range(1000):
         job_id = await _leased_job(scheduler)
         async with scheduler.app.engine.begin() as conn:
             offset = rng.randint(-15, 15)

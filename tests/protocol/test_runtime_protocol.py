@@ -80,6 +80,33 @@ async def test_duplicate_and_conflicting_submits(scheduler: RunningScheduler) ->
         await runtime.close()
 
 
+async def test_racing_conflicting_submits_for_one_attempt_have_one_winner(
+    scheduler: RunningScheduler,
+) -> None:
+    """A duplicated runtime process submits two different outputs for the same attempt at the
+    same moment (S4b): one is accepted, the other gets ALREADY_EXISTS, the state flips once."""
+    runtime = await _runtime(scheduler, "rt-a", slots=20)
+    jobs = JobClient(scheduler.channel)
+    try:
+        created = [await jobs.create() for _ in range(20)]
+        leases = [await runtime.next_lease() for _ in created]
+        for lease in leases:
+            outcomes = await asyncio.gather(
+                runtime.submit(lease, {"echo": "first"}),
+                runtime.submit(lease, {"echo": "second"}),
+                return_exceptions=True,
+            )
+            refused = [o for o in outcomes if isinstance(o, BaseException)]
+            assert len(refused) == 1, outcomes
+            assert isinstance(refused[0], grpc.aio.AioRpcError)
+            assert error_reason(refused[0]) == "RESULT_ALREADY_EXISTS"
+            engine = scheduler.app.engine
+            assert await count(engine, ARTIFACTS, jobId=lease.job_id) == 1
+            assert await events(engine, lease.job_id) == ["ai.job.enqueue", "ai.job.completed"]
+    finally:
+        await runtime.close()
+
+
 async def test_expired_lease_is_reaped_and_the_late_submit_refused(
     mysql_url: str, start_scheduler: SchedulerFactory
 ) -> None:
