@@ -4,6 +4,7 @@ users, limits, listing, watching, admin retry, stats and bulk cancel."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import grpc
@@ -226,7 +227,10 @@ async def test_watch_streams_changes_until_terminal(scheduler: RunningScheduler)
     assert [j.lifecycle_status for j in done] == ["succeeded"]
 
 
-async def test_admin_get_retry_stats_and_cancel_user_jobs(scheduler: RunningScheduler) -> None:
+async def test_admin_get_retry_stats_and_cancel_user_jobs(
+    scheduler: RunningScheduler, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="scheduler_service")
     jobs, admin = JobClient(scheduler.channel), _admin(scheduler)
     runtime = ClientRuntime(scheduler.channel, "rt-admin", slots=1)
     await runtime.connect()
@@ -253,6 +257,11 @@ async def test_admin_get_retry_stats_and_cancel_user_jobs(scheduler: RunningSche
     )
     again = await admin.RetryJob(admin_pb.RetryJobRequest(job_id=failed.job_id))
     assert again.job_id == new.job_id
+    audited = [r for r in caplog.records if getattr(r, "action", "") == "admin_retry"]
+    assert audited and all(
+        (getattr(r, "jobId", None), getattr(r, "newJobId", None)) == (failed.job_id, new.job_id)
+        for r in audited
+    ), "every admin retry is in the audit log"
     error = await _error(admin.RetryJob(admin_pb.RetryJobRequest(job_id=new.job_id)))
     assert (error.code(), error_reason(error)) == (
         grpc.StatusCode.FAILED_PRECONDITION,
