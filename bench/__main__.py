@@ -58,6 +58,8 @@ def table(f: Figures) -> str:
             "ms",
             "goal <= 25",
         ),
+        _row("CreateJob reply -> lease p50", f["create_reply_to_lease_p50_ms"], "ms"),
+        _row("CreateJob reply -> lease p99", f["create_reply_to_lease_p99_ms"], "ms"),
         _row("CreateJob call -> lease p50", f["create_call_to_lease_p50_ms"], "ms"),
         _row("CreateJob call -> lease p99", f["create_call_to_lease_p99_ms"], "ms"),
         _row("CreateJob call -> succeeded p50", f["succeeded_latency_p50_ms"], "ms"),

@@ -109,6 +109,7 @@ class SchedulerApp:
             ),
             on_enqueued=enqueued,
             on_cancel_requested=cancel_requested,
+            handoff=dispatcher.offer_within,
         )
         key = settings.credential_key.get_secret_value()
         credentials = CredentialStore(engine, CredentialCipher.from_base64(key) if key else None)

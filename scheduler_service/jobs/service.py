@@ -144,6 +144,17 @@ class ArtifactRow:
     artifact_id: str
 
 
+#: Awaited once the transaction that took a hand-off has ended: committed or not.
+Settle = Callable[[bool], Awaitable[None]]
+#: Offers a just-created job's type to a local runtime inside the create's transaction.
+Handoff = Callable[[AsyncConnection, str], Awaitable[Settle | None]]
+
+
+async def _settle_all(settles: list[Settle], *, committed: bool) -> None:
+    while settles:
+        await settles.pop()(committed)
+
+
 class JobService:
     def __init__(
         self,
@@ -154,6 +165,7 @@ class JobService:
         limits: Limits | None = None,
         on_enqueued: Callable[[], None] = lambda: None,
         on_cancel_requested: Callable[[str], None] = lambda _job_id: None,
+        handoff: Handoff | None = None,
     ) -> None:
         self._engine = engine
         self._repo = repository
@@ -161,6 +173,7 @@ class JobService:
         self._limits = limits or Limits()
         self._on_enqueued = on_enqueued
         self._on_cancel_requested = on_cancel_requested
+        self._handoff = handoff
 
     async def create(
         self, cmd: CreateJobCommand, *, enforce_limits: bool = True
@@ -176,7 +189,10 @@ class JobService:
             if existing is not None:
                 return self._same_request(existing, new_job), False
 
+        settles: list[Settle] = []
+
         async def unit(conn: AsyncConnection) -> JobRecord:
+            await _settle_all(settles, committed=False)  # a re-run: the last try rolled back
             if enforce_limits:
                 await self._check_limits(conn, cmd.user_id)
             await self._repo.create(conn, new_job)
@@ -201,16 +217,26 @@ class JobService:
             # The reply's row, read before commit on the same connection (saves a checkout).
             created = await self._repo.get(new_job.job_id, conn=conn)
             assert created is not None
+            if self._handoff is not None:
+                # A runtime here with a free slot gets its lease in this same transaction.
+                settle = await self._handoff(conn, new_job.job_type)
+                if settle is not None:
+                    settles.append(settle)
             return created
 
         try:
             created = await run_transaction(self._engine, unit)
         except IntegrityError:
+            await _settle_all(settles, committed=False)
             # Two creates with one key raced; the loser returns the winner's job.
             existing = await self._find_by_key(cmd) if cmd.idempotency_key else None
             if existing is None:
                 raise
             return self._same_request(existing, new_job), False
+        except BaseException:
+            await _settle_all(settles, committed=False)
+            raise
+        await _settle_all(settles, committed=True)
         self._on_enqueued()
         return created, True
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
 from sqlalchemy import Table, select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from scheduler_service import metrics
 from scheduler_service.db.models import AiJob
@@ -27,10 +27,14 @@ from scheduler_service.loops import RoundLoop
 from scheduler_service.protocol.leases import LeasePayload
 from scheduler_service.protocol.service import RuntimeProtocol
 
-__all__ = ["CancelNotice", "Dispatcher", "StreamSession"]
+__all__ = ["CancelNotice", "Dispatcher", "Settle", "StreamSession"]
 
 log = logging.getLogger(__name__)
 _jobs = cast(Table, AiJob.__table__)
+
+
+#: Awaited by the caller of ``Dispatcher.offer_within`` once its transaction has ended.
+Settle = Callable[[bool], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +109,10 @@ class Dispatcher(RoundLoop):
             self._sessions.remove(session)
             metrics.POLL_STREAMS.set(len(self._sessions))
 
+    def subscribed(self) -> list[str]:
+        """Runtime instance ids of the streams attached here (for tests and diagnostics)."""
+        return [s.runtime_instance_id for s in self._sessions if not s.closed]
+
     def forget(self, job_id: str) -> None:
         for session in self._sessions:
             session.forget(job_id)
@@ -175,6 +183,45 @@ class Dispatcher(RoundLoop):
             session.outgoing.put_nowait(lease)
             self._on_leased(lease.job_id)
         return True
+
+    async def offer_within(self, conn: AsyncConnection, job_type: str) -> Settle | None:
+        """Lease work to a stream of this replica with a free slot, inside the caller's
+        transaction (a create's), so a new job need not wait for a dispatch round.
+
+        The claim is the dispatcher's own (priority, then age, SKIP LOCKED), so an older job
+        waiting for the same type goes first and nothing jumps the queue. Returns what the
+        caller must await once its transaction has ended (committed or not); None when no stream
+        here has a free slot for ``job_type``.
+        """
+        session = next(
+            (
+                s
+                for s in self._sessions
+                if s.credits > 0 and not s.closed and job_type in s.job_types
+            ),
+            None,
+        )
+        if session is None:
+            return None
+        session.credits -= 1  # held for this transaction, so a round cannot spend it too
+        try:
+            (leases,) = await self._protocol.claim_many(
+                [job_type], [(session.runtime_instance_id, 1)], conn=conn
+            )
+        except BaseException:
+            session.credits += 1
+            raise
+
+        async def settle(committed: bool) -> None:
+            session.credits += 1
+            if not (committed and leases):
+                return  # rolled back: the claim went with it
+            metrics.LEASES.inc(len(leases))
+            metrics.LEASE_LATENCY.observe(0.0)
+            if not self._deliver(session, leases):
+                await self._release(session, leases)
+
+        return settle
 
     async def _release(self, session: StreamSession, leases: Sequence[LeasePayload]) -> None:
         for lease in leases:

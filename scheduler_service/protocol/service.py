@@ -133,10 +133,14 @@ class RuntimeProtocol:
         return leases
 
     async def claim_many(
-        self, job_types: Sequence[str], demands: Sequence[tuple[str, int]]
+        self,
+        job_types: Sequence[str],
+        demands: Sequence[tuple[str, int]],
+        *,
+        conn: AsyncConnection | None = None,
     ) -> list[list[LeasePayload]]:
-        """Leases with their payloads for several runtimes of the same job types, per demand."""
-
+        """Leases with their payloads for several runtimes of the same job types, per demand;
+        in the caller's transaction when ``conn`` is given."""
         granted: list[LeaseGrant] = []
 
         async def unit(conn: AsyncConnection) -> list[list[LeasePayload]]:
@@ -146,6 +150,8 @@ class RuntimeProtocol:
             payloads = iter(await load_payloads(conn, granted))
             return [[next(payloads) for _ in share] for share in shares]
 
+        if conn is not None:
+            return await unit(conn)  # the caller counts the grants once it has committed
         leases = await run_transaction(self._engine, unit)
         _leased(granted)
         return leases
