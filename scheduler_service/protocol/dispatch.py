@@ -162,10 +162,17 @@ class Dispatcher(RoundLoop):
             groups.setdefault(tuple(sorted(session.job_types)), []).append(session)
         for job_types, group in groups.items():
             wants = [min(session.credits, self._batch_max) for session in group]
-            shares = await self._protocol.claim_many(
-                job_types,
-                [(s.runtime_instance_id, want) for s, want in zip(group, wants, strict=True)],
-            )
+            # Held while the claim runs, so that a create's hand-off cannot spend them too.
+            for session, want in zip(group, wants, strict=True):
+                session.credits -= want
+            try:
+                shares = await self._protocol.claim_many(
+                    job_types,
+                    [(s.runtime_instance_id, want) for s, want in zip(group, wants, strict=True)],
+                )
+            finally:
+                for session, want in zip(group, wants, strict=True):
+                    session.credits += want
             for session, want, leases in zip(group, wants, shares, strict=True):
                 if leases and self._deliver(session, leases):
                     more = more or (len(leases) == want and session.credits > 0)

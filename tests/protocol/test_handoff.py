@@ -4,9 +4,13 @@ queue in order: an older waiting job of the same type goes first."""
 
 from __future__ import annotations
 
-import pytest
+import asyncio
+from typing import Any
 
-from tests.protocol.db_checks import job_row
+import pytest
+from sqlalchemy import func, select
+
+from tests.protocol.db_checks import JOBS, job_row
 from tests.protocol.runtime_client import ClientRuntime, JobClient
 from tests.schedulers import RunningScheduler
 from tests.waiting import eventually
@@ -54,5 +58,44 @@ async def test_the_hand_off_takes_the_oldest_waiting_job_first(
         lease = await runtime.next_lease()
         assert lease.job_id == older.job_id
         assert (await job_row(scheduler.app.engine, newer.job_id))["lifecycleStatus"] == "queued"
+    finally:
+        await runtime.close()
+
+
+async def test_a_hand_off_cannot_spend_the_slots_a_round_is_claiming_for(
+    scheduler: RunningScheduler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A create hands off while a dispatch round is in the middle of its claim for the same
+    stream: the runtime's two slots are never exceeded, because the round holds the slots it
+    is claiming for."""
+    dispatcher, protocol = scheduler.app.dispatcher, scheduler.app.protocol
+    await dispatcher.stop()
+    jobs = JobClient(scheduler.channel)
+    waiting = [await jobs.create(), await jobs.create()]
+    runtime = ClientRuntime(scheduler.channel, "rt-two", slots=2)
+    await runtime.connect()
+    try:
+        await _subscribed(scheduler, "rt-two")
+        claim, go_on = protocol.claim_many, asyncio.Event()
+
+        async def paused_claim(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("conn") is None:  # the round's own claim, not a hand-off
+                await go_on.wait()
+            return await claim(*args, **kwargs)
+
+        monkeypatch.setattr(protocol, "claim_many", paused_claim)
+        round_in_progress = asyncio.ensure_future(dispatcher._dispatch_round())
+        late = await jobs.create()  # hands off, if it finds a free slot
+        go_on.set()
+        await round_in_progress
+        leased = select(func.count()).where(
+            JOBS.c.lockedBy == "rt-two", JOBS.c.lifecycleStatus == "running"
+        )
+        async with scheduler.app.engine.connect() as conn:
+            assert (await conn.execute(leased)).scalar_one() == 2
+        assert {(await runtime.next_lease()).job_id for _ in range(2)} == {
+            job.job_id for job in waiting
+        }
+        assert (await job_row(scheduler.app.engine, late.job_id))["lifecycleStatus"] == "queued"
     finally:
         await runtime.close()
