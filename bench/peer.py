@@ -25,6 +25,7 @@ from typing import Any
 import asyncpg
 from pgqueuer import AsyncpgDriver, Job, Queries, QueueManager
 from pgqueuer.types import QueueExecutionMode
+from sqlalchemy.engine import make_url
 
 from bench.databases import jobs_per_second
 
@@ -74,7 +75,8 @@ async def reachable(url: str = PG_URL) -> str | None:
     try:
         conn = await asyncpg.connect(url, timeout=5)
     except (OSError, asyncpg.PostgresError) as exc:
-        return f"PostgreSQL not reachable at {url}: {type(exc).__name__}"
+        shown = make_url(url).render_as_string(hide_password=True)
+        return f"PostgreSQL not reachable at {shown}: {type(exc).__name__}"
     await conn.close()
     return None
 
