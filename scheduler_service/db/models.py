@@ -65,8 +65,12 @@ class AiJob(Base):
         ),
         # The dispatch query: queued jobs by priority, then age (reliability S15).
         Index("idx_dispatch", "lifecycleStatus", "priority", "createdAt", "id"),
-        # The reaper: running jobs by lease deadline.
+        # The reaper: running jobs by lease deadline, queued jobs by start deadline.
         Index("idx_lifecycleStatus_lockUntil", "lifecycleStatus", "lockUntil"),
+        Index("idx_lifecycleStatus_deadlineAt", "lifecycleStatus", "deadlineAt"),
+        # CreateJob's per-user counts (active jobs, jobs created today) and a user's listing.
+        Index("idx_userId_lifecycleStatus", "userId", "lifecycleStatus"),
+        Index("idx_userId_createdAt", "userId", "createdAt"),
         Index("uq_resultIdempotencyKey", "resultIdempotencyKey", unique=True),
         MYSQL_TABLE_ARGS,
     )
