@@ -12,11 +12,14 @@ from sqlalchemy import update
 
 from scheduler_service.db.clock import db_now
 from scheduler_service.errors import LeaseLostError
+from scheduler_service.lifecycle.repository import JobError
 from tests.protocol.db_checks import JOBS, events, job_row
 from tests.protocol.runtime_client import JobClient
 from tests.schedulers import RunningScheduler, SchedulerFactory
 
 pytestmark = pytest.mark.mysql
+
+_ENDED = JobError("INTERNAL_ERROR", "Ended by the test.")
 
 
 async def _expire(scheduler: RunningScheduler, job_id: str) -> None:
@@ -102,26 +105,30 @@ async def test_heartbeat_racing_the_reaper_never_both_win(
             await conn.execute(
                 update(JOBS).where(JOBS.c.id == job_id).values(lockUntil=db_now(offset))
             )
-        beat, reaped = await asyncio.gather(
+        beat, _reaped = await asyncio.gather(
             protocol.heartbeat(job_id, 1, "rt-1", 10, b""),
             protocol.reap_once(),
             return_exceptions=True,
         )
+        # Judged on this job's row: the sweep may also take an older round's job.
         row = await job_row(scheduler.app.engine, job_id)
         beat_won = not isinstance(beat, BaseException)
-        assert not (beat_won and reaped == 1), "a heartbeat and the reaper both won"
+        reaper_won = row["lifecycleStatus"] == "queued"
+        assert not (beat_won and reaper_won), "a heartbeat and the reaper both won"
         if beat_won:
             assert row["lifecycleStatus"] == "running" and row["attemptCount"] == 1
             outcomes["heartbeat"] += 1
-        elif reaped == 1:
-            assert isinstance(beat, LeaseLostError) and row["lifecycleStatus"] == "queued"
+            # End it, so that no later sweep takes it once its lease or timeout runs out.
+            repository = scheduler.app.repository
+            await repository.mark_failed(job_id, 1, _ENDED, runtime_instance_id="rt-1")
+        elif reaper_won:
+            assert isinstance(beat, LeaseLostError) and row["errorCode"] == "JOB_TIMEOUT"
             outcomes["reaper"] += 1
         else:
             # The heartbeat came after the deadline and the reaper looked just before it: the
-            # lease stays running until the next sweep takes it. Take it now, so the next
-            # round's reap_once counts only that round's job.
+            # lease stays running until the next sweep takes it.
             assert isinstance(beat, LeaseLostError) and row["lifecycleStatus"] == "running"
-            assert await protocol.reap_once() == 1
+            await protocol.reap_once()
             assert (await job_row(scheduler.app.engine, job_id))["lifecycleStatus"] == "queued"
             outcomes["neither"] += 1
     assert outcomes["heartbeat"] > 0 and outcomes["reaper"] > 0, outcomes
