@@ -69,19 +69,19 @@ async def test_skewed_scheduler_and_runtime_clocks_change_nothing(
         mysql_url,
         address,
         tmp_path / "scheduler.log",
-        AIJOB_LEASE_TTL_S="1.5",
-        AIJOB_LEASE_GRACE_S="0.3",
+        AIJOB_LEASE_TTL_S="3",
+        AIJOB_LEASE_GRACE_S="1",
         AIJOB_REAPER_INTERVAL_S="0.1",
         **_skewed(SCHEDULER_AHEAD_S),
     )
     try:
         wait_until_serving(address)
-        model_server.state.default_fault = "latency:2500"  # longer than a lease
+        model_server.state.default_fault = "latency:6000"  # twice the lease
         launch(
             address,
             "rt-behind",
             AIJOB_RUNTIME_SLOTS=str(JOBS_TOTAL),
-            AIJOB_HEARTBEAT_S="0.4",
+            AIJOB_HEARTBEAT_S="0.5",
             **_skewed(RUNTIME_BEHIND_S),
         )
         async with grpc.aio.insecure_channel(address) as channel:
