@@ -508,13 +508,6 @@ class LifecycleRepository:
 
         return await run_transaction(self._engine, unit)
 
-    async def claim_batch(
-        self, runtime_instance_id: str, job_types: Sequence[str], limit: int
-    ) -> list[LeaseGrant]:
-        """Lease up to ``limit`` available queued jobs of ``job_types`` to one runtime."""
-        (grants,) = await self.claim_batches(job_types, [(runtime_instance_id, limit)])
-        return grants
-
     async def claim_batches(
         self,
         job_types: Sequence[str],

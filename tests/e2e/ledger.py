@@ -8,6 +8,7 @@ from sqlalchemy import func, select
 
 from scheduler_service.db.engine import create_engine
 from tests.protocol.db_checks import ARTIFACTS, JOBS, OUTBOX
+from tests.waiting import eventually
 
 
 @dataclass(frozen=True)
@@ -69,3 +70,30 @@ def assert_every_job_once(ledger: Ledger, jobs: int) -> None:
         ("ai.job.completed", "published"): jobs,
     }, ledger.events
     assert ledger.published_positions == ledger.highest_position == 2 * jobs
+
+
+async def succeeded_count(url: str) -> int:
+    engine = create_engine(url, pool_size=1)
+    try:
+        async with engine.connect() as conn:
+            query = select(func.count()).where(JOBS.c.lifecycleStatus == "succeeded")
+            return int((await conn.execute(query)).scalar_one())
+    finally:
+        await engine.dispose()
+
+
+async def wait_until_succeeded(url: str, at_least: int, within_s: float = 240) -> None:
+    async def reached() -> bool:
+        return await succeeded_count(url) >= at_least
+
+    await eventually(reached, within_s=within_s, every_s=0.2)
+
+
+async def wait_until_published(url: str, events: int, within_s: float = 120) -> None:
+    """Until ``events`` outbox events are published (the dispatcher runs behind the jobs)."""
+
+    async def settled() -> bool:
+        ledger = await read_ledger(url)
+        return sum(n for (_, status), n in ledger.events.items() if status == "published") == events
+
+    await eventually(settled, within_s=within_s, every_s=0.2)

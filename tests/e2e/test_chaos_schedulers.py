@@ -16,16 +16,17 @@ from pathlib import Path
 
 import grpc
 import pytest
-from sqlalchemy import func, select
 
-from scheduler_service.db.engine import create_engine
-from tests.e2e.ledger import assert_every_job_once, read_ledger
+from tests.e2e.ledger import (
+    assert_every_job_once,
+    read_ledger,
+    wait_until_published,
+    wait_until_succeeded,
+)
 from tests.e2e.runtime_procs import Launcher, launch
 from tests.procs import free_port, launch_scheduler, wait_until_serving
-from tests.protocol.db_checks import JOBS
 from tests.protocol.runtime_client import JobClient
 from tests.runtime.fakes import model_server
-from tests.waiting import eventually
 
 __all__ = ["launch", "model_server"]
 
@@ -98,47 +99,19 @@ def _runtimes(launch: Launcher, replicas: list[Replica]) -> None:
         launch(replicas[index % 2].address, f"rt-{index}", AIJOB_RUNTIME_SLOTS="8")
 
 
-async def _succeeded(url: str) -> int:
-    engine = create_engine(url, pool_size=1)
-    try:
-        async with engine.connect() as conn:
-            query = select(func.count()).where(JOBS.c.lifecycleStatus == "succeeded")
-            return int((await conn.execute(query)).scalar_one())
-    finally:
-        await engine.dispose()
-
-
-async def _at_least(url: str, done: int, within_s: float = 240) -> None:
-    async def reached() -> bool:
-        return await _succeeded(url) >= done
-
-    await eventually(reached, within_s=within_s, every_s=0.2)
-
-
-async def _everything_published(url: str, total: int) -> None:
-    async def settled() -> bool:
-        ledger = await read_ledger(url)
-        return sum(ledger.events.get((t, "published"), 0) for t in _EVENTS) == 2 * total
-
-    await eventually(settled, within_s=120, every_s=0.2)
-
-
-_EVENTS = ("ai.job.enqueue", "ai.job.completed")
-
-
 async def test_a_replica_killed_mid_drain_loses_nothing(
     replicas: list[Replica], launch: Launcher, mysql_url: str
 ) -> None:
     total = 2_000
     await _create(replicas, total)
     _runtimes(launch, replicas)
-    await _at_least(mysql_url, total // 4)
+    await wait_until_succeeded(mysql_url, total // 4)
     replicas[0].kill()
     # The other replica keeps draining while this one is dead; its runtimes keep reconnecting.
-    await _at_least(mysql_url, total // 2)
+    await wait_until_succeeded(mysql_url, total // 2)
     replicas[0].start()
-    await _at_least(mysql_url, total)
-    await _everything_published(mysql_url, total)
+    await wait_until_succeeded(mysql_url, total)
+    await wait_until_published(mysql_url, 2 * total)
     assert_every_job_once(await read_ledger(mysql_url), total)
 
 
@@ -149,9 +122,9 @@ async def test_a_rolling_restart_of_both_replicas_loses_nothing(
     await _create(replicas, total)
     _runtimes(launch, replicas)
     for step, replica in enumerate(replicas, start=1):
-        await _at_least(mysql_url, total * step // 3)
+        await wait_until_succeeded(mysql_url, total * step // 3)
         replica.stop()
         replica.start()
-    await _at_least(mysql_url, total)
-    await _everything_published(mysql_url, total)
+    await wait_until_succeeded(mysql_url, total)
+    await wait_until_published(mysql_url, 2 * total)
     assert_every_job_once(await read_ledger(mysql_url), total)

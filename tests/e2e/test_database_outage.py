@@ -17,16 +17,21 @@ from pathlib import Path
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from sqlalchemy import func, select, text
+from sqlalchemy import text
 
 from runtime_service.scripted_model import ScriptedModelServer
 from scheduler_service.db.engine import create_engine
 from scheduler_service.migrate import migrate
-from tests.e2e.ledger import assert_every_job_once, read_ledger
+from tests.e2e.ledger import (
+    assert_every_job_once,
+    read_ledger,
+    succeeded_count,
+    wait_until_published,
+    wait_until_succeeded,
+)
 from tests.e2e.runtime_procs import Launcher, launch
 from tests.own_mariadb import OwnMariaDB
 from tests.procs import free_port, launch_scheduler, wait_until_serving
-from tests.protocol.db_checks import JOBS
 from tests.protocol.runtime_client import JobClient
 from tests.runtime.fakes import model_server
 from tests.waiting import eventually
@@ -78,16 +83,6 @@ async def _health_is(address: str, status: int) -> None:
     await eventually(check, within_s=60, every_s=0.1)
 
 
-async def _succeeded(url: str) -> int:
-    engine = create_engine(url, pool_size=1)
-    try:
-        async with engine.connect() as conn:
-            query = select(func.count()).where(JOBS.c.lifecycleStatus == "succeeded")
-            return int((await conn.execute(query)).scalar_one())
-    finally:
-        await engine.dispose()
-
-
 async def test_the_database_away_longer_than_a_lease(
     own_database: tuple[OwnMariaDB, str],
     launch: Launcher,
@@ -114,11 +109,8 @@ async def test_the_database_away_longer_than_a_lease(
             for index in range(JOBS_TOTAL):
                 await jobs.create(snapshot={"index": index})
 
-        async def some_done() -> bool:
-            return await _succeeded(url) >= JOBS_TOTAL // 4
-
-        await eventually(some_done)
-        done_before = await _succeeded(url)
+        await wait_until_succeeded(url, JOBS_TOTAL // 4)
+        done_before = await succeeded_count(url)
         await asyncio.to_thread(server.stop)
         assert done_before < JOBS_TOTAL - 8, "the outage must come while work is in flight"
         await _health_is(address, Serving.NOT_SERVING)
@@ -127,18 +119,8 @@ async def test_the_database_away_longer_than_a_lease(
         await asyncio.to_thread(server.start)
         await _health_is(address, Serving.SERVING)
 
-        async def all_done() -> bool:
-            return await _succeeded(url) == JOBS_TOTAL
-
-        await eventually(all_done, within_s=120, every_s=0.2)
-
-        async def all_published() -> bool:
-            ledger = await read_ledger(url)
-            return sum(n for (_, status), n in ledger.events.items() if status == "published") == (
-                2 * JOBS_TOTAL
-            )
-
-        await eventually(all_published, within_s=60, every_s=0.2)
+        await wait_until_succeeded(url, JOBS_TOTAL, within_s=120)
+        await wait_until_published(url, 2 * JOBS_TOTAL, within_s=60)
         assert_every_job_once(await read_ledger(url), JOBS_TOTAL)
         assert runtime.poll() is None
     finally:
