@@ -6,13 +6,13 @@ AIJOB_ADMIN_TOKENS, else the development tokens file the scheduler wrote on loop
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Annotated
 
 import grpc
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from shared.config import DEV_TOKENS_FILE, client_channel, comma_list, dev_token
 
 __all__ = ["ClientSettings", "MissingTokenError"]
 
@@ -31,15 +31,13 @@ class ClientSettings(BaseSettings):
     admin_token: SecretStr = SecretStr("")
     service_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
     admin_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
-    dev_tokens_file: str = ".aijob/dev-tokens.json"
+    dev_tokens_file: str = DEV_TOKENS_FILE
     tls_ca: str = ""
 
     @field_validator("service_tokens", "admin_tokens", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [t.strip() for t in value.split(",") if t.strip()]
-        return value
+        return comma_list(value)
 
     @property
     def address(self) -> str:
@@ -52,16 +50,13 @@ class ClientSettings(BaseSettings):
             return single.get_secret_value()
         if many:
             return many[0].get_secret_value()
-        try:
-            return str(json.loads(Path(self.dev_tokens_file).read_text())[role])
-        except (OSError, ValueError, KeyError):
+        token = dev_token(self.dev_tokens_file, role)
+        if token is None:
             raise MissingTokenError(
                 f"no {role} token: set AIJOB_{role.upper()}_TOKEN (or run from the directory where "
                 "`make run` wrote .aijob/dev-tokens.json)"
-            ) from None
+            )
+        return token
 
     def channel(self) -> grpc.aio.Channel:
-        if self.tls_ca:
-            credentials = grpc.ssl_channel_credentials(Path(self.tls_ca).read_bytes())
-            return grpc.aio.secure_channel(self.address, credentials)
-        return grpc.aio.insecure_channel(self.address)
+        return client_channel(self.address, ca=self.tls_ca)

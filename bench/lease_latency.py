@@ -28,11 +28,11 @@ from typing import cast
 import grpc
 from sqlalchemy import Table, select
 
+from aijob.harness.procs import scheduler_processes
+from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from bench.databases import throwaway_database
 from scheduler_service.db.engine import create_engine
 from scheduler_service.db.models import AiJob
-from tests.procs import scheduler_processes
-from tests.protocol.runtime_client import ClientRuntime, JobClient, echo_output
 
 _jobs = cast(Table, AiJob.__table__)
 JOBS = int(os.environ.get("AIJOB_BENCH_LATENCY_JOBS", "1000"))

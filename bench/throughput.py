@@ -23,9 +23,9 @@ import asyncmy
 import grpc
 from sqlalchemy.engine import make_url
 
+from aijob.harness.procs import scheduler_processes
+from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from bench.databases import jobs_per_second, throwaway_database
-from tests.procs import scheduler_processes
-from tests.protocol.runtime_client import ClientRuntime, JobClient, echo_output
 
 JOBS = int(os.environ.get("AIJOB_BENCH_JOBS", "5000"))
 RUNTIMES, SLOTS, CONNECTIONS = 4, 32, 20

@@ -10,6 +10,8 @@ from typing import Annotated
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from shared.config import DEV_TOKENS_FILE, comma_list
+
 DEEPSEEK_BASE_URL = "https://api.deepseek.com"
 
 
@@ -23,7 +25,7 @@ class RuntimeSettings(BaseSettings):
     scheduler_addr: str = "127.0.0.1:50051"
     runtime_token: SecretStr = SecretStr("")
     #: Read from this file when AIJOB_RUNTIME_TOKEN is unset (the scheduler's development tokens).
-    dev_tokens_file: str = ".aijob/dev-tokens.json"
+    dev_tokens_file: str = DEV_TOKENS_FILE
     runtime_instance_id: str = Field(default_factory=_default_instance_id)
     runtime_slots: int = Field(default=4, ge=1, le=1_000)
     #: Job types to serve; empty serves every type this runtime knows.
@@ -57,6 +59,4 @@ class RuntimeSettings(BaseSettings):
     @field_validator("runtime_job_types", "content_safety_patterns", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [v.strip() for v in value.split(",") if v.strip()]
-        return value
+        return comma_list(value)

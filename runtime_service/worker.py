@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import grpc
 
@@ -23,6 +21,7 @@ from runtime_service.pipeline import JobRunner, ModelConfig
 from runtime_service.safety import PatternSafetyCheck
 from runtime_service.scheduler_client import GrpcSchedulerClient, lease_input
 from runtime_service.settings import RuntimeSettings
+from shared.config import client_channel, dev_token
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.job_schemas import OUTPUT_SCHEMAS
 
@@ -38,24 +37,22 @@ def known_job_types() -> list[str]:
 
 
 def runtime_token(settings: RuntimeSettings) -> str:
-    token = settings.runtime_token.get_secret_value()
-    if token:
-        return token
-    with contextlib.suppress(OSError, ValueError, KeyError):
-        return str(json.loads(Path(settings.dev_tokens_file).read_text())["runtime"])
-    raise SystemExit("no runtime token: set AIJOB_RUNTIME_TOKEN")
+    token = settings.runtime_token.get_secret_value() or dev_token(
+        settings.dev_tokens_file, "runtime"
+    )
+    if not token:
+        raise SystemExit("no runtime token: set AIJOB_RUNTIME_TOKEN")
+    return token
 
 
 def _channel(settings: RuntimeSettings) -> grpc.aio.Channel:
-    options = [("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_timeout_ms", 10_000)]
-    if settings.tls_ca or settings.tls_client_cert:
-        credentials = grpc.ssl_channel_credentials(
-            Path(settings.tls_ca).read_bytes() if settings.tls_ca else None,
-            Path(settings.tls_client_key).read_bytes() if settings.tls_client_key else None,
-            Path(settings.tls_client_cert).read_bytes() if settings.tls_client_cert else None,
-        )
-        return grpc.aio.secure_channel(settings.scheduler_addr, credentials, options=options)
-    return grpc.aio.insecure_channel(settings.scheduler_addr, options=options)
+    return client_channel(
+        settings.scheduler_addr,
+        ca=settings.tls_ca,
+        client_cert=settings.tls_client_cert,
+        client_key=settings.tls_client_key,
+        options=[("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_timeout_ms", 10_000)],
+    )
 
 
 class Runtime:
@@ -144,13 +141,22 @@ class Runtime:
         self.connected = True
         metrics.CONNECTED.set(1)
         async for message in call:
-            if message.WhichOneof("kind") == "lease":
-                lease = lease_input(message.lease)
-                task = asyncio.ensure_future(self.runner.run(lease))
+            self._on_message(message)
+
+    def _on_message(self, message: rt.PollResponse) -> None:
+        match message.WhichOneof("kind"):
+            case "lease":
+                task = asyncio.ensure_future(self.runner.run(lease_input(message.lease)))
                 self._tasks.add(task)
                 task.add_done_callback(self._finished)
-            elif message.WhichOneof("kind") == "cancel":
+            case "cancel":
                 self.runner.cancel(message.cancel.job_id, message.cancel.attempt_no)
+            case kind:
+                # A kind this runtime does not know (a newer scheduler): refused, never guessed at.
+                log.warning(
+                    "unknown Poll message refused",
+                    extra={"action": "poll_unknown_message", "kind": str(kind)},
+                )
 
     def _finished(self, task: asyncio.Task[str]) -> None:
         self._tasks.discard(task)

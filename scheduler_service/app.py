@@ -17,34 +17,41 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from scheduler_service import metrics
 from scheduler_service.credentials import CredentialCipher, CredentialStore
 from scheduler_service.db.engine import create_engine
-from scheduler_service.jobs.service import JobService, Limits
+from scheduler_service.jobs.commands import Limits
+from scheduler_service.jobs.service import JobService
 from scheduler_service.jobs.signals import ChangeSignals
 from scheduler_service.jobs.stats import queue_stats
-from scheduler_service.lifecycle.repository import LifecycleRepository
 from scheduler_service.outbox.dispatcher import DispatchWaker, OutboxDispatcher
+from scheduler_service.outbox.events import EventType
 from scheduler_service.outbox.log import Broadcast
+from scheduler_service.ports import Wakeups
 from scheduler_service.protocol.dispatch import Dispatcher
+from scheduler_service.protocol.reaper import Reaper
 from scheduler_service.protocol.service import RuntimeProtocol
+from scheduler_service.protocol.session import PollSessions
 from scheduler_service.registry import JobRegistry, default_registry
 from scheduler_service.settings import SchedulerSettings
+from scheduler_service.uow import LeaseTimes, SqlUnitOfWork
 
 __all__ = ["SchedulerApp"]
 
 log = logging.getLogger(__name__)
 
-
+#: Subscribers can wait a few milliseconds; the lease dispatch on this replica cannot, so after a
+#: create the outbox round comes this much later and takes a burst's events at once.
 OUTBOX_COALESCE_S = 0.02
 
 
 @dataclass
 class SchedulerApp:
     settings: SchedulerSettings
-    engine: AsyncEngine
+    uow: SqlUnitOfWork
     registry: JobRegistry
-    repository: LifecycleRepository
     protocol: RuntimeProtocol
+    reaper: Reaper
     jobs: JobService
     dispatcher: Dispatcher
+    polls: PollSessions
     credentials: CredentialStore
     changes: ChangeSignals
     outbox: OutboxDispatcher
@@ -54,73 +61,80 @@ class SchedulerApp:
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
+    @property
+    def engine(self) -> AsyncEngine:
+        return self.uow.engine
+
     @classmethod
     def create(
         cls, settings: SchedulerSettings, registry: JobRegistry | None = None
     ) -> SchedulerApp:
         registry = registry or default_registry()
-        engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
-        repository = LifecycleRepository(
-            engine, lease_ttl_s=settings.lease_ttl_s, lease_grace_s=settings.lease_grace_s
+        wakeups = Wakeups()
+        uow = SqlUnitOfWork(
+            create_engine(settings.db.url, pool_size=settings.db.pool_size),
+            wakeups,
+            lease=LeaseTimes(
+                ttl_ms=round(settings.lease.ttl_s * 1000),
+                grace_ms=round(settings.lease.grace_s * 1000),
+            ),
         )
-        protocol = RuntimeProtocol(
-            engine, repository, registry, max_output_bytes=settings.max_output_bytes
-        )
+        protocol = RuntimeProtocol(uow, registry, max_output_bytes=settings.limits.max_output_bytes)
         changes = ChangeSignals()
         dispatcher = Dispatcher(
             protocol,
-            engine,
-            poll_interval_s=settings.dispatch_poll_ms / 1000,
-            batch_max=settings.dispatch_batch_max,
+            poll_interval_s=settings.dispatch.poll_interval_s,
+            batch_max=settings.dispatch.batch_max,
             on_leased=changes.touch,
         )
-
         published = Broadcast()
         outbox = OutboxDispatcher(
-            engine,
+            uow,
             [DispatchWaker(dispatcher.notify)],
             instance_id=f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}",
-            interval_s=settings.outbox_interval_ms / 1000,
-            batch=settings.outbox_batch,
-            processing_timeout_s=settings.outbox_processing_timeout_s,
-            backoff_base_ms=settings.outbox_backoff_ms,
+            interval_s=settings.outbox.interval_s,
+            batch=settings.outbox.batch,
+            processing_timeout_s=settings.outbox.processing_timeout_s,
+            backoff_base_ms=round(settings.outbox.backoff_s * 1000),
             on_published=published.fire,
-            stall_after_claim_s=settings.fault_outbox_stall_ms / 1000,
+            stall_after_claim_s=settings.outbox.fault_stall_s,
         )
-
-        def enqueued() -> None:
-            dispatcher.notify()
-            # Subscribers can wait a few milliseconds; the lease dispatch on this replica
-            # cannot, so the outbox round comes after it and takes the burst's events at once.
+        wakeups.dispatch = dispatcher.notify
+        wakeups.outbox = lambda event_type: (
             outbox.notify_soon(OUTBOX_COALESCE_S)
-
-        def cancel_requested(job_id: str) -> None:
-            dispatcher.push_cancel(job_id)
-            changes.touch(job_id)
-
+            if event_type is EventType.ENQUEUE
+            else outbox.notify()
+        )
+        wakeups.job_changed = changes.touch
+        wakeups.job_ended = dispatcher.forget
+        wakeups.cancel_requested = dispatcher.push_cancel
         jobs = JobService(
-            engine,
-            repository,
+            uow,
             registry,
             limits=Limits(
-                max_active_jobs_per_user=settings.max_active_jobs_per_user,
-                daily_job_quota_per_user=settings.daily_job_quota_per_user,
-                max_snapshot_bytes=settings.max_snapshot_bytes,
+                max_active_jobs_per_user=settings.limits.max_active_jobs_per_user,
+                daily_job_quota_per_user=settings.limits.daily_job_quota_per_user,
+                max_snapshot_bytes=settings.limits.max_snapshot_bytes,
             ),
-            on_enqueued=enqueued,
-            on_cancel_requested=cancel_requested,
             handoff=dispatcher.offer_within,
         )
+        polls = PollSessions(
+            dispatcher,
+            registry,
+            max_streams=settings.streams.max_poll_streams,
+            subscribe_timeout_s=settings.streams.poll_subscribe_timeout_s,
+        )
         key = settings.credential_key.get_secret_value()
-        credentials = CredentialStore(engine, CredentialCipher.from_base64(key) if key else None)
+        credentials = CredentialStore(uow, CredentialCipher.from_base64(key) if key else None)
         return cls(
             settings,
-            engine,
+            uow,
             registry,
-            repository,
             protocol,
+            Reaper(uow, protocol),
             jobs,
             dispatcher,
+            polls,
             credentials,
             changes,
             outbox,
@@ -173,14 +187,14 @@ class SchedulerApp:
                     await self.on_health(healthy)
             if healthy:
                 with contextlib.suppress(Exception):
-                    metrics.publish_stats(await queue_stats(self.engine))
-            if not await self._pause(self.settings.health_interval_s):
+                    metrics.publish_stats(await queue_stats(self.uow))
+            if not await self._pause(self.settings.db.health_interval_s):
                 return
 
     async def _reap_forever(self) -> None:
-        while await self._pause(self.settings.reaper_interval_s):
+        while await self._pause(self.settings.lease.reaper_interval_s):
             try:
-                await self.protocol.reap_once()
+                await self.reaper.reap_once()
             except Exception:
                 # The database may be briefly unreachable; the next sweep tries again.
                 log.exception("reaper sweep failed", extra={"action": "reaper_error"})

@@ -11,27 +11,22 @@ import base64
 import binascii
 import os
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from sqlalchemy import Table, insert, select
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import UserModelCredential
-from scheduler_service.errors import ConfigurationError, SchedulerError
+from scheduler_service.errors import ConfigurationError, CredentialUnavailableError
 from scheduler_service.ids import new_id
-from shared.error_codes import ErrorCode
+from scheduler_service.uow import SqlTransaction, SqlUnitOfWork
 
 __all__ = ["CredentialCipher", "CredentialStore", "CredentialUnavailableError"]
 
 _credentials = cast(Table, UserModelCredential.__table__)
 KEY_VERSION = 1
-
-
-class CredentialUnavailableError(SchedulerError):
-    code = ErrorCode.CREDENTIAL_NOT_FOUND
 
 
 def _aad(user_id: str, credential_id: str, key_version: int) -> bytes:
@@ -72,8 +67,8 @@ class CredentialCipher:
 
 
 class CredentialStore:
-    def __init__(self, engine: AsyncEngine, cipher: CredentialCipher | None) -> None:
-        self._engine = engine
+    def __init__(self, uow: SqlUnitOfWork, cipher: CredentialCipher | None) -> None:
+        self._uow = uow
         self._cipher = cipher
 
     def _require_cipher(self) -> CredentialCipher:
@@ -90,8 +85,9 @@ class CredentialStore:
         cipher = self._require_cipher()
         credential_id = new_id()
         nonce, sealed = cipher.encrypt(user_id, credential_id, api_key)
-        async with self._engine.begin() as conn:
-            await conn.execute(
+
+        async def write(tx: SqlTransaction) -> None:
+            await tx.conn.execute(
                 insert(_credentials).values(
                     id=credential_id,
                     userId=user_id,
@@ -106,6 +102,8 @@ class CredentialStore:
                     updatedAt=db_now(),
                 )
             )
+
+        await self._uow.run(write)
         return credential_id
 
     async def reveal(self, user_id: str, credential_id: str) -> tuple[str, str]:
@@ -116,8 +114,11 @@ class CredentialStore:
             _credentials.c.userId == user_id,
             _credentials.c.status == "active",
         )
-        async with self._engine.connect() as conn:
-            row = (await conn.execute(query)).first()
+
+        async def read(tx: SqlTransaction) -> Any:
+            return (await tx.conn.execute(query)).first()
+
+        row = await self._uow.read(read)
         if row is None:
             raise CredentialUnavailableError("the job's credential does not exist or was revoked")
         key = cipher.decrypt(user_id, credential_id, row.keyVersion, row.nonce, row.ciphertext)

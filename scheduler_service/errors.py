@@ -1,21 +1,31 @@
-"""The scheduler's exceptions: one root, each carrying its public error code.
+"""The scheduler's exceptions: one root, each class carrying its public error code and the gRPC
+status it is answered with.
 
-    SchedulerError
-    ├── JobNotFoundError                 no such job (or not visible to the caller)
-    ├── InvalidRequestError              a request field is malformed
-    ├── ResultAlreadyExistsError         the job succeeded with another result
-    ├── LimitExceededError               a per-user cap or quota is used up
-    ├── NotLeaseHolderError              a runtime asked for what only the lease holder may have
-    ├── DatabaseUnavailableError         the database cannot be reached; safe to retry
-    └── LifecycleError                   a lifecycle write did not apply
-        ├── IllegalTransitionError       the state machine has no such transition
-        ├── JobAlreadyTerminalError      the job is succeeded, failed or cancelled
-        ├── JobLockConflictError         the job is not (or not yet) available to lock
-        ├── JobNotActiveError            the job is not running
-        ├── JobNotCancellableError       the job can no longer be cancelled
-        └── LeaseLostError               the caller no longer holds the lease it names
+    SchedulerError                        INTERNAL
+    ├── ConfigurationError                (start-up only)
+    ├── RegistryError                     (start-up only: a job definition is invalid)
+    │   ├── DuplicateJobDefinitionError
+    │   └── InvalidJobDefinitionError
+    ├── JobNotFoundError                  NOT_FOUND: no such job (or not visible to the caller)
+    ├── InvalidRequestError               INVALID_ARGUMENT: a request field is malformed
+    ├── UnknownJobTypeError               INVALID_ARGUMENT
+    ├── ResultAlreadyExistsError          ALREADY_EXISTS: the job succeeded with another result
+    ├── IdempotencyKeyReusedError         ALREADY_EXISTS: same key, different request
+    ├── LimitExceededError                RESOURCE_EXHAUSTED: a per-user cap or quota is used up
+    ├── NotLeaseHolderError               PERMISSION_DENIED
+    ├── JobNotRetryableError              FAILED_PRECONDITION
+    ├── CredentialUnavailableError        FAILED_PRECONDITION
+    ├── DatabaseUnavailableError          UNAVAILABLE: the database cannot be reached; retry
+    └── LifecycleError                    FAILED_PRECONDITION: a lifecycle write did not apply
+        ├── IllegalTransitionError        the state machine has no such transition
+        ├── JobAlreadyTerminalError       the job is succeeded, failed or cancelled
+        ├── JobLockConflictError          the job is not (or not yet) available to lock
+        ├── JobNotActiveError             the job is not running
+        ├── JobNotCancellableError        the job can no longer be cancelled
+        └── LeaseLostError                the caller no longer holds the lease it names
 
-The gRPC layer maps these classes to status codes in one place (scheduler_service.api.status).
+The status is the *name* of a gRPC status code, so this module (imported by the pure core) needs
+no gRPC; the one server interceptor (scheduler_service.api.status) turns it into the answer.
 Messages are written for users: no SQL, paths or stack traces.
 """
 
@@ -30,14 +40,32 @@ class SchedulerError(Exception):
     """Root of every error the scheduler raises on purpose."""
 
     code: ClassVar[ErrorCode] = ErrorCode.INTERNAL
+    status: ClassVar[str] = "INTERNAL"
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
 
+class ConfigurationError(SchedulerError):
+    """The scheduler cannot run with these settings (raised at start-up)."""
+
+
+class RegistryError(SchedulerError):
+    """A job definition cannot be registered (raised at start-up)."""
+
+
+class DuplicateJobDefinitionError(RegistryError):
+    pass
+
+
+class InvalidJobDefinitionError(RegistryError):
+    pass
+
+
 class JobNotFoundError(SchedulerError):
     code = ErrorCode.JOB_NOT_FOUND
+    status = "NOT_FOUND"
 
     def __init__(self, job_id: str) -> None:
         super().__init__(f"job {job_id!r} not found")
@@ -46,6 +74,7 @@ class JobNotFoundError(SchedulerError):
 
 class InvalidRequestError(SchedulerError):
     code = ErrorCode.INVALID_ARGUMENT
+    status = "INVALID_ARGUMENT"
 
     def __init__(self, message: str, *, field: str = "", code: ErrorCode | None = None) -> None:
         super().__init__(message)
@@ -54,15 +83,35 @@ class InvalidRequestError(SchedulerError):
             self.code = code  # type: ignore[misc]
 
 
+class UnknownJobTypeError(SchedulerError):
+    code = ErrorCode.INVALID_ARGUMENT
+    status = "INVALID_ARGUMENT"
+
+    def __init__(self, job_type: str) -> None:
+        super().__init__(f"unknown job type {job_type!r}")
+        self.job_type = job_type
+
+
 class ResultAlreadyExistsError(SchedulerError):
     code = ErrorCode.RESULT_ALREADY_EXISTS
+    status = "ALREADY_EXISTS"
 
     def __init__(self, job_id: str) -> None:
         super().__init__(f"job {job_id!r} already succeeded with a different result")
         self.job_id = job_id
 
 
+class IdempotencyKeyReusedError(SchedulerError):
+    code = ErrorCode.IDEMPOTENCY_KEY_REUSED
+    status = "ALREADY_EXISTS"
+
+    def __init__(self) -> None:
+        super().__init__("idempotency_key was already used for a different request")
+
+
 class LimitExceededError(SchedulerError):
+    status = "RESOURCE_EXHAUSTED"
+
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code  # type: ignore[misc]
@@ -70,18 +119,31 @@ class LimitExceededError(SchedulerError):
 
 class NotLeaseHolderError(SchedulerError):
     code = ErrorCode.PERMISSION_DENIED
+    status = "PERMISSION_DENIED"
 
 
-class ConfigurationError(SchedulerError):
-    """The scheduler cannot run with these settings (raised at start-up)."""
+class JobNotRetryableError(SchedulerError):
+    code = ErrorCode.JOB_NOT_RETRYABLE
+    status = "FAILED_PRECONDITION"
+
+    def __init__(self, job_id: str, status: str) -> None:
+        super().__init__(f"job {job_id!r} is {status}; only failed or cancelled jobs are retried")
+
+
+class CredentialUnavailableError(SchedulerError):
+    code = ErrorCode.CREDENTIAL_NOT_FOUND
+    status = "FAILED_PRECONDITION"
 
 
 class DatabaseUnavailableError(SchedulerError):
     code = ErrorCode.PLATFORM_UNAVAILABLE
+    status = "UNAVAILABLE"
 
 
 class LifecycleError(SchedulerError):
     """A guarded lifecycle write matched no row; ``current`` is the state found afterwards."""
+
+    status = "FAILED_PRECONDITION"
 
     def __init__(self, job_id: str, message: str, current: str | None = None) -> None:
         super().__init__(message)

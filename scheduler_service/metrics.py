@@ -10,6 +10,7 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram
 
 from scheduler_service.jobs.stats import QueueStats
+from scheduler_service.lifecycle.state_machine import LifecycleStatus
 
 JOBS = Gauge(
     "aijob_jobs", "Jobs by queue, type and lifecycle status", ["queue", "job_type", "status"]
@@ -39,7 +40,7 @@ def publish_stats(stats: QueueStats) -> None:
     depth: dict[str, int] = {}
     for queue, job_type, status, count in stats.depths:
         JOBS.labels(queue, job_type, status).set(count)
-        if status == "queued":
+        if status == LifecycleStatus.QUEUED.value:
             depth[queue] = depth.get(queue, 0) + count
     QUEUE_DEPTH.clear()
     for queue, count in depth.items():

@@ -1,11 +1,20 @@
-"""Scheduler settings, read from the environment (prefix ``AIJOB_``) by pydantic-settings."""
+"""Scheduler settings, read from the environment (prefix ``AIJOB_``) by pydantic-settings.
+
+The environment is flat (``AIJOB_LEASE_TTL_S``, ``AIJOB_DISPATCH_POLL_MS``...) and its names are
+part of the deployment contract, so the fields below keep them. The code reads settings by concern
+instead (``settings.lease``, ``settings.dispatch``...): small frozen groups in which every
+duration is in seconds, converted once here whatever unit its variable is written in.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from shared.config import DEV_TOKENS_FILE, comma_list
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./aijob.db"
 
@@ -44,7 +53,7 @@ class SchedulerSettings(BaseSettings):
     runtime_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
     service_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
     admin_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
-    dev_tokens_file: str = ".aijob/dev-tokens.json"
+    dev_tokens_file: str = DEV_TOKENS_FILE
     #: TLS: certificate and key of the server; with a client CA, clients must present a
     #: certificate it signed (mutual TLS).
     tls_cert: str = ""
@@ -84,9 +93,129 @@ class SchedulerSettings(BaseSettings):
     @field_validator("runtime_tokens", "service_tokens", "admin_tokens", mode="before")
     @classmethod
     def _split_tokens(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [t.strip() for t in value.split(",") if t.strip()]
-        return value
+        return comma_list(value)
 
     #: Seconds in-flight RPCs get to finish on SIGTERM/SIGINT.
     shutdown_grace_s: float = Field(default=10.0, ge=0)
+
+    # -- by concern ----------------------------------------------------------------------------
+
+    @property
+    def db(self) -> DatabaseSettings:
+        return DatabaseSettings(self.database_url, self.db_pool_size, self.health_interval_s)
+
+    @property
+    def lease(self) -> LeaseSettings:
+        return LeaseSettings(self.lease_ttl_s, self.lease_grace_s, self.reaper_interval_s)
+
+    @property
+    def dispatch(self) -> DispatchSettings:
+        return DispatchSettings(self.dispatch_poll_ms / 1000, self.dispatch_batch_max)
+
+    @property
+    def outbox(self) -> OutboxSettings:
+        return OutboxSettings(
+            interval_s=self.outbox_interval_ms / 1000,
+            batch=self.outbox_batch,
+            processing_timeout_s=self.outbox_processing_timeout_s,
+            backoff_s=self.outbox_backoff_ms / 1000,
+            events_poll_s=self.events_poll_ms / 1000,
+            fault_stall_s=self.fault_outbox_stall_ms / 1000,
+        )
+
+    @property
+    def limits(self) -> LimitSettings:
+        return LimitSettings(
+            max_active_jobs_per_user=self.max_active_jobs_per_user,
+            daily_job_quota_per_user=self.daily_job_quota_per_user,
+            max_snapshot_bytes=self.max_snapshot_bytes,
+            max_output_bytes=self.max_output_bytes,
+            max_receive_message_bytes=self.max_receive_message_bytes,
+        )
+
+    @property
+    def streams(self) -> StreamSettings:
+        return StreamSettings(
+            max_concurrent_rpcs=self.max_concurrent_rpcs,
+            max_concurrent_streams=self.max_concurrent_streams,
+            max_poll_streams=self.max_poll_streams,
+            poll_subscribe_timeout_s=self.poll_subscribe_timeout_s,
+            watch_poll_s=self.watch_poll_ms / 1000,
+        )
+
+    @property
+    def tls(self) -> TlsSettings:
+        return TlsSettings(self.tls_cert, self.tls_key, self.tls_client_ca)
+
+    @property
+    def metrics(self) -> MetricsSettings:
+        return MetricsSettings(self.metrics_listen)
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseSettings:
+    url: str
+    pool_size: int
+    #: How often reachability is checked for the health service (and gauges refreshed).
+    health_interval_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseSettings:
+    ttl_s: float
+    #: How long past ``lockUntil`` the reaper waits before taking a lease back.
+    grace_s: float
+    reaper_interval_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchSettings:
+    poll_interval_s: float
+    batch_max: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutboxSettings:
+    interval_s: float
+    batch: int
+    processing_timeout_s: float
+    backoff_s: float
+    #: How often SubscribeEvents looks for events published through other replicas.
+    events_poll_s: float
+    fault_stall_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LimitSettings:
+    max_active_jobs_per_user: int
+    daily_job_quota_per_user: int
+    max_snapshot_bytes: int
+    max_output_bytes: int
+    max_receive_message_bytes: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamSettings:
+    max_concurrent_rpcs: int
+    max_concurrent_streams: int
+    max_poll_streams: int
+    poll_subscribe_timeout_s: float
+    #: How often WatchJob looks for changes made through other replicas.
+    watch_poll_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSettings:
+    cert: str
+    key: str
+    client_ca: str
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.cert or self.key)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSettings:
+    #: host:port of the Prometheus endpoint; empty turns it off.
+    listen: str

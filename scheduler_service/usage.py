@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import cast
 
 from sqlalchemy import Table, insert
@@ -11,19 +10,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import AiUsageLog
 from scheduler_service.ids import new_id
-from scheduler_service.lifecycle.repository import JobRecord
+from scheduler_service.lifecycle.records import JobRecord, Usage
 
 _usage = cast(Table, AiUsageLog.__table__)
 _INSERT_USAGE = insert(_usage).values(modelProvider="deepseek", createdAt=db_now())
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    model_name: str
-    prompt_tokens: int
-    completion_tokens: int
-    latency_ms: int
-    cost_micros: int
 
 
 async def record_usage(

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service.db.engine import create_engine
 from scheduler_service.migrate import migrate
-from tests import lifecycle_guard
+from tests.support import lifecycle_guard
 
 DEFAULT_MYSQL_URL = "mysql+asyncmy://root@127.0.0.1:3306/test"
 MYSQL_URL = os.environ.get("AIJOB_TEST_MYSQL_URL", DEFAULT_MYSQL_URL)
@@ -127,4 +127,4 @@ async def mysql_url(mysql_database: DatabaseFactory) -> str:
     return url
 
 
-from tests.schedulers import scheduler, start_scheduler  # noqa: E402,F401  (fixtures)
+from tests.support.schedulers import scheduler, start_scheduler  # noqa: E402,F401  (fixtures)

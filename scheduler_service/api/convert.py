@@ -9,10 +9,7 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from scheduler_service.errors import InvalidRequestError
-from scheduler_service.jobs.service import ArtifactRow
-from scheduler_service.lifecycle.repository import JobRecord
-from scheduler_service.protocol.leases import LeasePayload
-from scheduler_service.usage import Usage
+from scheduler_service.lifecycle.records import ArtifactRow, JobRecord, LeasePayload, Usage
 from shared.gen.aijob.v1 import types_pb2
 
 

@@ -16,6 +16,7 @@ from prometheus_client import start_http_server
 
 from scheduler_service.api.auth import AuthInterceptor
 from scheduler_service.api.servicers import AdminServicer, JobServicer, RuntimeServicer
+from scheduler_service.api.status import StatusInterceptor
 from scheduler_service.api.tokens import load_tokens
 from scheduler_service.app import SchedulerApp
 from scheduler_service.settings import SchedulerSettings
@@ -44,9 +45,12 @@ def build_server(
 ) -> tuple[grpc.aio.Server, health_aio.HealthServicer, int]:
     """A server bound to ``settings.listen`` with every service added; returns the bound port."""
     server = grpc.aio.server(
-        interceptors=[AuthInterceptor(load_tokens(settings), reflection=settings.reflection)],
+        interceptors=[
+            StatusInterceptor(),
+            AuthInterceptor(load_tokens(settings), reflection=settings.reflection),
+        ],
         options=_server_options(settings),
-        maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
+        maximum_concurrent_rpcs=settings.streams.max_concurrent_rpcs,
     )
     job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(app), server)
     admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(app), server)
@@ -74,9 +78,9 @@ def _server_options(settings: SchedulerSettings) -> list[tuple[str, int]]:
     """Limits set on purpose (reliability S25): message sizes, streams per connection, and
     keepalive that finds dead runtimes in about a minute while refusing ping floods."""
     return [
-        ("grpc.max_receive_message_length", settings.max_receive_message_bytes),
-        ("grpc.max_send_message_length", settings.max_receive_message_bytes),
-        ("grpc.max_concurrent_streams", settings.max_concurrent_streams),
+        ("grpc.max_receive_message_length", settings.limits.max_receive_message_bytes),
+        ("grpc.max_send_message_length", settings.limits.max_receive_message_bytes),
+        ("grpc.max_concurrent_streams", settings.streams.max_concurrent_streams),
         ("grpc.keepalive_time_ms", 60_000),
         ("grpc.keepalive_timeout_ms", 20_000),
         ("grpc.keepalive_permit_without_calls", 1),
@@ -86,10 +90,11 @@ def _server_options(settings: SchedulerSettings) -> list[tuple[str, int]]:
 
 
 def _listen(server: grpc.aio.Server, settings: SchedulerSettings) -> int:
-    if settings.tls_cert or settings.tls_key:
-        client_ca = Path(settings.tls_client_ca).read_bytes() if settings.tls_client_ca else None
+    tls = settings.tls
+    if tls.enabled:
+        client_ca = Path(tls.client_ca).read_bytes() if tls.client_ca else None
         credentials = grpc.ssl_server_credentials(
-            [(Path(settings.tls_key).read_bytes(), Path(settings.tls_cert).read_bytes())],
+            [(Path(tls.key).read_bytes(), Path(tls.cert).read_bytes())],
             root_certificates=client_ca,
             require_client_auth=client_ca is not None,
         )
@@ -111,8 +116,8 @@ async def serve(settings: SchedulerSettings) -> None:
     app = SchedulerApp.create(settings)
     server, health_servicer, port = build_server(settings, app)
 
-    if settings.metrics_listen:
-        host, _, metrics_port = settings.metrics_listen.rpartition(":")
+    if settings.metrics.listen:
+        host, _, metrics_port = settings.metrics.listen.rpartition(":")
         start_http_server(int(metrics_port), addr=host or "127.0.0.1")
     await server.start()
     await _set_serving(health_servicer, health_pb2.HealthCheckResponse.SERVING)

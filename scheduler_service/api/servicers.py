@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 
-from scheduler_service import validation
 from scheduler_service.api import convert
-from scheduler_service.api.status import abort_with, grpc_errors, grpc_stream_errors
 from scheduler_service.app import SchedulerApp
 from scheduler_service.errors import InvalidRequestError
-from scheduler_service.jobs.service import CreateJobCommand, JobFilter
+from scheduler_service.jobs.commands import CreateJobCommand, JobFilter
 from scheduler_service.jobs.stats import queue_stats, redrive_dead_events
+from scheduler_service.outbox.events import EventType
 from scheduler_service.outbox.log import follow, latest_position
-from scheduler_service.outbox.writer import EventType
-from scheduler_service.protocol.dispatch import CancelNotice, StreamSession
-from scheduler_service.protocol.leases import LeasePayload
+from scheduler_service.protocol.dispatch import CancelNotice
 from scheduler_service.protocol.service import FailureReport, ResultSubmission
-from shared.error_codes import ErrorCode
+from scheduler_service.protocol.session import Credit, Incoming, Subscribe, UnknownMessage
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
@@ -33,7 +30,6 @@ from shared.gen.aijob.v1 import types_pb2 as types_pb
 log = logging.getLogger(__name__)
 
 Context = grpc.aio.ServicerContext[Any, Any]
-MAX_SLOTS = 1_000
 DEFAULT_EVENT_TYPES = (EventType.COMPLETED, EventType.FAILED, EventType.CANCELLED)
 
 
@@ -55,7 +51,6 @@ class JobServicer(job_grpc.JobServiceServicer):
     def __init__(self, app: SchedulerApp) -> None:
         self._app = app
 
-    @grpc_errors
     async def CreateJob(
         self, request: job_pb.CreateJobRequest, context: Context
     ) -> job_pb.CreateJobResponse:
@@ -77,34 +72,28 @@ class JobServicer(job_grpc.JobServiceServicer):
         record, created = await self._app.jobs.create(command)
         return job_pb.CreateJobResponse(job=convert.job(record, []), created=created)
 
-    @grpc_errors
     async def GetJob(self, request: job_pb.GetJobRequest, context: Context) -> types_pb.Job:
         record, artifacts = await self._app.jobs.get(_user_id(context), request.job_id)
         return convert.job(record, artifacts)
 
-    @grpc_errors
     async def CancelJob(
         self, request: job_pb.CancelJobRequest, context: Context
     ) -> job_pb.CancelJobResponse:
         record, outcome = await self._app.jobs.cancel(_user_id(context), request.job_id)
-        self._app.changes.touch(request.job_id)
-        self._app.outbox.notify()
         return job_pb.CancelJobResponse(job=convert.job(record), outcome=outcome)
 
-    @grpc_stream_errors
     async def WatchJob(
         self, request: job_pb.WatchJobRequest, context: Context
     ) -> AsyncIterator[types_pb.Job]:
         async for record in self._app.jobs.watch(
             _user_id(context),
             request.job_id,
-            poll_s=self._app.settings.watch_poll_ms / 1000,
+            poll_s=self._app.settings.streams.watch_poll_s,
             changed=self._app.changes.wait,
         ):
             artifacts = await self._app.jobs.artifacts(record.id) if record.is_terminal else None
             yield convert.job(record, artifacts)
 
-    @grpc_errors
     async def ListJobs(
         self, request: job_pb.ListJobsRequest, context: Context
     ) -> job_pb.ListJobsResponse:
@@ -120,7 +109,6 @@ class JobServicer(job_grpc.JobServiceServicer):
             jobs=[convert.job(r) for r in records], next_page_token=token
         )
 
-    @grpc_stream_errors
     async def SubscribeEvents(
         self, request: job_pb.SubscribeEventsRequest, context: Context
     ) -> AsyncIterator[types_pb.JobEvent]:
@@ -135,12 +123,12 @@ class JobServicer(job_grpc.JobServiceServicer):
                 )
             after = int(request.after_event_id)
         else:
-            after = await latest_position(self._app.engine)
+            after = await latest_position(self._app.uow)
         async for event in follow(
-            self._app.engine,
+            self._app.uow,
             after,
             types,
-            poll_s=self._app.settings.events_poll_ms / 1000,
+            poll_s=self._app.settings.outbox.events_poll_s,
             published=self._app.published.wait,
         ):
             yield types_pb.JobEvent(
@@ -156,7 +144,6 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
     def __init__(self, app: SchedulerApp) -> None:
         self._app = app
 
-    @grpc_errors
     async def ListJobs(
         self, request: admin_pb.AdminListJobsRequest, context: Context
     ) -> job_pb.ListJobsResponse:
@@ -179,12 +166,10 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
             jobs=[convert.job(r, internal=True) for r in records], next_page_token=token
         )
 
-    @grpc_errors
     async def GetJob(self, request: job_pb.GetJobRequest, context: Context) -> types_pb.Job:
         record, artifacts = await self._app.jobs.get_any(request.job_id)
         return convert.job(record, artifacts, internal=True)
 
-    @grpc_errors
     async def RetryJob(self, request: admin_pb.RetryJobRequest, context: Context) -> types_pb.Job:
         record = await self._app.jobs.retry(request.job_id)
         log.info(
@@ -193,11 +178,10 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
         )
         return convert.job(record, internal=True)
 
-    @grpc_errors
     async def GetQueueStats(
         self, request: admin_pb.GetQueueStatsRequest, context: Context
     ) -> admin_pb.QueueStats:
-        stats = await queue_stats(self._app.engine)
+        stats = await queue_stats(self._app.uow)
         return admin_pb.QueueStats(
             depths=[
                 admin_pb.QueueDepth(queue_name=q, job_type=t, lifecycle_status=s, count=n)
@@ -213,7 +197,6 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
             outbox_lag_seconds=stats.outbox_lag_s,
         )
 
-    @grpc_errors
     async def CancelUserJobs(
         self, request: admin_pb.CancelUserJobsRequest, context: Context
     ) -> admin_pb.CancelUserJobsResponse:
@@ -224,7 +207,6 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
         )
         return admin_pb.CancelUserJobsResponse(cancelled=cancelled, cancel_requested=requested)
 
-    @grpc_errors
     async def RedriveDeadEvents(
         self, request: admin_pb.RedriveDeadEventsRequest, context: Context
     ) -> admin_pb.RedriveDeadEventsResponse:
@@ -234,7 +216,7 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
             raise InvalidRequestError(
                 "event_ids must be outbox event ids", field="event_ids"
             ) from None
-        redriven = await redrive_dead_events(self._app.engine, ids)
+        redriven = await redrive_dead_events(self._app.uow, ids)
         self._app.outbox.notify()
         log.info("admin redrove dead events", extra={"action": "admin_redrive", "count": redriven})
         return admin_pb.RedriveDeadEventsResponse(redriven=redriven)
@@ -243,143 +225,26 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
 class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):
     def __init__(self, app: SchedulerApp) -> None:
         self._app = app
-        self._open_polls = 0
 
     async def Poll(
         self, request_iterator: AsyncIterator[runtime_pb.PollRequest], context: Context
     ) -> AsyncIterator[runtime_pb.PollResponse]:
-        limit = self._app.settings.max_poll_streams
-        if self._open_polls >= limit:
-            await abort_with(
-                context,
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                ErrorCode.TOO_MANY_STREAMS,
-                f"this scheduler holds its limit of {limit} Poll streams; retry later",
-            )
-        self._open_polls += 1
-        try:
-            async for response in self._poll(request_iterator, context):
-                yield response
-        finally:
-            self._open_polls -= 1
-
-    async def _poll(
-        self, request_iterator: AsyncIterator[runtime_pb.PollRequest], context: Context
-    ) -> AsyncIterator[runtime_pb.PollResponse]:
-        session = await self._subscribe(request_iterator, context)
-        dispatcher = self._app.dispatcher
-        reader = asyncio.get_running_loop().create_task(
-            self._read_credits(request_iterator, session)
-        )
-        undelivered: LeasePayload | None = None
-        dispatcher.attach(session)
-        log.info(
-            "runtime subscribed",
-            extra={"action": "poll_subscribe", "runtimeId": session.runtime_instance_id},
-        )
-        try:
-            while True:
-                try:
-                    message = await self._next_message(session, reader)
-                except InvalidRequestError as exc:
-                    await abort_with(
-                        context, grpc.StatusCode.INVALID_ARGUMENT, exc.code, exc.message
-                    )
-                if message is None:
-                    return
+        incoming = _poll_messages(request_iterator)
+        async with contextlib.aclosing(self._app.polls.serve(incoming)) as outgoing:
+            async for message in outgoing:
                 if isinstance(message, CancelNotice):
                     yield runtime_pb.PollResponse(
                         cancel=runtime_pb.CancelNotice(
                             job_id=message.job_id, attempt_no=message.attempt_no
                         )
                     )
-                    continue
-                undelivered = message
-                yield runtime_pb.PollResponse(lease=convert.lease(message))
-                undelivered = None
-        finally:
-            dispatcher.detach(session)
-            reader.cancel()
-            leftovers = [m for m in _drain(session) if isinstance(m, LeasePayload)]
-            if undelivered is not None:
-                leftovers.insert(0, undelivered)
-            if leftovers:
-                await dispatcher.release_undelivered(session, leftovers)
-            log.info(
-                "runtime unsubscribed",
-                extra={"action": "poll_end", "runtimeId": session.runtime_instance_id},
-            )
+                else:
+                    yield runtime_pb.PollResponse(lease=convert.lease(message))
 
-    async def _subscribe(
-        self, request_iterator: AsyncIterator[runtime_pb.PollRequest], context: Context
-    ) -> StreamSession:
-        try:
-            first = await asyncio.wait_for(
-                anext(aiter(request_iterator), None),
-                timeout=self._app.settings.poll_subscribe_timeout_s,
-            )
-        except TimeoutError:
-            first = None
-        if first is None or first.WhichOneof("kind") != "subscribe":
-            await abort_with(
-                context,
-                grpc.StatusCode.INVALID_ARGUMENT,
-                ErrorCode.INVALID_ARGUMENT,
-                "the first Poll message must be subscribe",
-            )
-        sub = first.subscribe
-        try:
-            validation.instance_id(sub.runtime_instance_id)
-            if not 1 <= sub.slots <= MAX_SLOTS:
-                raise InvalidRequestError(f"slots must be 1-{MAX_SLOTS}", field="slots")
-            unknown = [t for t in sub.job_types if t not in self._app.registry]
-            if not sub.job_types or unknown:
-                raise InvalidRequestError(
-                    f"job_types must name registered job types (unknown: {unknown})",
-                    field="job_types",
-                )
-        except InvalidRequestError as exc:
-            await abort_with(
-                context, grpc.StatusCode.INVALID_ARGUMENT, exc.code, exc.message, field=exc.field
-            )
-        return StreamSession(sub.runtime_instance_id, frozenset(sub.job_types), sub.slots)
-
-    async def _read_credits(
-        self, request_iterator: AsyncIterator[runtime_pb.PollRequest], session: StreamSession
-    ) -> None:
-        async for message in request_iterator:
-            if message.WhichOneof("kind") != "credit" or message.credit.slots <= 0:
-                # A bad message ends the stream; the handler answers INVALID_ARGUMENT.
-                raise InvalidRequestError(
-                    "after subscribe, Poll messages must be credit with slots ≥ 1"
-                )
-            session.add_credit(message.credit.slots)
-            self._app.dispatcher.notify()
-
-    @staticmethod
-    async def _next_message(
-        session: StreamSession, reader: asyncio.Task[None]
-    ) -> LeasePayload | CancelNotice | None:
-        """The next message to send, or None once the runtime closed its side."""
-        getter = asyncio.ensure_future(session.outgoing.get())
-        done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
-        if getter in done:
-            return getter.result()
-        getter.cancel()
-        reader.result()  # re-raises a protocol error from the runtime's side
-        return None
-
-    def _settled(self, job_id: str) -> None:
-        self._app.dispatcher.forget(job_id)
-        self._app.changes.touch(job_id)
-        self._app.outbox.notify()
-
-    @grpc_errors
     async def Lock(self, request: runtime_pb.LockRequest, context: Context) -> types_pb.Lease:
         payload = await self._app.protocol.lock(request.job_id, request.runtime_instance_id)
         return convert.lease(payload)
 
-    @grpc_errors
     async def Heartbeat(
         self, request: runtime_pb.HeartbeatRequest, context: Context
     ) -> runtime_pb.HeartbeatResponse:
@@ -390,12 +255,10 @@ class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):
             request.progress,
             request.checkpoint,
         )
-        self._app.changes.touch(request.job_id)
         return runtime_pb.HeartbeatResponse(
             lock_until=convert.timestamp(beat.lock_until), cancel_requested=beat.cancel_requested
         )
 
-    @grpc_errors
     async def SubmitResult(
         self, request: runtime_pb.SubmitResultRequest, context: Context
     ) -> runtime_pb.SubmitResultResponse:
@@ -409,12 +272,10 @@ class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):
                 usage=convert.usage(request.usage, request.HasField("usage")),
             )
         )
-        self._settled(request.job_id)
         return runtime_pb.SubmitResultResponse(
             result_idempotency_key=outcome.result_idempotency_key, duplicate=outcome.duplicate
         )
 
-    @grpc_errors
     async def SubmitFailure(
         self, request: runtime_pb.SubmitFailureRequest, context: Context
     ) -> runtime_pb.SubmitFailureResponse:
@@ -431,13 +292,11 @@ class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):
                 usage=convert.usage(request.usage, request.HasField("usage")),
             )
         )
-        self._settled(request.job_id)
         return runtime_pb.SubmitFailureResponse(
             lifecycle_status=outcome.status.value,
             next_attempt_at=convert.timestamp(outcome.next_attempt_at),
         )
 
-    @grpc_errors
     async def ResolveCredential(
         self, request: runtime_pb.ResolveCredentialRequest, context: Context
     ) -> runtime_pb.ResolveCredentialResponse:
@@ -447,11 +306,23 @@ class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):
         return runtime_pb.ResolveCredentialResponse(api_key=api_key, provider=provider)
 
 
-def _drain(session: StreamSession) -> list[LeasePayload | CancelNotice]:
-    items = []
-    while not session.outgoing.empty():
-        items.append(session.outgoing.get_nowait())
-    return items
+async def _poll_messages(
+    requests: AsyncIterator[runtime_pb.PollRequest],
+) -> AsyncIterator[Incoming]:
+    # A generator function, not an expression: nothing touches the stream until it is read.
+    async for request in requests:
+        yield _poll_message(request)
+
+
+def _poll_message(request: runtime_pb.PollRequest) -> Incoming:
+    match request.WhichOneof("kind"):
+        case "subscribe":
+            sub = request.subscribe
+            return Subscribe(sub.runtime_instance_id, tuple(sub.job_types), sub.slots)
+        case "credit":
+            return Credit(request.credit.slots)
+        case kind:
+            return UnknownMessage(str(kind))
 
 
 __all__ = ["AdminServicer", "JobServicer", "RuntimeServicer"]

@@ -1,68 +1,46 @@
-"""The one mapping from scheduler errors to gRPC status codes, and the wrappers that apply it.
+"""Status mapping and RPC metrics for every RPC, in one server interceptor.
 
-The public error code travels as ``google.rpc.ErrorInfo`` (reason = code, domain ``aijob.v1``) in
-the rich status details. An unexpected exception is logged with an id and answered INTERNAL with
-that id only: no stack trace, SQL or path reaches a caller.
+A :class:`~scheduler_service.errors.SchedulerError` leaves as the gRPC status its class names,
+with the public error code as ``google.rpc.ErrorInfo`` (reason = code, domain ``aijob.v1``) in the
+rich status details. An unexpected exception is logged with an id and answered INTERNAL with that
+id only: no stack trace, SQL or path reaches a caller. Every call, unary or streaming, Poll and
+refused calls included, is counted in ``aijob_rpc_total`` by method and code.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 import grpc
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 
 from scheduler_service import metrics
-from scheduler_service.credentials import CredentialUnavailableError
-from scheduler_service.errors import (
-    DatabaseUnavailableError,
-    InvalidRequestError,
-    JobNotFoundError,
-    LifecycleError,
-    LimitExceededError,
-    NotLeaseHolderError,
-    ResultAlreadyExistsError,
-    SchedulerError,
-)
-from scheduler_service.jobs.service import IdempotencyKeyReusedError, JobNotRetryableError
-from scheduler_service.registry.registry import UnknownJobTypeError
+from scheduler_service.errors import InvalidRequestError, SchedulerError
 from shared.error_codes import ERROR_DOMAIN, ErrorCode
 
-__all__ = ["abort_with", "grpc_errors", "grpc_stream_errors", "status_code_of"]
+__all__ = ["StatusInterceptor", "abort_with", "status_code_of"]
 
 log = logging.getLogger(__name__)
 
 StatusCode = grpc.StatusCode
 Context = grpc.aio.ServicerContext[Any, Any]
-R = TypeVar("R")
-
-#: Most specific class first; the first match by isinstance wins.
-_STATUS: tuple[tuple[type[SchedulerError], StatusCode], ...] = (
-    (JobNotFoundError, StatusCode.NOT_FOUND),
-    (InvalidRequestError, StatusCode.INVALID_ARGUMENT),
-    (UnknownJobTypeError, StatusCode.INVALID_ARGUMENT),
-    (ResultAlreadyExistsError, StatusCode.ALREADY_EXISTS),
-    (IdempotencyKeyReusedError, StatusCode.ALREADY_EXISTS),
-    (LifecycleError, StatusCode.FAILED_PRECONDITION),
-    (LimitExceededError, StatusCode.RESOURCE_EXHAUSTED),
-    (NotLeaseHolderError, StatusCode.PERMISSION_DENIED),
-    (JobNotRetryableError, StatusCode.FAILED_PRECONDITION),
-    (CredentialUnavailableError, StatusCode.FAILED_PRECONDITION),
-    (DatabaseUnavailableError, StatusCode.UNAVAILABLE),
-)
+if TYPE_CHECKING:
+    Handler: TypeAlias = grpc.RpcMethodHandler[Any, Any]
+    ServerInterceptor: TypeAlias = grpc.aio.ServerInterceptor[Any, Any]
+else:
+    Handler = grpc.RpcMethodHandler
+    ServerInterceptor = grpc.aio.ServerInterceptor
+Continuation: TypeAlias = "Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]]"
 
 
 def status_code_of(exc: SchedulerError) -> StatusCode:
-    for cls, code in _STATUS:
-        if isinstance(exc, cls):
-            return code
-    return StatusCode.INTERNAL
+    code: StatusCode = getattr(StatusCode, exc.status)
+    return code
 
 
 async def abort_with(
@@ -77,70 +55,105 @@ async def abort_with(
     )
 
 
-async def _abort_for(context: Context, exc: Exception, method: str) -> NoReturn:
-    if isinstance(exc, SchedulerError):
-        metadata = (
-            {"field": exc.field} if isinstance(exc, InvalidRequestError) and exc.field else {}
+class _Call:
+    """One call's bookkeeping: its outcome becomes the metric's code."""
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.code = "OK"
+        self.started = time.perf_counter()
+
+    async def fail(self, context: Context, exc: BaseException) -> NoReturn:
+        if isinstance(exc, grpc.aio.AbortError):
+            self.code = _aborted_code(context)
+            raise exc
+        if isinstance(exc, SchedulerError):
+            self.code = exc.status
+            field = exc.field if isinstance(exc, InvalidRequestError) and exc.field else ""
+            metadata = {"field": field} if field else {}
+            await abort_with(context, status_code_of(exc), exc.code, exc.message, **metadata)
+        self.code = "INTERNAL"
+        error_id = uuid.uuid4().hex[:12]
+        log.error(
+            "unexpected error",
+            exc_info=exc,
+            extra={"action": "rpc_error", "method": self.method, "errorId": error_id},
         )
-        await abort_with(context, status_code_of(exc), exc.code, exc.message, **metadata)
-    error_id = uuid.uuid4().hex[:12]
-    log.error(
-        "unexpected error",
-        exc_info=exc,
-        extra={"action": "rpc_error", "method": method, "errorId": error_id},
+        await abort_with(
+            context, StatusCode.INTERNAL, ErrorCode.INTERNAL, f"internal error {error_id}"
+        )
+
+    def done(self) -> None:
+        metrics.RPCS.labels(self.method, self.code).inc()
+        metrics.RPC_LATENCY.labels(self.method).observe(time.perf_counter() - self.started)
+
+
+def _aborted_code(context: Context) -> str:
+    code = context.code()
+    if isinstance(code, StatusCode):
+        return code.name
+    if isinstance(code, int):
+        return next((c.name for c in StatusCode if c.value[0] == code), "UNKNOWN")
+    return "ABORTED_BY_HANDLER"
+
+
+class StatusInterceptor(ServerInterceptor):
+    """Wraps every handler so that its failures leave as precise statuses and are counted."""
+
+    async def intercept_service(
+        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
+    ) -> Handler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler  # type: ignore[return-value]
+        return _wrapped(handler, handler_call_details.method.rsplit("/", 1)[-1])
+
+
+def _wrapped(handler: Handler, method: str) -> Handler:
+    kwargs = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    behaviour: Any
+    if handler.response_streaming:
+        behaviour = handler.stream_stream if handler.request_streaming else handler.unary_stream
+        wrap = (
+            grpc.stream_stream_rpc_method_handler
+            if handler.request_streaming
+            else grpc.unary_stream_rpc_method_handler
+        )
+        return wrap(_streaming(behaviour, method), **kwargs)
+    behaviour = handler.stream_unary if handler.request_streaming else handler.unary_unary
+    wrap = (
+        grpc.stream_unary_rpc_method_handler
+        if handler.request_streaming
+        else grpc.unary_unary_rpc_method_handler
     )
-    await abort_with(context, StatusCode.INTERNAL, ErrorCode.INTERNAL, f"internal error {error_id}")
+    return wrap(_unary(behaviour, method), **kwargs)
 
 
-def grpc_errors(
-    method: Callable[..., Awaitable[R]],
-) -> Callable[..., Awaitable[R]]:
-    """Wrap a unary servicer method so every failure leaves as a precise status."""
-
-    @functools.wraps(method)
-    async def wrapper(self: Any, request: Any, context: Context) -> R:
-        started, code = time.perf_counter(), "OK"
+def _unary(behaviour: Callable[..., Any], method: str) -> Callable[..., Awaitable[Any]]:
+    async def unary(request: Any, context: Context) -> Any:
+        call = _Call(method)
         try:
-            return await method(self, request, context)
-        except grpc.aio.AbortError:
-            code = "ABORTED_BY_HANDLER"
-            raise
+            return await behaviour(request, context)
         except Exception as exc:
-            code = _code_name(exc)
-            await _abort_for(context, exc, method.__name__)
+            await call.fail(context, exc)
         finally:
-            _observe(method.__name__, code, started)
+            call.done()
 
-    return wrapper
+    return unary
 
 
-def grpc_stream_errors(
-    method: Callable[..., AsyncIterator[R]],
-) -> Callable[..., AsyncIterator[R]]:
-    """The same for server-streaming servicer methods."""
-
-    @functools.wraps(method)
-    async def wrapper(self: Any, request: Any, context: Context) -> AsyncIterator[R]:
-        started, code = time.perf_counter(), "OK"
+def _streaming(behaviour: Callable[..., Any], method: str) -> Callable[..., AsyncIterator[Any]]:
+    async def streaming(request: Any, context: Context) -> AsyncIterator[Any]:
+        call = _Call(method)
         try:
-            async for item in method(self, request, context):
-                yield item
-        except grpc.aio.AbortError:
-            code = "ABORTED_BY_HANDLER"
-            raise
+            async for response in behaviour(request, context):
+                yield response
         except Exception as exc:
-            code = _code_name(exc)
-            await _abort_for(context, exc, method.__name__)
+            await call.fail(context, exc)
         finally:
-            _observe(method.__name__, code, started)
+            call.done()
 
-    return wrapper
-
-
-def _code_name(exc: Exception) -> str:
-    return status_code_of(exc).name if isinstance(exc, SchedulerError) else "INTERNAL"
-
-
-def _observe(method: str, code: str, started: float) -> None:
-    metrics.RPCS.labels(method, code).inc()
-    metrics.RPC_LATENCY.labels(method).observe(time.perf_counter() - started)
+    return streaming

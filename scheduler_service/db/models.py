@@ -29,6 +29,9 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeEngine
 
+from scheduler_service.lifecycle.state_machine import LifecycleStatus, legacy_status_of
+from scheduler_service.outbox.events import OutboxStatus
+
 #: DATETIME(3) on MySQL, like the legacy table; values are UTC (see scheduler_service.db.clock).
 #: Timestamps have no server default here: every insert sets them from the database clock.
 Timestamp: TypeEngine[datetime] = DateTime().with_variant(mysql.DATETIME(fsp=3), "mysql", "mariadb")
@@ -82,7 +85,9 @@ class AiJob(Base):
     sessionId: Mapped[str | None] = mapped_column(String(191))
     answerId: Mapped[str | None] = mapped_column(String(191))
     jobType: Mapped[str] = mapped_column(String(64))
-    status: Mapped[str] = mapped_column(String(32), server_default="pending")
+    status: Mapped[str] = mapped_column(
+        String(32), server_default=legacy_status_of(LifecycleStatus.QUEUED)
+    )
     progress: Mapped[int] = mapped_column(Integer, server_default="0")
     internalErrorMessage: Mapped[str | None] = mapped_column(Text)
     queuedAt: Mapped[datetime | None] = mapped_column(Timestamp)
@@ -103,7 +108,9 @@ class AiJob(Base):
     retriedFromJobId: Mapped[str | None] = mapped_column(String(255))
 
     # Lifecycle and execution.
-    lifecycleStatus: Mapped[str] = mapped_column(String(32), server_default="queued")
+    lifecycleStatus: Mapped[str] = mapped_column(
+        String(32), server_default=LifecycleStatus.QUEUED.value
+    )
     priority: Mapped[int] = mapped_column(Integer, server_default="0")
     lockedBy: Mapped[str | None] = mapped_column(String(100))
     lockedAt: Mapped[datetime | None] = mapped_column(Timestamp)
@@ -203,7 +210,7 @@ class OutboxEvent(Base):
     aggregateId: Mapped[str] = mapped_column(ID)
     dedupeKey: Mapped[str] = mapped_column(String(255))
     payload: Mapped[Any] = mapped_column(JSON)
-    status: Mapped[str] = mapped_column(String(16), server_default="pending")
+    status: Mapped[str] = mapped_column(String(16), server_default=OutboxStatus.PENDING.value)
     attemptCount: Mapped[int] = mapped_column(Integer, server_default="0")
     availableAt: Mapped[datetime] = mapped_column(Timestamp)
     lockedBy: Mapped[str | None] = mapped_column(String(100))

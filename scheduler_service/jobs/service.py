@@ -1,178 +1,61 @@
-"""Creating, reading and cancelling jobs for a user (design §5), on domain types."""
+"""Creating, reading and cancelling jobs for a user (design §5), on domain types.
+
+Every database step runs through the unit of work; the wake-ups that follow a commit (dispatch,
+watchers, the outbox, a running job's cancel notice) are its hooks and events, never callbacks
+wired in here.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import asdict, dataclass
-from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import ColumnElement, Table, and_, bindparam, func, insert, or_, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from scheduler_service import validation
-from scheduler_service.db.clock import db_now, db_today
-from scheduler_service.db.idempotent import insert_ignoring_duplicates
-from scheduler_service.db.models import AiJob, AiJobArtifact, AiJobSnapshot, AiUserJobGate
-from scheduler_service.db.retry import run_transaction
 from scheduler_service.errors import (
+    IdempotencyKeyReusedError,
     InvalidRequestError,
     JobNotCancellableError,
     JobNotFoundError,
+    JobNotRetryableError,
     LimitExceededError,
-    SchedulerError,
 )
 from scheduler_service.ids import new_id
 from scheduler_service.jobs import paging
-from scheduler_service.lifecycle.repository import (
-    CancelOutcome,
-    JobRecord,
-    LifecycleRepository,
-    NewJob,
-)
-from scheduler_service.lifecycle.state_machine import parse_status
-from scheduler_service.outbox.writer import EventType, add_event
+from scheduler_service.jobs.commands import CreateJobCommand, JobFilter, Limits
+from scheduler_service.lifecycle.records import ArtifactRow, CancelOutcome, JobRecord, NewJob
+from scheduler_service.lifecycle.state_machine import LifecycleStatus, parse_status
+from scheduler_service.outbox.events import EventType
+from scheduler_service.ports import Transaction, UnitOfWork
 from scheduler_service.registry import JobRegistry
 from scheduler_service.registry.definitions import CREDENTIAL_MODES
 from shared.canonical_json import canonical_json
 from shared.error_codes import ErrorCode
 
-__all__ = [
-    "CreateJobCommand",
-    "IdempotencyKeyReusedError",
-    "JobFilter",
-    "JobNotRetryableError",
-    "JobService",
-    "Limits",
-]
-
-_jobs = cast(Table, AiJob.__table__)
-_snapshots = cast(Table, AiJobSnapshot.__table__)
-_artifacts = cast(Table, AiJobArtifact.__table__)
-_gate = cast(Table, AiUserJobGate.__table__)
-
-# Built once: statement construction costs more than executing a cached statement.
-_INSERT_SNAPSHOT = insert(_snapshots).values(createdAt=db_now())
-_LOCK_GATE = select(_gate.c.userId).where(_gate.c.userId == bindparam("b_user")).with_for_update()
-_mine = _jobs.c.userId == bindparam("b_user")
-_COUNT_ACTIVE_AND_TODAY = select(
-    select(func.count())
-    .where(_mine, _jobs.c.lifecycleStatus.in_(["queued", "running"]))
-    .scalar_subquery(),
-    select(func.count()).where(_mine, _jobs.c.createdAt >= db_today()).scalar_subquery(),
-)
+__all__ = ["Handoff", "JobService"]
 
 MAX_ID_FIELD = 191
 
-
-class IdempotencyKeyReusedError(SchedulerError):
-    code = ErrorCode.IDEMPOTENCY_KEY_REUSED
-
-    def __init__(self) -> None:
-        super().__init__("idempotency_key was already used for a different request")
-
-
-class JobNotRetryableError(SchedulerError):
-    code = ErrorCode.JOB_NOT_RETRYABLE
-
-    def __init__(self, job_id: str, status: str) -> None:
-        super().__init__(f"job {job_id!r} is {status}; only failed or cancelled jobs are retried")
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    max_active_jobs_per_user: int = 100
-    daily_job_quota_per_user: int = 10_000
-    max_snapshot_bytes: int = 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JobFilter:
-    """What ListJobs narrows to; ``user_id`` is the caller for JobService, optional for admins."""
-
-    user_id: str | None = None
-    job_type: str = ""
-    lifecycle_status: str = ""
-    queue_name: str = ""
-    created_after: datetime | None = None
-    created_before: datetime | None = None
-
-    def scope(self) -> str:
-        return hashlib.sha256(
-            canonical_json(
-                asdict(self)
-                | {
-                    "created_after": self.created_after.isoformat() if self.created_after else None,
-                    "created_before": self.created_before.isoformat()
-                    if self.created_before
-                    else None,
-                }
-            )
-        ).hexdigest()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CreateJobCommand:
-    user_id: str
-    job_type: str
-    target_type: str = ""
-    target_id: str = ""
-    snapshot: dict[str, Any]
-    params: dict[str, Any]
-    idempotency_key: str = ""
-    priority: int | None = None
-    credential_mode: str = ""
-    credential_id: str = ""
-    deadline: datetime | None = None
-
-    retried_from_job_id: str = ""
-
-    def fingerprint(self) -> str:
-        """What makes two creates "the same request" for the idempotency check."""
-        fields = asdict(self)
-        fields["deadline"] = self.deadline.isoformat() if self.deadline else None
-        return hashlib.sha256(canonical_json(fields)).hexdigest()
-
-
-@dataclass(frozen=True, slots=True)
-class ArtifactRow:
-    artifact_type: str
-    artifact_id: str
-
-
-#: Awaited once the transaction that took a hand-off has ended: committed or not.
-Settle = Callable[[bool], Awaitable[None]]
-#: Offers a just-created job's type to a local runtime inside the create's transaction.
-Handoff = Callable[[AsyncConnection, str], Awaitable[Settle | None]]
-
-
-async def _settle_all(settles: list[Settle], *, committed: bool) -> None:
-    while settles:
-        await settles.pop()(committed)
+#: Offers a just-created job's type to a local runtime inside the create's transaction; it
+#: registers its own after-commit delivery and after-rollback release on ``tx``.
+Handoff = Callable[[Transaction, str], Awaitable[None]]
 
 
 class JobService:
     def __init__(
         self,
-        engine: AsyncEngine,
-        repository: LifecycleRepository,
+        uow: UnitOfWork,
         registry: JobRegistry,
         *,
         limits: Limits | None = None,
-        on_enqueued: Callable[[], None] = lambda: None,
-        on_cancel_requested: Callable[[str], None] = lambda _job_id: None,
         handoff: Handoff | None = None,
     ) -> None:
-        self._engine = engine
-        self._repo = repository
+        self._uow = uow
         self._registry = registry
         self._limits = limits or Limits()
-        self._on_enqueued = on_enqueued
-        self._on_cancel_requested = on_cancel_requested
         self._handoff = handoff
 
     async def create(
@@ -189,25 +72,11 @@ class JobService:
             if existing is not None:
                 return self._same_request(existing, new_job), False
 
-        settles: list[Settle] = []
-
-        async def unit(conn: AsyncConnection) -> JobRecord:
-            await _settle_all(settles, committed=False)  # a re-run: the last try rolled back
+        async def insert(tx: Transaction) -> JobRecord:
             if enforce_limits:
-                await self._check_limits(conn, cmd.user_id)
-            await self._repo.create(conn, new_job)
-            await conn.execute(
-                _INSERT_SNAPSHOT,
-                {
-                    "id": new_id(),
-                    "jobId": new_job.job_id,
-                    "schemaVersion": new_job.input_schema_version,
-                    "content": snapshot,
-                    "params": params,
-                },
-            )
-            await add_event(
-                conn,
+                await self._check_limits(tx, cmd.user_id)
+            await tx.jobs.create(new_job, snapshot, params)
+            await tx.emit(
                 EventType.ENQUEUE,
                 job_id=new_job.job_id,
                 job_type=new_job.job_type,
@@ -215,38 +84,26 @@ class JobService:
                 priority=new_job.priority,
             )
             # The reply's row, read before commit on the same connection (saves a checkout).
-            created = await self._repo.get(new_job.job_id, conn=conn)
+            created = await tx.jobs.get(new_job.job_id)
             assert created is not None
             if self._handoff is not None:
                 # A runtime here with a free slot gets its lease in this same transaction.
-                settle = await self._handoff(conn, new_job.job_type)
-                if settle is not None:
-                    settles.append(settle)
+                await self._handoff(tx, new_job.job_type)
             return created
 
         try:
-            created = await run_transaction(self._engine, unit)
+            return await self._uow.run(insert), True
         except IntegrityError:
-            await _settle_all(settles, committed=False)
             # Two creates with one key raced; the loser returns the winner's job.
             existing = await self._find_by_key(cmd) if cmd.idempotency_key else None
             if existing is None:
                 raise
             return self._same_request(existing, new_job), False
-        except BaseException:
-            await _settle_all(settles, committed=False)
-            raise
-        await _settle_all(settles, committed=True)
-        self._on_enqueued()
-        return created, True
 
-    async def _check_limits(self, conn: AsyncConnection, user_id: str) -> None:
-        """Refuse a create over the user's caps. Creates of one user serialise on their gate row,
-        so concurrent creates cannot all pass the count together."""
-        await insert_ignoring_duplicates(conn, _gate, [{"userId": user_id}], stamped=("updatedAt",))
-        await conn.execute(_LOCK_GATE, {"b_user": user_id})
-        counts = await conn.execute(_COUNT_ACTIVE_AND_TODAY, {"b_user": user_id})
-        active_jobs, today = counts.one()
+    async def _check_limits(self, tx: Transaction, user_id: str) -> None:
+        """Refuse a create over the user's caps (creates of one user serialise on a lock the store
+        takes, so concurrent creates cannot all pass the count together)."""
+        active_jobs, today = await tx.jobs.lock_user_gate(user_id)
         if active_jobs >= self._limits.max_active_jobs_per_user:
             raise LimitExceededError(
                 ErrorCode.TOO_MANY_JOBS,
@@ -315,17 +172,11 @@ class JobService:
         return new_job, snapshot.model_dump(mode="json"), params.model_dump(mode="json")
 
     async def _find_by_key(self, cmd: CreateJobCommand) -> JobRecord | None:
-        async with self._engine.connect() as conn:
-            job_id = (
-                await conn.execute(
-                    select(_jobs.c.id).where(
-                        _jobs.c.userId == cmd.user_id,
-                        _jobs.c.jobType == cmd.job_type,
-                        _jobs.c.idempotencyKey == cmd.idempotency_key,
-                    )
-                )
-            ).scalar_one_or_none()
-            return None if job_id is None else await self._repo.get(job_id, conn=conn)
+        async def find(tx: Transaction) -> JobRecord | None:
+            job_id = await tx.jobs.id_by_key(cmd.user_id, cmd.job_type, cmd.idempotency_key)
+            return None if job_id is None else await tx.jobs.get(job_id)
+
+        return await self._uow.read(find)
 
     @staticmethod
     def _same_request(existing: JobRecord, new_job: NewJob) -> JobRecord:
@@ -333,89 +184,66 @@ class JobService:
             raise IdempotencyKeyReusedError
         return existing
 
-    async def get(self, user_id: str, job_id: str) -> tuple[JobRecord, list[ArtifactRow]]:
-        """One of ``user_id``'s jobs; another user's job is "not found", like a missing one."""
+    async def get(self, user_id: str | None, job_id: str) -> tuple[JobRecord, list[ArtifactRow]]:
+        """A job with its artifacts. With ``user_id``, only that user's: another user's job is
+        "not found", like a missing one. Without it (admins), any job."""
         validation.job_id(job_id)
-        job = await self._repo.get(job_id)
-        if job is None or job.userId != user_id:
+
+        async def read(tx: Transaction) -> tuple[JobRecord | None, list[ArtifactRow]]:
+            job = await tx.jobs.get(job_id)
+            if job is None or (user_id is not None and job.userId != user_id):
+                return None, []
+            return job, await tx.jobs.artifacts(job_id)
+
+        job, artifacts = await self._uow.read(read)
+        if job is None:
             raise JobNotFoundError(job_id)
-        return job, await self.artifacts(job_id)
+        return job, artifacts
+
+    async def get_any(self, job_id: str) -> tuple[JobRecord, list[ArtifactRow]]:
+        """Any job (admins)."""
+        return await self.get(None, job_id)
 
     async def artifacts(self, job_id: str) -> list[ArtifactRow]:
-        query = (
-            select(_artifacts.c.artifactType, _artifacts.c.artifactId)
-            .where(_artifacts.c.jobId == job_id)
-            .order_by(_artifacts.c.ordinal)
-        )
-        async with self._engine.connect() as conn:
-            return [ArtifactRow(r.artifactType, r.artifactId) for r in await conn.execute(query)]
+        return await self._uow.read(lambda tx: tx.jobs.artifacts(job_id))
 
     async def cancel(self, user_id: str, job_id: str) -> tuple[JobRecord, CancelOutcome]:
         """Cancel a queued job at once (with its ``ai.job.cancelled`` event, in one transaction),
         or ask a running one to stop."""
         validation.job_id(job_id)
 
-        async def unit(conn: AsyncConnection) -> CancelOutcome:
-            outcome = await self._repo.request_cancellation(job_id, user_id=user_id, conn=conn)
+        async def cancel(tx: Transaction) -> tuple[JobRecord, CancelOutcome]:
+            outcome = await tx.jobs.request_cancellation(job_id, user_id=user_id)
+            job = await tx.jobs.get(job_id)
+            assert job is not None
             if outcome == "cancelled":
-                job = await self._repo.get(job_id, conn=conn)
-                assert job is not None
-                await add_event(conn, EventType.CANCELLED, job_id=job_id, job_type=job.jobType)
-            return outcome
+                await tx.emit(EventType.CANCELLED, job_id=job_id, job_type=job.jobType)
+            else:
+                tx.cancel_requested(job_id)
+            return job, outcome
 
-        outcome = await run_transaction(self._engine, unit)
-        if outcome == "cancel_requested":
-            self._on_cancel_requested(job_id)
-        job = await self._repo.get(job_id)
-        assert job is not None
-        return job, outcome
-
-    async def get_any(self, job_id: str) -> tuple[JobRecord, list[ArtifactRow]]:
-        """Any job (admins)."""
-        validation.job_id(job_id)
-        job = await self._repo.get(job_id)
-        if job is None:
-            raise JobNotFoundError(job_id)
-        return job, await self.artifacts(job_id)
+        return await self._uow.run(cancel)
 
     async def list_jobs(
         self, filters: JobFilter, page_size: int, page_token: str
     ) -> tuple[list[JobRecord], str]:
         """One page of jobs, newest first, and the token of the next page ("" on the last)."""
-        where = self._filter_clauses(filters)
-        size = paging.page_size(page_size)
-        cursor = paging.decode(page_token, filters.scope())
-        before = (cursor.created_at, cursor.job_id) if cursor else None
-        rows = await self._repo.page(where, limit=size + 1, before=before)
-        if len(rows) <= size:
-            return rows, ""
-        last = rows[size - 1]
-        return rows[:size], paging.encode(paging.Cursor(last.createdAt, last.id), filters.scope())
-
-    @staticmethod
-    def _filter_clauses(filters: JobFilter) -> list[ColumnElement[bool]]:
-        c = _jobs.c
-        where: list[ColumnElement[bool]] = []
-        if filters.user_id is not None:
-            where.append(c.userId == filters.user_id)
-        if filters.job_type:
-            where.append(c.jobType == filters.job_type)
         if filters.lifecycle_status:
             try:
-                status = parse_status(filters.lifecycle_status)
+                parse_status(filters.lifecycle_status)
             except ValueError:
                 raise InvalidRequestError(
                     "lifecycle_status must be queued, running, succeeded, failed or cancelled",
                     field="lifecycle_status",
                 ) from None
-            where.append(c.lifecycleStatus == status.value)
-        if filters.queue_name:
-            where.append(c.queueName == filters.queue_name)
-        if filters.created_after is not None:
-            where.append(c.createdAt >= filters.created_after)
-        if filters.created_before is not None:
-            where.append(c.createdAt < filters.created_before)
-        return where
+        size = paging.page_size(page_size)
+        cursor = paging.decode(page_token, filters.scope())
+        before = (cursor.created_at, cursor.job_id) if cursor else None
+        rows = await self._uow.read(lambda tx: tx.jobs.page(filters, limit=size + 1, before=before))
+        if len(rows) <= size:
+            return rows, ""
+        last = rows[size - 1]
+        return rows[:size], paging.encode(paging.Cursor(last.createdAt, last.id), filters.scope())
 
     async def watch(
         self,
@@ -430,13 +258,13 @@ class JobService:
         ``changed(job_id)`` returns early when this scheduler changes the job; otherwise the row
         is read again every ``poll_s`` (changes made through other replicas).
         """
-        job, _ = await (self.get(user_id, job_id) if user_id is not None else self.get_any(job_id))
+        job, _ = await self.get(user_id, job_id)
         yield job
         seen = _watch_key(job)
         while not job.is_terminal:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed(job_id), timeout=poll_s)
-            current = await self._repo.get(job_id)
+            current = await self._uow.read(lambda tx: tx.jobs.get(job_id))
             if current is None:
                 return
             job = current
@@ -447,23 +275,16 @@ class JobService:
     async def retry(self, job_id: str) -> JobRecord:
         """A new job with the input of a failed or cancelled one; repeats return the same job."""
         source, _ = await self.get_any(job_id)
-        if source.lifecycleStatus.value not in ("failed", "cancelled"):
+        if source.lifecycleStatus not in (LifecycleStatus.FAILED, LifecycleStatus.CANCELLED):
             raise JobNotRetryableError(job_id, source.lifecycleStatus.value)
-        async with self._engine.connect() as conn:
-            snapshot = (
-                await conn.execute(
-                    select(_snapshots.c.content, _snapshots.c.params).where(
-                        _snapshots.c.jobId == job_id
-                    )
-                )
-            ).first()
+        snapshot, params = await self._uow.read(lambda tx: tx.jobs.snapshot(job_id))
         command = CreateJobCommand(
             user_id=source.userId,
             job_type=source.jobType,
             target_type=source.targetType or "",
             target_id=source.targetId or "",
-            snapshot=snapshot.content if snapshot else {},
-            params=(snapshot.params or {}) if snapshot else {},
+            snapshot=snapshot,
+            params=params,
             idempotency_key=f"retry:{job_id}",
             priority=source.priority,
             credential_mode=source.credentialMode,
@@ -477,15 +298,7 @@ class JobService:
         """Cancel a user's queued jobs and ask their running ones to stop (consent withdrawn)."""
         _bounded(user_id, "user_id", required=True)
         cancelled = requested = 0
-        c = _jobs.c
-        not_yet_asked = [
-            c.userId == user_id,
-            or_(
-                c.lifecycleStatus == "queued",
-                and_(c.lifecycleStatus == "running", c.cancelRequestedAt.is_(None)),
-            ),
-        ]
-        while batch := await self._repo.page(not_yet_asked, limit=500):
+        while batch := await self._uow.read(lambda tx: tx.jobs.awaiting_cancel(user_id, limit=500)):
             progressed = False
             for job in batch:
                 try:

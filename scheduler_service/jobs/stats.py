@@ -8,10 +8,12 @@ from datetime import datetime
 from typing import cast
 
 from sqlalchemy import Table, func, select, update
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import AiJob, OutboxEvent
+from scheduler_service.lifecycle.state_machine import LifecycleStatus
+from scheduler_service.outbox.events import OutboxStatus
+from scheduler_service.uow import SqlTransaction, SqlUnitOfWork
 
 _jobs = cast(Table, AiJob.__table__)
 _outbox = cast(Table, OutboxEvent.__table__)
@@ -31,54 +33,67 @@ def _age_s(now: datetime, then: datetime | None) -> float:
     return max(0.0, (now - then).total_seconds()) if then else 0.0
 
 
-async def queue_stats(engine: AsyncEngine) -> QueueStats:
+async def queue_stats(uow: SqlUnitOfWork) -> QueueStats:
+    return await uow.read(_queue_stats)
+
+
+async def _queue_stats(tx: SqlTransaction) -> QueueStats:
     j, o = _jobs.c, _outbox.c
-    async with engine.connect() as conn:
-        now = (await conn.execute(select(db_now()))).scalar_one()
-        depths = [
-            (str(q), str(t), str(s), int(n))
-            for q, t, s, n in await conn.execute(
-                select(j.queueName, j.jobType, j.lifecycleStatus, func.count())
-                .group_by(j.queueName, j.jobType, j.lifecycleStatus)
-                .order_by(j.queueName, j.jobType, j.lifecycleStatus)
-            )
-        ]
-        oldest = {
-            str(q): _age_s(now, created)
-            for q, created in await conn.execute(
-                select(j.queueName, func.min(j.createdAt))
-                .where(j.lifecycleStatus == "queued")
-                .group_by(j.queueName)
-            )
-        }
-        events: dict[str, int] = {
-            str(status): int(n)
-            for status, n in await conn.execute(select(o.status, func.count()).group_by(o.status))
-        }
-        lag_from = (
-            await conn.execute(select(func.min(o.createdAt)).where(o.status == "pending"))
-        ).scalar_one()
-    running = sum(n for _, _, s, n in depths if s == "running")
+    conn = tx.conn
+    now = (await conn.execute(select(db_now()))).scalar_one()
+    depths = [
+        (str(q), str(t), str(s), int(n))
+        for q, t, s, n in await conn.execute(
+            select(j.queueName, j.jobType, j.lifecycleStatus, func.count())
+            .group_by(j.queueName, j.jobType, j.lifecycleStatus)
+            .order_by(j.queueName, j.jobType, j.lifecycleStatus)
+        )
+    ]
+    oldest = {
+        str(q): _age_s(now, created)
+        for q, created in await conn.execute(
+            select(j.queueName, func.min(j.createdAt))
+            .where(j.lifecycleStatus == LifecycleStatus.QUEUED.value)
+            .group_by(j.queueName)
+        )
+    }
+    events: dict[str, int] = {
+        str(status): int(n)
+        for status, n in await conn.execute(select(o.status, func.count()).group_by(o.status))
+    }
+    lag_from = (
+        await conn.execute(
+            select(func.min(o.createdAt)).where(o.status == OutboxStatus.PENDING.value)
+        )
+    ).scalar_one()
+    running = sum(n for _, _, s, n in depths if s == LifecycleStatus.RUNNING.value)
     return QueueStats(
         depths=depths,
         oldest_queued_s=oldest,
         running=running,
-        dead_events=int(events.get("dead", 0)),
-        pending_events=int(events.get("pending", 0)),
+        dead_events=int(events.get(OutboxStatus.DEAD.value, 0)),
+        pending_events=int(events.get(OutboxStatus.PENDING.value, 0)),
         outbox_lag_s=_age_s(now, lag_from),
     )
 
 
-async def redrive_dead_events(engine: AsyncEngine, event_ids: Sequence[int]) -> int:
+async def redrive_dead_events(uow: SqlUnitOfWork, event_ids: Sequence[int]) -> int:
     """Move dead events (all, or the given ids) back to pending with a fresh attempt budget."""
     statement = (
         update(_outbox)
-        .where(_outbox.c.status == "dead")
+        .where(_outbox.c.status == OutboxStatus.DEAD.value)
         .values(
-            status="pending", attemptCount=0, availableAt=db_now(), lockedBy=None, lockedAt=None
+            status=OutboxStatus.PENDING.value,
+            attemptCount=0,
+            availableAt=db_now(),
+            lockedBy=None,
+            lockedAt=None,
         )
     )
     if event_ids:
         statement = statement.where(_outbox.c.id.in_(list(event_ids)))
-    async with engine.begin() as conn:
-        return int((await conn.execute(statement)).rowcount)
+
+    async def redrive(tx: SqlTransaction) -> int:
+        return int((await tx.conn.execute(statement)).rowcount)
+
+    return await uow.run(redrive)

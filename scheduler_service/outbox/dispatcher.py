@@ -27,13 +27,12 @@ from datetime import datetime
 from typing import Any, Protocol, cast
 
 from sqlalchemy import Table, Update, bindparam, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import OutboxEvent, OutboxSequence
-from scheduler_service.db.retry import run_transaction
 from scheduler_service.loops import RoundLoop
-from scheduler_service.outbox.writer import EventType
+from scheduler_service.outbox.events import EventType, OutboxStatus
+from scheduler_service.uow import SqlTransaction, SqlUnitOfWork
 
 __all__ = ["ClaimedEvent", "EventSink", "OutboxDispatcher"]
 
@@ -44,6 +43,10 @@ _sequence = cast(Table, OutboxSequence.__table__)
 _o = _outbox.c
 KNOWN_TYPES = frozenset(t.value for t in EventType)
 MAX_ATTEMPTS = 3
+_PENDING = OutboxStatus.PENDING.value
+_PROCESSING = OutboxStatus.PROCESSING.value
+#: The name of the ``OutboxSequence`` row that hands out published positions.
+_PUBLISHED_SEQUENCE = "published"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +68,7 @@ class EventSink(Protocol):
 class OutboxDispatcher(RoundLoop):
     def __init__(
         self,
-        engine: AsyncEngine,
+        uow: SqlUnitOfWork,
         sinks: Sequence[EventSink],
         *,
         instance_id: str,
@@ -77,7 +80,7 @@ class OutboxDispatcher(RoundLoop):
         stall_after_claim_s: float = 0.0,
     ) -> None:
         super().__init__("outbox", interval_s)
-        self._engine = engine
+        self._uow = uow
         self._sinks = list(sinks)
         self._instance_id = instance_id[:100]
         self._batch = batch
@@ -123,14 +126,14 @@ class OutboxDispatcher(RoundLoop):
     async def release_stale(self) -> int:
         statement = (
             update(_outbox)
-            .where(_o.status == "processing", _o.lockedAt < db_now(-self._processing_timeout_ms))
-            .values(status="pending", lockedBy=None, lockedAt=None)
+            .where(_o.status == _PROCESSING, _o.lockedAt < db_now(-self._processing_timeout_ms))
+            .values(status=_PENDING, lockedBy=None, lockedAt=None)
         )
 
-        async def unit(conn: AsyncConnection) -> int:
-            return int((await conn.execute(statement)).rowcount)
+        async def unit(tx: SqlTransaction) -> int:
+            return int((await tx.conn.execute(statement)).rowcount)
 
-        released = await run_transaction(self._engine, unit)
+        released = await self._uow.run(unit)
         if released:
             log.warning(
                 "outbox events returned from a stalled claim",
@@ -139,17 +142,17 @@ class OutboxDispatcher(RoundLoop):
         return released
 
     async def claim(self) -> list[ClaimedEvent]:
-        async def unit(conn: AsyncConnection) -> list[ClaimedEvent]:
-            found = await conn.execute(_SELECT_CLAIMABLE, {"b_limit": self._batch})
+        async def unit(tx: SqlTransaction) -> list[ClaimedEvent]:
+            found = await tx.conn.execute(_SELECT_CLAIMABLE, {"b_limit": self._batch})
             ids = list(found.scalars())
             if not ids:
                 return []
             owner = {"b_ids": ids, "b_owner": self._instance_id}
-            await conn.execute(_CLAIM, {"b_ids": ids, "lockedBy": self._instance_id})
-            rows = await conn.execute(_SELECT_CLAIMED, owner)
+            await tx.conn.execute(_CLAIM, {"b_ids": ids, "lockedBy": self._instance_id})
+            rows = await tx.conn.execute(_SELECT_CLAIMED, owner)
             return [ClaimedEvent(*row) for row in rows]
 
-        return await run_transaction(self._engine, unit)
+        return await self._uow.run(unit)
 
     async def _deliver(self, event: ClaimedEvent) -> bool:
         if event.event_type not in KNOWN_TYPES:
@@ -175,7 +178,7 @@ class OutboxDispatcher(RoundLoop):
         dead = attempts >= MAX_ATTEMPTS
         values: dict[str, Any] = {
             "attemptCount": attempts,
-            "status": "dead" if dead else "pending",
+            "status": OutboxStatus.DEAD.value if dead else _PENDING,
             "lockedBy": None,
             "lockedAt": None,
             "lastError": f"{type(exc).__name__}: {exc}"[:500],
@@ -184,14 +187,14 @@ class OutboxDispatcher(RoundLoop):
             values["availableAt"] = db_now(self._backoff_base_ms * 2 ** (attempts - 1))
         statement = (
             update(_outbox)
-            .where(_o.id == event.id, _o.status == "processing", _o.lockedBy == self._instance_id)
+            .where(_o.id == event.id, _o.status == _PROCESSING, _o.lockedBy == self._instance_id)
             .values(values)
         )
 
-        async def unit(conn: AsyncConnection) -> None:
-            await conn.execute(statement)
+        async def unit(tx: SqlTransaction) -> None:
+            await tx.conn.execute(statement)
 
-        await run_transaction(self._engine, unit)
+        await self._uow.run(unit)
         log.warning(
             "outbox delivery failed",
             extra={
@@ -209,27 +212,32 @@ class OutboxDispatcher(RoundLoop):
             update(_outbox)
             .where(
                 _o.id == bindparam("b_id"),
-                _o.status == "processing",
+                _o.status == _PROCESSING,
                 _o.lockedBy == bindparam("b_owner"),
             )
-            .values(status="published", publishedAt=db_now(), lockedBy=None, lockedAt=None)
+            .values(
+                status=OutboxStatus.PUBLISHED.value,
+                publishedAt=db_now(),
+                lockedBy=None,
+                lockedAt=None,
+            )
         )
 
     async def publish(self, events: Sequence[ClaimedEvent]) -> int:
         """Mark delivered events published with commit-ordered positions; returns how many."""
 
-        async def unit(conn: AsyncConnection) -> int:
+        async def unit(tx: SqlTransaction) -> int:
             # The row lock is held to commit: positions follow the order publications commit.
             current = (
-                await conn.execute(
+                await tx.conn.execute(
                     select(_sequence.c.value)
-                    .where(_sequence.c.name == "published")
+                    .where(_sequence.c.name == _PUBLISHED_SEQUENCE)
                     .with_for_update()
                 )
             ).scalar_one()
             published = 0
             for event in events:
-                result = await conn.execute(
+                result = await tx.conn.execute(
                     self._publish_one,
                     {
                         "b_id": event.id,
@@ -239,14 +247,14 @@ class OutboxDispatcher(RoundLoop):
                 )
                 # A claim released as stale and taken by another replica is theirs now.
                 published += result.rowcount
-            await conn.execute(
+            await tx.conn.execute(
                 update(_sequence)
-                .where(_sequence.c.name == "published")
+                .where(_sequence.c.name == _PUBLISHED_SEQUENCE)
                 .values(value=current + published)
             )
             return published
 
-        count = await run_transaction(self._engine, unit)
+        count = await self._uow.run(unit)
         if count:
             self._on_published()
         return count
@@ -255,22 +263,22 @@ class OutboxDispatcher(RoundLoop):
 # Built once: statement construction costs more than executing a cached statement.
 _SELECT_CLAIMABLE = (
     select(_o.id)
-    .where(_o.status == "pending", _o.availableAt <= db_now())
+    .where(_o.status == _PENDING, _o.availableAt <= db_now())
     .order_by(_o.availableAt, _o.id)
     .limit(bindparam("b_limit"))
     .with_for_update(skip_locked=True)
 )
 _CLAIM = (
     update(_outbox)
-    .where(_o.id.in_(bindparam("b_ids", expanding=True)), _o.status == "pending")
-    .values(status="processing", lockedAt=db_now())
+    .where(_o.id.in_(bindparam("b_ids", expanding=True)), _o.status == _PENDING)
+    .values(status=_PROCESSING, lockedAt=db_now())
 )
 _SELECT_CLAIMED = (
     select(_o.id, _o.eventType, _o.aggregateId, _o.payload, _o.attemptCount, _o.createdAt)
     .where(
         _o.id.in_(bindparam("b_ids", expanding=True)),
         _o.lockedBy == bindparam("b_owner"),
-        _o.status == "processing",
+        _o.status == _PROCESSING,
     )
     .order_by(_o.id)
 )

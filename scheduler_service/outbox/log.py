@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import cast
 
 from sqlalchemy import Table, func, select
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service.db.models import OutboxEvent
+from scheduler_service.uow import SqlTransaction, SqlUnitOfWork
 
 __all__ = ["Broadcast", "PublishedEvent", "follow", "latest_position"]
 
@@ -48,15 +49,18 @@ class Broadcast:
         await self._event.wait()
 
 
-async def latest_position(engine: AsyncEngine) -> int:
-    async with engine.connect() as conn:
-        return int(
-            (await conn.execute(select(func.coalesce(func.max(_o.publishedSeq), 0)))).scalar_one()
-        )
+_LATEST = select(func.coalesce(func.max(_o.publishedSeq), 0))
+
+
+async def latest_position(uow: SqlUnitOfWork) -> int:
+    async def read(tx: SqlTransaction) -> int:
+        return int((await tx.conn.execute(_LATEST)).scalar_one())
+
+    return await uow.read(read)
 
 
 async def _after(
-    engine: AsyncEngine, position: int, event_types: Sequence[str], limit: int
+    tx: SqlTransaction, position: int, event_types: Sequence[str], limit: int
 ) -> list[PublishedEvent]:
     query = (
         select(_o.publishedSeq, _o.eventType, _o.aggregateId, _o.payload, _o.createdAt)
@@ -64,17 +68,16 @@ async def _after(
         .order_by(_o.publishedSeq)
         .limit(limit)
     )
-    async with engine.connect() as conn:
-        return [
-            PublishedEvent(
-                int(seq), str(kind), str(job_id), str((payload or {}).get("jobType", "")), created
-            )
-            for seq, kind, job_id, payload, created in await conn.execute(query)
-        ]
+    return [
+        PublishedEvent(
+            int(seq), str(kind), str(job_id), str((payload or {}).get("jobType", "")), created
+        )
+        for seq, kind, job_id, payload, created in await tx.conn.execute(query)
+    ]
 
 
 async def follow(
-    engine: AsyncEngine,
+    uow: SqlUnitOfWork,
     after: int,
     event_types: Sequence[str],
     *,
@@ -89,7 +92,9 @@ async def follow(
     """
     position = after
     while True:
-        events = await _after(engine, position, event_types, batch)
+        events = await uow.read(
+            functools.partial(_after, position=position, event_types=event_types, limit=batch)
+        )
         for event in events:
             position = event.position
             yield event

@@ -5,7 +5,6 @@ Payloads carry ids and routing facts only: never a user id, credential, snapshot
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any, cast
 
 from sqlalchemy import Table, insert
@@ -13,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import OutboxEvent
+from scheduler_service.outbox.events import EventType, OutboxStatus
 
 __all__ = ["EventType", "add_event"]
 
@@ -20,18 +20,11 @@ _outbox = cast(Table, OutboxEvent.__table__)
 # Built once: every insert of an event runs the cached statement with its own parameters.
 _INSERT_PENDING = insert(_outbox).values(
     aggregateType="AiJob",
-    status="pending",
+    status=OutboxStatus.PENDING.value,
     attemptCount=0,
     availableAt=db_now(),
     createdAt=db_now(),
 )
-
-
-class EventType(StrEnum):
-    ENQUEUE = "ai.job.enqueue"
-    COMPLETED = "ai.job.completed"
-    FAILED = "ai.job.failed"
-    CANCELLED = "ai.job.cancelled"
 
 
 async def add_event(

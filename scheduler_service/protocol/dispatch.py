@@ -11,30 +11,21 @@ hold, including cancels requested through another replica.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import cast
-
-from sqlalchemy import Table, select
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from scheduler_service import metrics
-from scheduler_service.db.models import AiJob
-from scheduler_service.lifecycle.state_machine import LifecycleStatus
+from scheduler_service.lifecycle.records import LeasePayload
 from scheduler_service.loops import RoundLoop
-from scheduler_service.protocol.leases import LeasePayload
+from scheduler_service.ports import Transaction
 from scheduler_service.protocol.service import RuntimeProtocol
 
-__all__ = ["CancelNotice", "Dispatcher", "Settle", "StreamSession"]
+__all__ = ["CancelNotice", "Dispatcher", "StreamSession"]
 
 log = logging.getLogger(__name__)
-_jobs = cast(Table, AiJob.__table__)
-
-
-#: Awaited by the caller of ``Dispatcher.offer_within`` once its transaction has ended.
-Settle = Callable[[bool], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +73,6 @@ class Dispatcher(RoundLoop):
     def __init__(
         self,
         protocol: RuntimeProtocol,
-        engine: AsyncEngine,
         *,
         poll_interval_s: float = 0.25,
         batch_max: int = 64,
@@ -91,7 +81,7 @@ class Dispatcher(RoundLoop):
         super().__init__("dispatcher", poll_interval_s)
         self._on_leased = on_leased
         self._protocol = protocol
-        self._engine = engine
+        self._uow = protocol.uow
         self._batch_max = batch_max
         self._sessions: list[StreamSession] = []
         self._last_cancel_scan = 0.0
@@ -166,9 +156,13 @@ class Dispatcher(RoundLoop):
             for session, want in zip(group, wants, strict=True):
                 session.credits -= want
             try:
-                shares = await self._protocol.claim_many(
-                    job_types,
-                    [(s.runtime_instance_id, want) for s, want in zip(group, wants, strict=True)],
+                demands = [
+                    (s.runtime_instance_id, want) for s, want in zip(group, wants, strict=True)
+                ]
+                shares = await self._uow.run(
+                    functools.partial(
+                        self._protocol.claim_within, job_types=job_types, demands=demands
+                    )
                 )
             finally:
                 for session, want in zip(group, wants, strict=True):
@@ -191,14 +185,13 @@ class Dispatcher(RoundLoop):
             self._on_leased(lease.job_id)
         return True
 
-    async def offer_within(self, conn: AsyncConnection, job_type: str) -> Settle | None:
-        """Lease work to a stream of this replica with a free slot, inside the caller's
-        transaction (a create's), so a new job need not wait for a dispatch round.
+    async def offer_within(self, tx: Transaction, job_type: str) -> None:
+        """Lease work to a stream of this replica with a free slot, inside ``tx`` (a create's),
+        so a new job need not wait for a dispatch round.
 
         The claim is the dispatcher's own (priority, then age, SKIP LOCKED), so an older job
-        waiting for the same type goes first and nothing jumps the queue. Returns what the
-        caller must await once its transaction has ended (committed or not); None when no stream
-        here has a free slot for ``job_type``.
+        waiting for the same type goes first and nothing jumps the queue. The slot is held until
+        ``tx`` ends; the lease is delivered once it commits (a rollback takes the claim with it).
         """
         session = next(
             (
@@ -209,26 +202,23 @@ class Dispatcher(RoundLoop):
             None,
         )
         if session is None:
-            return None
+            return
         session.credits -= 1  # held for this transaction, so a round cannot spend it too
-        try:
-            (leases,) = await self._protocol.claim_many(
-                [job_type], [(session.runtime_instance_id, 1)], conn=conn
-            )
-        except BaseException:
-            session.credits += 1
-            raise
 
-        async def settle(committed: bool) -> None:
+        def give_back() -> None:
             session.credits += 1
-            if not (committed and leases):
-                return  # rolled back: the claim went with it
-            metrics.LEASES.inc(len(leases))
-            metrics.LEASE_LATENCY.observe(0.0)
-            if not self._deliver(session, leases):
+
+        tx.after_rollback(give_back)
+        (leases,) = await self._protocol.claim_within(
+            tx, [job_type], [(session.runtime_instance_id, 1)]
+        )
+
+        async def deliver() -> None:
+            give_back()
+            if leases and not self._deliver(session, leases):
                 await self._release(session, leases)
 
-        return settle
+        tx.after_commit(deliver)
 
     async def _release(self, session: StreamSession, leases: Sequence[LeasePayload]) -> None:
         for lease in leases:
@@ -249,12 +239,6 @@ class Dispatcher(RoundLoop):
         by_instance = {s.runtime_instance_id: s for s in self._sessions if s.held}
         if not by_instance:
             return
-        query = select(_jobs.c.id, _jobs.c.attemptCount, _jobs.c.lockedBy).where(
-            _jobs.c.lifecycleStatus == LifecycleStatus.RUNNING.value,
-            _jobs.c.cancelRequestedAt.is_not(None),
-            _jobs.c.lockedBy.in_(sorted(by_instance)),
-        )
-        async with self._engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
-        for row in rows:
-            self._send_cancel(by_instance[row.lockedBy], CancelNotice(row.id, row.attemptCount))
+        rows = await self._uow.read(lambda tx: tx.jobs.cancel_requested_held_by(by_instance))
+        for job_id, attempt_no, holder in rows:
+            self._send_cancel(by_instance[holder], CancelNotice(job_id, attempt_no))

@@ -10,38 +10,21 @@ from collections.abc import Iterable, Iterator
 
 from pydantic import BaseModel
 
-from scheduler_service.errors import SchedulerError
+from scheduler_service.errors import (
+    DuplicateJobDefinitionError,
+    InvalidJobDefinitionError,
+    UnknownJobTypeError,
+)
 from scheduler_service.registry.definitions import (
     BUILTIN_DEFINITIONS,
     CREDENTIAL_MODES,
     QUEUES,
     JobDefinition,
 )
-from shared.error_codes import ErrorCode
 from shared.job_schemas import INPUT_SCHEMAS, OUTPUT_SCHEMAS, PARAMS_SCHEMAS
 
 JOB_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_]{1,63}$")
 MIN_TIMEOUT_MS, MAX_TIMEOUT_MS = 1_000, 600_000
-
-
-class RegistryError(SchedulerError):
-    """A job definition cannot be registered (raised at start-up)."""
-
-
-class DuplicateJobDefinitionError(RegistryError):
-    pass
-
-
-class InvalidJobDefinitionError(RegistryError):
-    pass
-
-
-class UnknownJobTypeError(SchedulerError):
-    code = ErrorCode.INVALID_ARGUMENT
-
-    def __init__(self, job_type: str) -> None:
-        super().__init__(f"unknown job type {job_type!r}")
-        self.job_type = job_type
 
 
 def validate_definition(definition: JobDefinition) -> None:

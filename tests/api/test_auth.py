@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from aijob.harness import tokens
 from scheduler_service.api.auth import Role, TokenSet
 from scheduler_service.api.tokens import ConfigurationError, is_loopback, load_tokens
 from scheduler_service.settings import SchedulerSettings
@@ -30,8 +31,7 @@ from shared.gen.aijob.v1 import (
     runtime_service_pb2_grpc,
 )
 from shared.status_details import error_reason
-from tests import tokens
-from tests.schedulers import SchedulerFactory
+from tests.support.schedulers import SchedulerFactory
 
 SERVICES = {
     "JobService": (job_service_pb2, job_service_pb2_grpc, Role.SERVICE),

@@ -22,11 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
+from aijob.harness import tokens
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
-from tests import tokens
 from tests.api.test_auth import SERVICES, TOKEN_OF, _message_class
-from tests.protocol.db_checks import ARTIFACTS, JOBS, OUTBOX, SNAPSHOTS
-from tests.schedulers import RunningScheduler
+from tests.support.db_checks import ARTIFACTS, JOBS, OUTBOX, SNAPSHOTS
+from tests.support.schedulers import RunningScheduler
 
 pytestmark = pytest.mark.mysql
 

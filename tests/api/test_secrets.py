@@ -14,13 +14,13 @@ import pytest
 from google.protobuf import timestamp_pb2
 from sqlalchemy import Table, select
 
+from aijob.harness.runtime_client import ClientRuntime, JobClient
 from scheduler_service.credentials import CredentialCipher, CredentialUnavailableError
 from scheduler_service.db.models import UserModelCredential
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.status_details import error_reason
-from tests.protocol.db_checks import events, job_row
-from tests.protocol.runtime_client import ClientRuntime, JobClient
-from tests.schedulers import SchedulerFactory
+from tests.support.db_checks import events, job_row
+from tests.support.schedulers import SchedulerFactory
 
 pytestmark = pytest.mark.mysql
 
@@ -141,7 +141,7 @@ async def test_a_job_past_its_deadline_expires(
     deadline = timestamp_pb2.Timestamp()
     deadline.FromDatetime(datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=5))
     job = await JobClient(scheduler.channel).create(deadline=deadline)
-    assert await scheduler.app.protocol.reap_once() == 1
+    assert await scheduler.app.reaper.reap_once() == 1
     row = await job_row(scheduler.app.engine, job.job_id)
     assert (row["lifecycleStatus"], row["errorCode"]) == ("failed", "JOB_EXPIRED")
     assert await events(scheduler.app.engine, job.job_id) == ["ai.job.enqueue", "ai.job.failed"]

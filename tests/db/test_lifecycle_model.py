@@ -27,9 +27,10 @@ from hypothesis.stateful import (
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service.errors import SchedulerError
-from scheduler_service.lifecycle.repository import JobError, LifecycleRepository
+from scheduler_service.lifecycle.records import JobError
 from scheduler_service.lifecycle.state_machine import LifecycleStatus, legacy_status_of
-from tests.db.helpers import create_job, raw_row
+from tests.support.db import create_job, raw_row
+from tests.support.store import StoreCalls
 
 pytestmark = pytest.mark.mysql
 
@@ -48,7 +49,7 @@ class Modelled:
 
 
 def _machine(engine: AsyncEngine, loop: asyncio.AbstractEventLoop) -> type[RuleBasedStateMachine]:
-    repo = LifecycleRepository(engine)
+    repo = StoreCalls(engine)
 
     def run(coroutine: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, loop).result(timeout=60)

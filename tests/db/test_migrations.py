@@ -15,10 +15,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service.db.engine import create_engine
 from scheduler_service.db.models import AiJob, Base
-from scheduler_service.lifecycle.repository import LifecycleRepository
 from scheduler_service.migrate import migrate
 from tests.conftest import DatabaseFactory
-from tests.db.helpers import make_job
+from tests.support.db import make_job
+from tests.support.store import StoreCalls
 
 LEGACY_SQL = Path(__file__).resolve().parent.parent / "fixtures" / "legacy-schema.sql"
 LEGACY_COLUMNS = {
@@ -133,12 +133,11 @@ async def test_widened_job_type_and_utf8mb4_on_legacy_upgrade(
             )
             return int(column["type"].length)  # type: ignore[attr-defined]
 
-        async with engine.begin() as conn:
+        async with engine.connect() as conn:
             assert await conn.run_sync(job_type_length) == 64
-            long_type = "flashcard_generation_" + "x" * 40
-            await LifecycleRepository(engine).create(
-                conn, make_job(job_id="new-1", job_type=long_type)
-            )
+        long_type = "flashcard_generation_" + "x" * 40
+        await StoreCalls(engine).create(make_job(job_id="new-1", job_type=long_type))
+        async with engine.connect() as conn:
             stored = (
                 await conn.execute(select(AiJob.jobType).where(AiJob.id == "new-1"))
             ).scalar_one()

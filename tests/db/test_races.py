@@ -16,9 +16,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service.db.models import AiJob
 from scheduler_service.errors import JobAlreadyTerminalError, JobLockConflictError, LifecycleError
-from scheduler_service.lifecycle.repository import LeaseGrant, LifecycleRepository
+from scheduler_service.lifecycle.records import LeaseGrant
 from scheduler_service.lifecycle.state_machine import LEGACY_STATUS_OF, LifecycleStatus
-from tests.db.helpers import create_job, raw_row
+from tests.support.db import create_job, raw_row
+from tests.support.store import StoreCalls
 
 pytestmark = pytest.mark.mysql
 
@@ -27,8 +28,8 @@ HASH = "b" * 64
 
 
 @pytest.fixture
-def repo(mysql_engine: AsyncEngine) -> LifecycleRepository:
-    return LifecycleRepository(mysql_engine)
+def repo(mysql_engine: AsyncEngine) -> StoreCalls:
+    return StoreCalls(mysql_engine)
 
 
 async def _gather_outcomes(*calls: Awaitable[object]) -> list[object]:
@@ -36,7 +37,7 @@ async def _gather_outcomes(*calls: Awaitable[object]) -> list[object]:
 
 
 async def test_twenty_racing_locks_have_one_winner(
-    repo: LifecycleRepository, mysql_engine: AsyncEngine
+    repo: StoreCalls, mysql_engine: AsyncEngine
 ) -> None:
     for _ in range(5):
         job_id = await create_job(repo, mysql_engine)
@@ -52,7 +53,7 @@ async def test_twenty_racing_locks_have_one_winner(
 
 
 async def test_succeed_racing_cancel_ends_in_one_terminal_state(
-    repo: LifecycleRepository, mysql_engine: AsyncEngine
+    repo: StoreCalls, mysql_engine: AsyncEngine
 ) -> None:
     seen: Counter[str] = Counter()
     for _ in range(30):
@@ -76,7 +77,7 @@ async def test_succeed_racing_cancel_ends_in_one_terminal_state(
 
 
 async def test_cancel_racing_lock_never_leaves_a_running_cancelled_job(
-    repo: LifecycleRepository, mysql_engine: AsyncEngine
+    repo: StoreCalls, mysql_engine: AsyncEngine
 ) -> None:
     for _ in range(30):
         job_id = await create_job(repo, mysql_engine)
@@ -95,7 +96,7 @@ async def test_cancel_racing_lock_never_leaves_a_running_cancelled_job(
 
 
 async def test_status_always_matches_lifecycle_status(
-    repo: LifecycleRepository, mysql_engine: AsyncEngine
+    repo: StoreCalls, mysql_engine: AsyncEngine
 ) -> None:
     # Run the races above on fresh jobs, then check every row the repository wrote.
     await test_twenty_racing_locks_have_one_winner(repo, mysql_engine)

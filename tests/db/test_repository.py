@@ -1,4 +1,4 @@
-"""The lifecycle repository on SQLite and MariaDB: every write, its guard, and its typed errors."""
+"""The SQL job store on SQLite and MariaDB: every lifecycle write, its guard, its typed errors."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ from scheduler_service.errors import (
     JobNotFoundError,
     LeaseLostError,
 )
-from scheduler_service.lifecycle.repository import JobError, LifecycleRepository
+from scheduler_service.lifecycle.records import JobError
 from scheduler_service.lifecycle.state_machine import LifecycleStatus, legacy_status_of
-from tests.db.helpers import create_job, db_now_value, raw_row, shift_times
+from scheduler_service.uow import SqlTransaction
+from tests.support.db import create_job, db_now_value, raw_row, shift_times
+from tests.support.store import StoreCalls
 
 S = LifecycleStatus
 ERR = JobError("MODEL_TIMEOUT", "The model did not answer in time.", "read timeout after 30s")
@@ -25,8 +27,8 @@ HASH = "a" * 64
 
 
 @pytest.fixture
-def repo(engine: AsyncEngine) -> LifecycleRepository:
-    return LifecycleRepository(engine, lease_ttl_s=60, lease_grace_s=30)
+def repo(engine: AsyncEngine) -> StoreCalls:
+    return StoreCalls(engine, lease_ttl_s=60, lease_grace_s=30)
 
 
 async def assert_state(
@@ -38,7 +40,7 @@ async def assert_state(
     return row
 
 
-async def test_create_writes_a_queued_job(repo: LifecycleRepository, engine: AsyncEngine) -> None:
+async def test_create_writes_a_queued_job(repo: StoreCalls, engine: AsyncEngine) -> None:
     job_id = await create_job(repo, engine, target_type="material", target_id="m-1")
     row = await assert_state(engine, job_id, S.QUEUED)
     assert row["status"] == "pending"
@@ -49,7 +51,7 @@ async def test_create_writes_a_queued_job(repo: LifecycleRepository, engine: Asy
     assert record is not None and record.lifecycleStatus is S.QUEUED
 
 
-async def test_lock_leases_attempt_one(repo: LifecycleRepository, engine: AsyncEngine) -> None:
+async def test_lock_leases_attempt_one(repo: StoreCalls, engine: AsyncEngine) -> None:
     job_id = await create_job(repo, engine)
     before = await db_now_value(engine)
     lease = await repo.lock(job_id, "rt-1")
@@ -60,9 +62,7 @@ async def test_lock_leases_attempt_one(repo: LifecycleRepository, engine: AsyncE
     assert row["startedAt"] is not None and row["lockedAt"] is not None
 
 
-async def test_lock_conflict_and_missing_job(
-    repo: LifecycleRepository, engine: AsyncEngine
-) -> None:
+async def test_lock_conflict_and_missing_job(repo: StoreCalls, engine: AsyncEngine) -> None:
     job_id = await create_job(repo, engine)
     await repo.lock(job_id, "rt-1")
     with pytest.raises(JobLockConflictError) as caught:
@@ -73,7 +73,7 @@ async def test_lock_conflict_and_missing_job(
     assert (await raw_row(engine, job_id))["lockedBy"] == "rt-1"
 
 
-async def test_lock_honours_available_at(repo: LifecycleRepository, engine: AsyncEngine) -> None:
+async def test_lock_honours_available_at(repo: StoreCalls, engine: AsyncEngine) -> None:
     job_id = await create_job(repo, engine)
     await shift_times(engine, job_id, availableAt=+120)
     with pytest.raises(JobLockConflictError, match="waiting for a retry"):
@@ -82,7 +82,7 @@ async def test_lock_honours_available_at(repo: LifecycleRepository, engine: Asyn
 
 
 async def test_heartbeat_extends_only_the_holders_lease(
-    repo: LifecycleRepository, engine: AsyncEngine
+    repo: StoreCalls, engine: AsyncEngine
 ) -> None:
     job_id = await create_job(repo, engine)
     lease = await repo.lock(job_id, "rt-1")
@@ -101,7 +101,7 @@ async def test_heartbeat_extends_only_the_holders_lease(
 
 
 async def test_two_heartbeats_in_one_tick_both_succeed(
-    repo: LifecycleRepository, engine: AsyncEngine
+    repo: StoreCalls, engine: AsyncEngine
 ) -> None:
     """Reliability S16: a write that changes nothing still counts as matched."""
     job_id = await create_job(repo, engine)
@@ -111,7 +111,7 @@ async def test_two_heartbeats_in_one_tick_both_succeed(
     assert second.lock_until >= first.lock_until
 
 
-async def test_lease_past_grace_is_lost(repo: LifecycleRepository, engine: AsyncEngine) -> None:
+async def test_lease_past_grace_is_lost(repo: StoreCalls, engine: AsyncEngine) -> None:
     job_id = await create_job(repo, engine)
     await repo.lock(job_id, "rt-1")
     await shift_times(engine, job_id, lockUntil=-91)  # 60 s lease, 30 s grace: 1 s past both
@@ -121,9 +121,7 @@ async def test_lease_past_grace_is_lost(repo: LifecycleRepository, engine: Async
         await repo.extend_lease(job_id, 1, "rt-1")
 
 
-async def test_requeue_for_retry_then_second_attempt(
-    repo: LifecycleRepository, engine: AsyncEngine
-) -> None:
+async def test_requeue_for_retry_then_second_attempt(repo: StoreCalls, engine: AsyncEngine) -> None:
     job_id = await create_job(repo, engine)
     await repo.lock(job_id, "rt-1")
     now = await db_now_value(engine)
@@ -150,9 +148,7 @@ async def test_requeue_for_retry_then_second_attempt(
         await repo.extend_lease(job_id, 1, "rt-1")
 
 
-async def test_requeue_refused_when_no_attempt_left(
-    repo: LifecycleRepository, engine: AsyncEngine
-) -> None:
+async def test_requeue_refused_when_no_attempt_left(repo: StoreCalls, engine: AsyncEngine) -> None:
     job_id = await create_job(repo, engine, max_attempts=1)
     await repo.lock(job_id, "rt-1")
     with pytest.raises(IllegalTransitionError, match="no attempts are left"):
@@ -161,7 +157,7 @@ async def test_requeue_refused_when_no_attempt_left(
 
 
 async def test_mark_succeeded_clears_errors_and_sets_finish(
-    repo: LifecycleRepository, engine: AsyncEngine
+    repo: StoreCalls, engine: AsyncEngine
 ) -> None:
     job_id = await create_job(repo, engine)
     await repo.lock(job_id, "rt-1")
@@ -185,9 +181,7 @@ async def test_mark_succeeded_clears_errors_and_sets_finish(
         await repo.mark_failed(job_id, 2, ERR)
 
 
-async def test_mark_failed_keeps_error_fields(
-    repo: LifecycleRepository, engine: AsyncEngine
-) -> None:
+async def test_mark_failed_keeps_error_fields(repo: StoreCalls, engine: AsyncEngine) -> None:
     job_id = await create_job(repo, engine)
     await repo.lock(job_id, "rt-1")
     await repo.mark_failed(job_id, 1, ERR, runtime_instance_id="rt-1")
@@ -208,7 +202,7 @@ async def test_mark_failed_keeps_error_fields(
         await repo.mark_cancelled(job_id)
 
 
-async def test_cancel_queued_job_at_once(repo: LifecycleRepository, engine: AsyncEngine) -> None:
+async def test_cancel_queued_job_at_once(repo: StoreCalls, engine: AsyncEngine) -> None:
     job_id = await create_job(repo, engine)
     assert await repo.request_cancellation(job_id, user_id="user-1") == "cancelled"
     row = await assert_state(engine, job_id, S.CANCELLED)
@@ -221,7 +215,7 @@ async def test_cancel_queued_job_at_once(repo: LifecycleRepository, engine: Asyn
 
 
 async def test_cancel_running_job_is_requested_then_confirmed(
-    repo: LifecycleRepository, engine: AsyncEngine
+    repo: StoreCalls, engine: AsyncEngine
 ) -> None:
     job_id = await create_job(repo, engine)
     await repo.lock(job_id, "rt-1")
@@ -239,7 +233,7 @@ async def test_cancel_running_job_is_requested_then_confirmed(
 
 
 async def test_cancel_of_another_users_job_is_not_found(
-    repo: LifecycleRepository, engine: AsyncEngine
+    repo: StoreCalls, engine: AsyncEngine
 ) -> None:
     job_id = await create_job(repo, engine, user_id="owner")
     with pytest.raises(JobNotFoundError):
@@ -249,7 +243,7 @@ async def test_cancel_of_another_users_job_is_not_found(
     await assert_state(engine, job_id, S.QUEUED)
 
 
-async def test_expire_queued_after_deadline(repo: LifecycleRepository, engine: AsyncEngine) -> None:
+async def test_expire_queued_after_deadline(repo: StoreCalls, engine: AsyncEngine) -> None:
     now = await db_now_value(engine)
     job_id = await create_job(repo, engine, deadline_at=now + timedelta(seconds=30))
     with pytest.raises(IllegalTransitionError, match="deadline not passed"):
@@ -263,7 +257,7 @@ async def test_expire_queued_after_deadline(repo: LifecycleRepository, engine: A
 
 
 async def test_caller_transaction_rolls_back_with_the_lifecycle_write(
-    repo: LifecycleRepository, engine: AsyncEngine
+    repo: StoreCalls, engine: AsyncEngine
 ) -> None:
     job_id = await create_job(repo, engine)
     await repo.lock(job_id, "rt-1")
@@ -271,17 +265,17 @@ async def test_caller_transaction_rolls_back_with_the_lifecycle_write(
     class Boom(Exception):
         pass
 
+    async def succeed_then_fail(tx: SqlTransaction) -> None:
+        await tx.jobs.mark_succeeded(job_id, 1, output_hash=HASH, result_idempotency_key="k")
+        assert (await tx.jobs.get(job_id)) is not None
+        raise Boom
+
     with pytest.raises(Boom):
-        async with engine.begin() as conn:
-            await repo.mark_succeeded(
-                job_id, 1, output_hash=HASH, result_idempotency_key="k", conn=conn
-            )
-            assert (await repo.get(job_id, conn=conn)) is not None
-            raise Boom
+        await repo.uow.run(succeed_then_fail)
     await assert_state(engine, job_id, S.RUNNING)
 
 
-async def test_find_by_status(repo: LifecycleRepository, engine: AsyncEngine) -> None:
+async def test_find_by_status(repo: StoreCalls, engine: AsyncEngine) -> None:
     queued = await create_job(repo, engine, queue_name="ai-background")
     running = await create_job(repo, engine, queue_name="ai-background")
     await repo.lock(running, "rt-1")

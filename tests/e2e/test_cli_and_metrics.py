@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import free_port, wait_until_serving
+from aijob.harness.procs import free_port, wait_until_serving
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 

@@ -20,16 +20,16 @@ import grpc
 import pytest
 from sqlalchemy import select
 
+from aijob.harness.procs import free_port, launch_scheduler, wait_until_serving
+from aijob.harness.runtime_client import JobClient
+from aijob.harness.waiting import eventually
 from runtime_service.scripted_model import ScriptedModelServer
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.engine import create_engine
-from tests.e2e.ledger import read_ledger
-from tests.e2e.runtime_procs import Launcher, launch
-from tests.procs import free_port, launch_scheduler, wait_until_serving
-from tests.protocol.db_checks import JOBS
-from tests.protocol.runtime_client import JobClient
-from tests.runtime.fakes import model_server
-from tests.waiting import eventually
+from tests.support.db_checks import JOBS
+from tests.support.fakes import model_server
+from tests.support.ledger import read_ledger
+from tests.support.runtime_procs import Launcher, launch
 
 __all__ = ["launch", "model_server"]
 

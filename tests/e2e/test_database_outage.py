@@ -19,22 +19,22 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy import text
 
+from aijob.harness.procs import free_port, launch_scheduler, wait_until_serving
+from aijob.harness.runtime_client import JobClient
+from aijob.harness.waiting import eventually
 from runtime_service.scripted_model import ScriptedModelServer
 from scheduler_service.db.engine import create_engine
 from scheduler_service.migrate import migrate
-from tests.e2e.ledger import (
+from tests.support.fakes import model_server
+from tests.support.ledger import (
     assert_every_job_once,
     read_ledger,
     succeeded_count,
     wait_until_published,
     wait_until_succeeded,
 )
-from tests.e2e.runtime_procs import Launcher, launch
-from tests.own_mariadb import OwnMariaDB
-from tests.procs import free_port, launch_scheduler, wait_until_serving
-from tests.protocol.runtime_client import JobClient
-from tests.runtime.fakes import model_server
-from tests.waiting import eventually
+from tests.support.own_mariadb import OwnMariaDB
+from tests.support.runtime_procs import Launcher, launch
 
 __all__ = ["launch", "model_server"]
 

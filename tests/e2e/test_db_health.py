@@ -8,9 +8,9 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy.engine import make_url
 
-from tests.schedulers import SchedulerFactory
-from tests.tcp_proxy import TcpProxy
-from tests.waiting import eventually
+from aijob.harness.waiting import eventually
+from tests.support.schedulers import SchedulerFactory
+from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.mysql
 

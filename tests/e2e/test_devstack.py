@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.procs import free_port
+from aijob.harness.procs import free_port
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 

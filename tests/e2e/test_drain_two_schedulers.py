@@ -16,11 +16,11 @@ import grpc
 import pytest
 from sqlalchemy import func, select
 
+from aijob.harness.procs import scheduler_processes
+from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from scheduler_service.db.engine import create_engine
 from shared.gen.aijob.v1 import types_pb2
-from tests.procs import scheduler_processes
-from tests.protocol.db_checks import ARTIFACTS, JOBS, OUTBOX
-from tests.protocol.runtime_client import ClientRuntime, JobClient, echo_output
+from tests.support.db_checks import ARTIFACTS, JOBS, OUTBOX
 
 pytestmark = pytest.mark.mysql
 

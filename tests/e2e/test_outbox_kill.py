@@ -15,11 +15,11 @@ import grpc
 import pytest
 from sqlalchemy import select
 
+from aijob.harness.procs import free_port, launch_scheduler, wait_until_serving
+from aijob.harness.runtime_client import JobClient
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.engine import create_engine
-from tests.procs import free_port, launch_scheduler, wait_until_serving
-from tests.protocol.db_checks import OUTBOX
-from tests.protocol.runtime_client import JobClient
+from tests.support.db_checks import OUTBOX
 
 pytestmark = pytest.mark.mysql
 

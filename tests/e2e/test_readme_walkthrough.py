@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.procs import free_port, wait_until_serving
+from aijob.harness.procs import free_port, wait_until_serving
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 

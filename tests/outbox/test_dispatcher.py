@@ -14,7 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from scheduler_service.db.clock import db_now
 from scheduler_service.jobs.stats import queue_stats, redrive_dead_events
 from scheduler_service.outbox.dispatcher import ClaimedEvent, OutboxDispatcher
-from tests.protocol.db_checks import OUTBOX
+from scheduler_service.uow import SqlUnitOfWork
+from tests.support.db_checks import OUTBOX
 
 pytestmark = pytest.mark.mysql
 
@@ -75,7 +76,7 @@ def _dispatcher(engine: AsyncEngine, name: str, sink: Any, **kw: Any) -> OutboxD
         "backoff_base_ms": 1,
     }
     values.update(kw)
-    return OutboxDispatcher(engine, [sink], **values)
+    return OutboxDispatcher(SqlUnitOfWork(engine), [sink], **values)
 
 
 async def _drain(
@@ -149,15 +150,15 @@ async def test_poison_event_goes_dead_after_three_attempts_and_is_redriven(
     assert (row.status, row.attemptCount) == ("dead", 3)
     assert "refused" in row.lastError
     assert set(sink.delivered) == set(ids) - {poison}  # no head-of-line blocking
-    assert (await queue_stats(mysql_engine)).dead_events == 1
+    assert (await queue_stats(SqlUnitOfWork(mysql_engine))).dead_events == 1
     for _ in range(3):  # dead stays dead: no fourth attempt by itself
         assert await dispatcher.run_once() == 0
     sink.fail_on.clear()
-    assert await redrive_dead_events(mysql_engine, [poison]) == 1
+    assert await redrive_dead_events(SqlUnitOfWork(mysql_engine), [poison]) == 1
     await _drain([dispatcher], mysql_engine, 20)
     assert sink.delivered[poison] == 1
     assert await _statuses(mysql_engine) == {"published": 20}
-    assert (await queue_stats(mysql_engine)).dead_events == 0
+    assert (await queue_stats(SqlUnitOfWork(mysql_engine))).dead_events == 0
 
 
 async def test_unknown_event_types_are_published_without_delivery(

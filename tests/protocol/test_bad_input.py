@@ -10,13 +10,13 @@ from typing import Any
 import grpc
 import pytest
 
+from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from shared.canonical_json import output_hash
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.gen.aijob.v1 import runtime_service_pb2_grpc
 from shared.status_details import error_reason
-from tests.protocol.db_checks import ARTIFACTS, count, job_row
-from tests.protocol.runtime_client import ClientRuntime, JobClient, echo_output
-from tests.schedulers import RunningScheduler
+from tests.support.db_checks import ARTIFACTS, count, job_row
+from tests.support.schedulers import RunningScheduler
 
 pytestmark = pytest.mark.mysql
 

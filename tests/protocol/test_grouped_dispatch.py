@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from aijob.harness.runtime_client import JobClient
 from scheduler_service.protocol.dispatch import StreamSession
-from tests.protocol.db_checks import job_row
-from tests.protocol.runtime_client import JobClient
-from tests.schedulers import RunningScheduler
+from tests.support.db_checks import job_row
+from tests.support.schedulers import RunningScheduler
 
 pytestmark = pytest.mark.mysql
 
@@ -38,8 +38,11 @@ async def test_scarce_jobs_are_dealt_across_runtimes_once_each(
 ) -> None:
     jobs = JobClient(scheduler.channel)
     created = {(await jobs.create()).job_id for _ in range(5)}
-    shares = await scheduler.app.protocol.claim_many(
-        ["synthetic_echo"], [("rt-a", 4), ("rt-b", 4), ("rt-c", 0)]
+    protocol = scheduler.app.protocol
+    shares = await scheduler.app.uow.run(
+        lambda tx: protocol.claim_within(
+            tx, ["synthetic_echo"], [("rt-a", 4), ("rt-b", 4), ("rt-c", 0)]
+        )
     )
     assert [len(share) for share in shares] == [3, 2, 0]
     leased = [lease.job_id for share in shares for lease in share]

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from tests.protocol.db_checks import JOBS, job_row
-from tests.protocol.runtime_client import ClientRuntime, JobClient
-from tests.schedulers import RunningScheduler
-from tests.waiting import eventually
+from aijob.harness.runtime_client import ClientRuntime, JobClient
+from aijob.harness.waiting import eventually
+from tests.support.db_checks import JOBS, job_row
+from tests.support.schedulers import RunningScheduler
 
 pytestmark = pytest.mark.mysql
 
@@ -76,14 +76,14 @@ async def test_a_hand_off_cannot_spend_the_slots_a_round_is_claiming_for(
     await runtime.connect()
     try:
         await _subscribed(scheduler, "rt-two")
-        claim, go_on = protocol.claim_many, asyncio.Event()
+        claim, go_on = protocol.claim_within, asyncio.Event()
 
         async def paused_claim(*args: Any, **kwargs: Any) -> Any:
-            if kwargs.get("conn") is None:  # the round's own claim, not a hand-off
+            if "demands" in kwargs:  # the round's own claim (by keyword), not a hand-off
                 await go_on.wait()
             return await claim(*args, **kwargs)
 
-        monkeypatch.setattr(protocol, "claim_many", paused_claim)
+        monkeypatch.setattr(protocol, "claim_within", paused_claim)
         round_in_progress = asyncio.ensure_future(dispatcher._dispatch_round())
         late = await jobs.create()  # hands off, if it finds a free slot
         go_on.set()

@@ -8,6 +8,7 @@ import pytest
 from google.protobuf import struct_pb2
 from sqlalchemy import Table
 
+from aijob.harness.runtime_client import ClientRuntime, JobClient
 from scheduler_service.db.models import (
     AiLearningAnalysis,
     Flashcard,
@@ -17,9 +18,8 @@ from scheduler_service.db.models import (
 )
 from scheduler_service.projection.projectors import JobContext, project
 from shared.job_schemas import OUTPUT_SCHEMAS
-from tests.protocol.db_checks import ARTIFACTS, count
-from tests.protocol.runtime_client import ClientRuntime, JobClient
-from tests.schedulers import RunningScheduler
+from tests.support.db_checks import ARTIFACTS, count
+from tests.support.schedulers import RunningScheduler
 
 pytestmark = pytest.mark.mysql
 

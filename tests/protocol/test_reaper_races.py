@@ -10,12 +10,13 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import update
 
+from aijob.harness.runtime_client import JobClient
 from scheduler_service.db.clock import db_now
 from scheduler_service.errors import LeaseLostError
-from scheduler_service.lifecycle.repository import JobError
-from tests.protocol.db_checks import JOBS, events, job_row
-from tests.protocol.runtime_client import JobClient
-from tests.schedulers import RunningScheduler, SchedulerFactory
+from scheduler_service.lifecycle.records import JobError
+from tests.support.db_checks import JOBS, events, job_row
+from tests.support.schedulers import RunningScheduler, SchedulerFactory
+from tests.support.store import StoreCalls
 
 pytestmark = pytest.mark.mysql
 
@@ -45,17 +46,17 @@ async def test_expired_lease_with_cancel_request_becomes_cancelled(
     job_id = await _leased_job(scheduler)
     await JobClient(scheduler.channel).cancel(job_id)
     await _expire(scheduler, job_id)
-    assert await scheduler.app.protocol.reap_once() == 1
+    assert await scheduler.app.reaper.reap_once() == 1
     assert (await job_row(scheduler.app.engine, job_id))["lifecycleStatus"] == "cancelled"
     assert await events(scheduler.app.engine, job_id) == ["ai.job.enqueue", "ai.job.cancelled"]
 
 
 async def test_expired_last_attempt_fails_instead_of_looping(scheduler: RunningScheduler) -> None:
     job_id = await _leased_job(scheduler)
-    protocol = scheduler.app.protocol
+    protocol, reaper = scheduler.app.protocol, scheduler.app.reaper
     for attempt in (1, 2, 3):
         await _expire(scheduler, job_id)
-        assert await protocol.reap_once() == 1
+        assert await reaper.reap_once() == 1
         row = await job_row(scheduler.app.engine, job_id)
         if attempt < 3:
             assert (row["lifecycleStatus"], row["errorCode"]) == ("queued", "JOB_TIMEOUT")
@@ -80,7 +81,7 @@ async def test_two_replicas_reaping_at_once_requeue_each_job_once(
     job_ids = [await _leased_job(a, f"rt-{i}") for i in range(40)]
     for job_id in job_ids:
         await _expire(a, job_id)
-    reaped = await asyncio.gather(a.app.protocol.reap_once(), b.app.protocol.reap_once())
+    reaped = await asyncio.gather(a.app.reaper.reap_once(), b.app.reaper.reap_once())
     assert sum(reaped) == 40
     for job_id in job_ids:
         row = await job_row(a.app.engine, job_id)
@@ -95,7 +96,7 @@ async def test_heartbeat_racing_the_reaper_never_both_win(
     scheduler = await start_scheduler(
         mysql_url, reaper_interval_s=3600, lease_grace_s=0, max_active_jobs_per_user=10_000
     )
-    protocol = scheduler.app.protocol
+    protocol, reaper = scheduler.app.protocol, scheduler.app.reaper
     rng = random.Random(6)
     outcomes = {"heartbeat": 0, "reaper": 0, "neither": 0}
     for _ in range(1000):
@@ -107,7 +108,7 @@ async def test_heartbeat_racing_the_reaper_never_both_win(
             )
         beat, _reaped = await asyncio.gather(
             protocol.heartbeat(job_id, 1, "rt-1", 10, b""),
-            protocol.reap_once(),
+            reaper.reap_once(),
             return_exceptions=True,
         )
         # Judged on this job's row: the sweep may also take an older round's job.
@@ -119,8 +120,9 @@ async def test_heartbeat_racing_the_reaper_never_both_win(
             assert row["lifecycleStatus"] == "running" and row["attemptCount"] == 1
             outcomes["heartbeat"] += 1
             # End it, so that no later sweep takes it once its lease or timeout runs out.
-            repository = scheduler.app.repository
-            await repository.mark_failed(job_id, 1, _ENDED, runtime_instance_id="rt-1")
+            await StoreCalls(scheduler.app.engine).mark_failed(
+                job_id, 1, _ENDED, runtime_instance_id="rt-1"
+            )
         elif reaper_won:
             assert isinstance(beat, LeaseLostError) and row["errorCode"] == "JOB_TIMEOUT"
             outcomes["reaper"] += 1
@@ -128,7 +130,7 @@ async def test_heartbeat_racing_the_reaper_never_both_win(
             # The heartbeat came after the deadline and the reaper looked just before it: the
             # lease stays running until the next sweep takes it.
             assert isinstance(beat, LeaseLostError) and row["lifecycleStatus"] == "running"
-            await protocol.reap_once()
+            await reaper.reap_once()
             assert (await job_row(scheduler.app.engine, job_id))["lifecycleStatus"] == "queued"
             outcomes["neither"] += 1
     assert outcomes["heartbeat"] > 0 and outcomes["reaper"] > 0, outcomes

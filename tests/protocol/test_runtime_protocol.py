@@ -8,11 +8,11 @@ import asyncio
 import grpc
 import pytest
 
+from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from shared.status_details import error_reason
 from tests.conftest import DatabaseFactory
-from tests.protocol.db_checks import ARTIFACTS, USAGE, count, events, job_row
-from tests.protocol.runtime_client import ClientRuntime, JobClient, echo_output
-from tests.schedulers import RunningScheduler, SchedulerFactory
+from tests.support.db_checks import ARTIFACTS, USAGE, count, events, job_row
+from tests.support.schedulers import RunningScheduler, SchedulerFactory
 
 pytestmark = pytest.mark.mysql
 

@@ -10,13 +10,13 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 
+from aijob.harness import tokens
+from aijob.harness.runtime_client import ClientRuntime, JobClient
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.status_details import error_reason
-from tests import tokens
-from tests.protocol.runtime_client import ClientRuntime, JobClient
-from tests.schedulers import SchedulerFactory
+from tests.support.schedulers import SchedulerFactory
 
 pytestmark = pytest.mark.mysql
 

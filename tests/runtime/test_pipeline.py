@@ -8,12 +8,12 @@ import time
 
 import pytest
 
+from aijob.harness.waiting import eventually
 from runtime_service.pipeline import JobRunner, ModelConfig
 from runtime_service.safety import PatternSafetyCheck
 from runtime_service.scripted_model import ScriptedModelServer
 from shared.job_schemas import OUTPUT_SCHEMAS
-from tests.runtime.fakes import FakeScheduler, lease, model_server
-from tests.waiting import eventually
+from tests.support.fakes import FakeScheduler, lease, model_server
 
 __all__ = ["model_server"]
 

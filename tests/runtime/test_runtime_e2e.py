@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
+from aijob.harness import tokens
+from aijob.harness.runtime_client import JobClient
+from aijob.harness.waiting import eventually
 from runtime_service.scripted_model import ScriptedModelServer
 from runtime_service.settings import RuntimeSettings
 from runtime_service.worker import Runtime
-from tests import tokens
-from tests.protocol.db_checks import ARTIFACTS, USAGE, count, job_row
-from tests.protocol.runtime_client import JobClient
-from tests.runtime.fakes import model_server
 from tests.runtime.test_pipeline import SNAPSHOT
-from tests.schedulers import RunningScheduler
-from tests.waiting import eventually
+from tests.support.db_checks import ARTIFACTS, USAGE, count, job_row
+from tests.support.fakes import model_server
+from tests.support.schedulers import RunningScheduler
 
 __all__ = ["model_server"]
 

@@ -1,5 +1,5 @@
 """A tripwire for the whole test suite: any SQL that writes ``lifecycleStatus`` must come from the
-lifecycle repository (or a schema migration). Installed on every SQLAlchemy engine by conftest."""
+SQL job store or the claim (or a schema migration). Installed on every engine by conftest."""
 
 from __future__ import annotations
 
@@ -14,15 +14,16 @@ import greenlet
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ALLOWED_WRITERS = (
-    str(ROOT / "scheduler_service" / "lifecycle" / "repository.py"),
+    str(ROOT / "scheduler_service" / "lifecycle" / "sql_store.py"),
+    str(ROOT / "scheduler_service" / "lifecycle" / "claims.py"),
     str(ROOT / "migrations" / "versions"),
 )
 _WRITE = re.compile(r"^\s*(UPDATE|INSERT)\b.*\bAiAnalysisJob\b", re.IGNORECASE | re.DOTALL)
 
 
-class LifecycleWriteOutsideRepository(AssertionError):
+class LifecycleWriteOutsideStore(AssertionError):
     pass
 
 
@@ -53,7 +54,7 @@ def _issued_by_allowed_writer() -> bool:
 
 def _check(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
     if _writes_lifecycle_status(statement) and not _issued_by_allowed_writer():
-        raise LifecycleWriteOutsideRepository(
+        raise LifecycleWriteOutsideStore(
             f"lifecycleStatus written outside the lifecycle repository: {statement[:200]}"
         )
 

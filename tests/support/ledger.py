@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import func, select
 
+from aijob.harness.waiting import eventually
 from scheduler_service.db.engine import create_engine
-from tests.protocol.db_checks import ARTIFACTS, JOBS, OUTBOX
-from tests.waiting import eventually
+from tests.support.db_checks import ARTIFACTS, JOBS, OUTBOX
 
 
 @dataclass(frozen=True)

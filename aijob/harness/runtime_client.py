@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 from google.protobuf import duration_pb2, json_format
 
+from aijob.harness.tokens import RUNTIME_TOKEN, SERVICE_TOKEN, bearer
 from shared.canonical_json import output_hash
 from shared.gen.aijob.v1 import (
     job_service_pb2,
@@ -19,7 +20,6 @@ from shared.gen.aijob.v1 import (
     types_pb2,
 )
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
-from tests.tokens import RUNTIME_TOKEN, SERVICE_TOKEN, bearer
 
 WAIT_S = 30.0
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from aijob.harness import tokens
+from aijob.harness.waiting import eventually
 from runtime_service.scripted_model import ScriptedModelServer
-from tests import tokens
-from tests.protocol.db_checks import job_row
-from tests.schedulers import RunningScheduler, SchedulerFactory
-from tests.waiting import eventually
+from tests.support.db_checks import job_row
+from tests.support.schedulers import RunningScheduler, SchedulerFactory
 
 Launcher = Callable[..., subprocess.Popen[bytes]]
 

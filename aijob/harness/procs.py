@@ -15,7 +15,7 @@ from typing import IO
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests import tokens
+from aijob.harness import tokens
 
 
 def free_port() -> int:

@@ -11,7 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import AiJob
 from scheduler_service.ids import new_id
-from scheduler_service.lifecycle.repository import LifecycleRepository, NewJob
+from scheduler_service.lifecycle.records import NewJob
+from tests.support.store import StoreCalls
 
 
 def make_job(**overrides: Any) -> NewJob:
@@ -28,10 +29,9 @@ def make_job(**overrides: Any) -> NewJob:
     return NewJob(**values)
 
 
-async def create_job(repo: LifecycleRepository, engine: AsyncEngine, **overrides: Any) -> str:
+async def create_job(repo: StoreCalls, engine: AsyncEngine, **overrides: Any) -> str:
     job = make_job(**overrides)
-    async with engine.begin() as conn:
-        await repo.create(conn, job)
+    await repo.create(job)
     return job.job_id
 
 

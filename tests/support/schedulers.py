@@ -10,12 +10,12 @@ from typing import Any
 import grpc
 import pytest
 
+from aijob.harness import tokens
 from scheduler_service.api.server import build_server
 from scheduler_service.app import SchedulerApp
 from scheduler_service.registry import BUILTIN_DEFINITIONS, JobRegistry
 from scheduler_service.registry.definitions import Backoff
 from scheduler_service.settings import SchedulerSettings
-from tests import tokens
 
 
 def fast_registry() -> JobRegistry:

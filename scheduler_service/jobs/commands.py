@@ -1,0 +1,43 @@
+"""What callers ask of the job API, as domain values: a create, a list filter, the limits."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from scheduler_service.lifecycle.records import JobFilter
+from shared.canonical_json import canonical_json
+
+__all__ = ["CreateJobCommand", "JobFilter", "Limits"]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_active_jobs_per_user: int = 100
+    daily_job_quota_per_user: int = 10_000
+    max_snapshot_bytes: int = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateJobCommand:
+    user_id: str
+    job_type: str
+    target_type: str = ""
+    target_id: str = ""
+    snapshot: dict[str, Any]
+    params: dict[str, Any]
+    idempotency_key: str = ""
+    priority: int | None = None
+    credential_mode: str = ""
+    credential_id: str = ""
+    deadline: datetime | None = None
+
+    retried_from_job_id: str = ""
+
+    def fingerprint(self) -> str:
+        """What makes two creates "the same request" for the idempotency check."""
+        fields = asdict(self)
+        fields["deadline"] = self.deadline.isoformat() if self.deadline else None
+        return hashlib.sha256(canonical_json(fields)).hexdigest()

@@ -1,0 +1,234 @@
+"""Reads of the job table: one job, pages of jobs, the reaper's scans, lease payloads.
+
+Each runs on the connection of the unit of work's transaction (or read) that the SQL job store
+is bound to, so every read shares the writes' error mapping: an unreachable database is
+UNAVAILABLE on every path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import ColumnElement, Table, and_, bindparam, func, or_, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from scheduler_service.db.clock import db_now, db_today
+from scheduler_service.db.models import AiJobArtifact, AiJobSnapshot
+from scheduler_service.lifecycle import sql
+from scheduler_service.lifecycle.records import (
+    ArtifactRow,
+    ExpiredLease,
+    JobFilter,
+    JobRecord,
+    LeaseGrant,
+    LeasePayload,
+)
+from scheduler_service.lifecycle.state_machine import LifecycleStatus
+
+__all__ = [
+    "active_and_today",
+    "artifacts_of",
+    "awaiting_cancel_clauses",
+    "cancel_requested_held_by",
+    "expired_deadlines",
+    "expired_leases",
+    "filter_clauses",
+    "job_id_by_key",
+    "lease_payloads",
+    "page",
+    "read_job",
+    "snapshot_of",
+]
+
+_c = sql.jobs.c
+_snapshots = cast(Table, AiJobSnapshot.__table__)
+_artifacts = cast(Table, AiJobArtifact.__table__)
+_Q, _R = LifecycleStatus.QUEUED.value, LifecycleStatus.RUNNING.value
+
+_mine = _c.userId == bindparam("b_user")
+_ACTIVE_AND_TODAY = select(
+    select(func.count())
+    .where(_mine, sql.status_in((LifecycleStatus.QUEUED, LifecycleStatus.RUNNING)))
+    .scalar_subquery(),
+    select(func.count()).where(_mine, _c.createdAt >= db_today()).scalar_subquery(),
+)
+_JOB_ID_BY_KEY = select(_c.id).where(
+    _c.userId == bindparam("b_user"),
+    _c.jobType == bindparam("b_type"),
+    _c.idempotencyKey == bindparam("b_key"),
+)
+_ARTIFACTS = (
+    select(_artifacts.c.artifactType, _artifacts.c.artifactId)
+    .where(_artifacts.c.jobId == bindparam("b_id"))
+    .order_by(_artifacts.c.ordinal)
+)
+_SNAPSHOT = select(_snapshots.c.content, _snapshots.c.params).where(
+    _snapshots.c.jobId == bindparam("b_id")
+)
+_EXPIRED_LEASES = (
+    select(_c.id, _c.jobType, _c.attemptCount, _c.maxAttempts, _c.cancelRequestedAt)
+    .where(_c.lifecycleStatus == _R, sql.overdue())
+    .order_by(_c.lockUntil)
+    .limit(bindparam("b_limit"))
+)
+_EXPIRED_DEADLINES = (
+    select(_c.id)
+    .where(_c.lifecycleStatus == _Q, _c.deadlineAt.is_not(None), _c.deadlineAt <= db_now())
+    .limit(bindparam("b_limit"))
+)
+_CANCEL_REQUESTED_HELD = select(_c.id, _c.attemptCount, _c.lockedBy).where(
+    _c.lifecycleStatus == _R,
+    _c.cancelRequestedAt.is_not(None),
+    _c.lockedBy.in_(bindparam("b_holders", expanding=True)),
+)
+_PAYLOADS = (
+    select(
+        _c.id,
+        _c.jobType,
+        _c.timeoutMs,
+        _c.promptKey,
+        _c.promptVersion,
+        _c.modelName,
+        _c.credentialMode,
+        _c.credentialId,
+        _c.outputSchemaVersion,
+        _snapshots.c.content,
+        _snapshots.c.params,
+    )
+    .select_from(sql.jobs.outerjoin(_snapshots, _snapshots.c.jobId == _c.id))
+    .where(_c.id.in_(bindparam("b_ids", expanding=True)))
+)
+
+
+async def read_job(conn: AsyncConnection, job_id: str) -> JobRecord | None:
+    row = (await conn.execute(sql.SELECT_RECORD, {"b_id": job_id})).first()
+    return None if row is None else JobRecord.from_mapping(dict(row._mapping))
+
+
+async def job_id_by_key(conn: AsyncConnection, user_id: str, job_type: str, key: str) -> str | None:
+    found = await conn.execute(
+        _JOB_ID_BY_KEY, {"b_user": user_id, "b_type": job_type, "b_key": key}
+    )
+    return found.scalar_one_or_none()
+
+
+async def active_and_today(conn: AsyncConnection, user_id: str) -> tuple[int, int]:
+    """The user's queued-or-running jobs, and the jobs they created today (database day)."""
+    active, today = (await conn.execute(_ACTIVE_AND_TODAY, {"b_user": user_id})).one()
+    return int(active), int(today)
+
+
+async def artifacts_of(conn: AsyncConnection, job_id: str) -> list[ArtifactRow]:
+    return [
+        ArtifactRow(r.artifactType, r.artifactId)
+        for r in await conn.execute(_ARTIFACTS, {"b_id": job_id})
+    ]
+
+
+async def snapshot_of(conn: AsyncConnection, job_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The job's input snapshot and params (empty when it has none)."""
+    row = (await conn.execute(_SNAPSHOT, {"b_id": job_id})).first()
+    return (row.content or {}, row.params or {}) if row else ({}, {})
+
+
+async def page(
+    conn: AsyncConnection,
+    filters: Sequence[ColumnElement[bool]],
+    *,
+    limit: int,
+    before: tuple[datetime, str] | None = None,
+) -> list[JobRecord]:
+    """Jobs matching ``filters``, newest first, after the ``before`` (createdAt, id) cursor."""
+    query = select(*sql.RECORD_COLUMNS).where(*filters)
+    if before is not None:
+        created_at, job_id = before
+        query = query.where(
+            or_(_c.createdAt < created_at, and_(_c.createdAt == created_at, _c.id < job_id))
+        )
+    query = query.order_by(_c.createdAt.desc(), _c.id.desc()).limit(limit)
+    return [JobRecord.from_mapping(dict(row._mapping)) for row in await conn.execute(query)]
+
+
+async def expired_leases(
+    conn: AsyncConnection, grace_ms: int, *, limit: int = 100
+) -> list[ExpiredLease]:
+    """Running attempts past ``lockUntil`` + grace or past their timeout + grace (DB time)."""
+    rows = await conn.execute(_EXPIRED_LEASES, {"b_grace_ms": grace_ms, "b_limit": limit})
+    return [
+        ExpiredLease(
+            r.id, r.jobType, r.attemptCount, r.maxAttempts, r.cancelRequestedAt is not None
+        )
+        for r in rows
+    ]
+
+
+async def expired_deadlines(conn: AsyncConnection, *, limit: int = 100) -> list[str]:
+    """Queued jobs whose schedule-to-start deadline has passed."""
+    return list((await conn.execute(_EXPIRED_DEADLINES, {"b_limit": limit})).scalars())
+
+
+async def cancel_requested_held_by(
+    conn: AsyncConnection, holders: Collection[str]
+) -> list[tuple[str, int, str]]:
+    """(job id, attempt, holder) of running jobs whose cancel was requested, among ``holders``."""
+    rows = await conn.execute(_CANCEL_REQUESTED_HELD, {"b_holders": sorted(holders)})
+    return [(r.id, r.attemptCount, r.lockedBy) for r in rows]
+
+
+async def lease_payloads(conn: AsyncConnection, grants: Sequence[LeaseGrant]) -> list[LeasePayload]:
+    """What each lease hands its runtime: the job's execution fields and its input, in order."""
+    if not grants:
+        return []
+    found = await conn.execute(_PAYLOADS, {"b_ids": [g.job_id for g in grants]})
+    rows = {r.id: r for r in found}
+    return [_payload(g, rows[g.job_id]) for g in grants]
+
+
+def _payload(grant: LeaseGrant, row: Any) -> LeasePayload:
+    return LeasePayload(
+        job_id=grant.job_id,
+        job_type=row.jobType,
+        attempt_no=grant.attempt_no,
+        lock_until=grant.lock_until,
+        timeout_ms=row.timeoutMs,
+        snapshot=row.content or {},
+        params=row.params or {},
+        prompt_key=row.promptKey or "",
+        prompt_version=row.promptVersion or "",
+        model_name=row.modelName,
+        credential_mode=row.credentialMode,
+        credential_id=row.credentialId or "",
+        checkpoint=grant.checkpoint or b"",
+        output_schema_version=row.outputSchemaVersion or "",
+    )
+
+
+def filter_clauses(filters: JobFilter) -> list[ColumnElement[bool]]:
+    """The WHERE of a ListJobs page (``lifecycle_status`` already checked by the caller)."""
+    where: list[ColumnElement[bool]] = []
+    if filters.user_id is not None:
+        where.append(_c.userId == filters.user_id)
+    if filters.job_type:
+        where.append(_c.jobType == filters.job_type)
+    if filters.lifecycle_status:
+        where.append(_c.lifecycleStatus == filters.lifecycle_status)
+    if filters.queue_name:
+        where.append(_c.queueName == filters.queue_name)
+    if filters.created_after is not None:
+        where.append(_c.createdAt >= filters.created_after)
+    if filters.created_before is not None:
+        where.append(_c.createdAt < filters.created_before)
+    return where
+
+
+def awaiting_cancel_clauses(user_id: str) -> list[ColumnElement[bool]]:
+    """A user's jobs that a cancel of all their jobs has not reached yet."""
+    return [
+        _c.userId == user_id,
+        or_(
+            _c.lifecycleStatus == _Q,
+            and_(_c.lifecycleStatus == _R, _c.cancelRequestedAt.is_(None)),
+        ),
+    ]

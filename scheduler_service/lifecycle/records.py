@@ -1,0 +1,219 @@
+"""The lifecycle's value types: a job row as the scheduler reads it, and what writes return."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from scheduler_service.lifecycle.state_machine import LifecycleStatus, is_terminal, parse_status
+from shared.canonical_json import canonical_json
+
+__all__ = [
+    "RECORD_FIELDS",
+    "ArtifactRow",
+    "CancelOutcome",
+    "ExpiredLease",
+    "HeartbeatOutcome",
+    "JobError",
+    "JobFilter",
+    "JobRecord",
+    "LeaseGrant",
+    "LeasePayload",
+    "NewJob",
+    "Usage",
+]
+
+CancelOutcome = Literal["cancelled", "cancel_requested"]
+
+#: Bytes of heartbeat checkpoint kept for the next attempt.
+MAX_CHECKPOINT_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewJob:
+    """A job to insert as queued; values come from the job definition and the request."""
+
+    job_id: str
+    user_id: str
+    job_type: str
+    queue_name: str
+    priority: int
+    max_attempts: int
+    timeout_ms: int
+    target_type: str | None = None
+    target_id: str | None = None
+    idempotency_key: str | None = None
+    request_hash: str | None = None
+    trigger_type: str = "api"
+    parent_job_id: str | None = None
+    retried_from_job_id: str | None = None
+    credential_mode: str = "platform_key"
+    credential_id: str | None = None
+    model_name: str = "deepseek-chat"
+    prompt_key: str | None = None
+    prompt_version: str | None = None
+    input_schema_version: str | None = None
+    output_schema_version: str | None = None
+    snapshot_id: str | None = None
+    deadline_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobError:
+    """Error fields of a failure: a catalogue code, a user-safe text, an operator text."""
+
+    code: str
+    public_message: str
+    internal_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseGrant:
+    job_id: str
+    attempt_no: int
+    lock_until: datetime
+    checkpoint: bytes | None
+    #: From the job becoming available to this lease, by the database clock.
+    waited_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatOutcome:
+    lock_until: datetime
+    cancel_requested: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiredLease:
+    """A running attempt whose lease ran out, or that ran past its job type's timeout."""
+
+    job_id: str
+    job_type: str
+    attempt_no: int
+    max_attempts: int
+    cancel_requested: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobRecord:
+    """A job row as the rest of the scheduler reads it."""
+
+    id: str
+    userId: str
+    jobType: str
+    lifecycleStatus: LifecycleStatus
+    status: str
+    queueName: str
+    priority: int
+    progress: int
+    attemptCount: int
+    maxAttempts: int
+    timeoutMs: int
+    lockedBy: str | None
+    lockedAt: datetime | None
+    lockUntil: datetime | None
+    availableAt: datetime | None
+    deadlineAt: datetime | None
+    cancelRequestedAt: datetime | None
+    queuedAt: datetime | None
+    startedAt: datetime | None
+    finishedAt: datetime | None
+    createdAt: datetime
+    updatedAt: datetime
+    targetType: str | None
+    targetId: str | None
+    idempotencyKey: str | None
+    requestHash: str | None
+    retriedFromJobId: str | None
+    errorCode: str | None
+    publicErrorMessage: str | None
+    internalErrorMessage: str | None
+    outputHash: str | None
+    validatedOutput: Any
+    resultIdempotencyKey: str | None
+    credentialMode: str
+    credentialId: str | None
+    modelName: str
+    promptKey: str | None
+    promptVersion: str | None
+    outputSchemaVersion: str | None
+    checkpoint: bytes | None
+
+    @classmethod
+    def from_mapping(cls, row: Mapping[str, Any]) -> JobRecord:
+        values = {name: row[name] for name in RECORD_FIELDS}
+        values["lifecycleStatus"] = parse_status(values["lifecycleStatus"])
+        return cls(**values)
+
+    @property
+    def is_terminal(self) -> bool:
+        return is_terminal(self.lifecycleStatus)
+
+
+RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(JobRecord))
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactRow:
+    artifact_type: str
+    artifact_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class LeasePayload:
+    """What a lease hands its runtime."""
+
+    job_id: str
+    job_type: str
+    attempt_no: int
+    lock_until: datetime
+    timeout_ms: int
+    snapshot: dict[str, Any]
+    params: dict[str, Any]
+    prompt_key: str
+    prompt_version: str
+    model_name: str
+    credential_mode: str
+    credential_id: str
+    checkpoint: bytes
+    output_schema_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """One model call's usage, as a runtime reports it."""
+
+    model_name: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: int
+    cost_micros: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobFilter:
+    """What ListJobs narrows to; ``user_id`` is the caller for JobService, optional for admins."""
+
+    user_id: str | None = None
+    job_type: str = ""
+    lifecycle_status: str = ""
+    queue_name: str = ""
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+
+    def scope(self) -> str:
+        return hashlib.sha256(
+            canonical_json(
+                asdict(self)
+                | {
+                    "created_after": self.created_after.isoformat() if self.created_after else None,
+                    "created_before": self.created_before.isoformat()
+                    if self.created_before
+                    else None,
+                }
+            )
+        ).hexdigest()

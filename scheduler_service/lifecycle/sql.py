@@ -1,0 +1,179 @@
+"""The lifecycle's SQL: prebuilt statements, and the compiler of the declarative write table.
+
+Statements are built once, with bind parameters for what varies: building a statement costs
+several times what executing a cached one does (docs/performance.md). A write compiles to
+
+    UPDATE AiAnalysisJob SET <values> WHERE id = :b_id AND (<source 1> OR <source 2> ...)
+
+with one statement per (write, optional guards in use, optional values present).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from typing import Any, cast
+
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Table,
+    Update,
+    and_,
+    bindparam,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
+
+from scheduler_service.db.clock import db_now
+from scheduler_service.db.models import AiJob
+from scheduler_service.lifecycle.records import RECORD_FIELDS
+from scheduler_service.lifecycle.state_machine import (
+    LifecycleStatus,
+    Operation,
+    legacy_status_of,
+    sources_of,
+)
+from scheduler_service.lifecycle.transitions import (
+    LOCK,
+    Guard,
+    KeepOrNow,
+    LifecycleWrite,
+    Now,
+    Param,
+    Plus,
+    Source,
+    Value,
+)
+
+__all__ = [
+    "INSERT_QUEUED",
+    "SELECT_CLAIMABLE",
+    "SELECT_GRANTS",
+    "SELECT_RECORD",
+    "jobs",
+    "lock_many",
+    "overdue",
+    "status_in",
+    "write_statement",
+]
+
+jobs = cast(Table, AiJob.__table__)
+_c = jobs.c
+RECORD_COLUMNS = [_c[name] for name in RECORD_FIELDS]
+GRANT_COLUMNS = [_c.id, _c.attemptCount, _c.lockUntil, _c.checkpoint, _c.lockedAt, _c.availableAt]
+
+
+def status_in(statuses: Iterable[LifecycleStatus]) -> ColumnElement[bool]:
+    return _c.lifecycleStatus.in_(sorted(s.value for s in statuses))
+
+
+def _ms(name: str) -> ColumnElement[int]:
+    return bindparam(name, type_=Integer)
+
+
+def overdue() -> ColumnElement[bool]:
+    """Past ``lockUntil`` + grace, or past the attempt's timeout + grace (``b_grace_ms``)."""
+    grace = _ms("b_grace_ms")
+    return or_(_c.lockUntil < db_now(-grace), _c.startedAt < db_now(-(_c.timeoutMs + grace)))
+
+
+def _available_now() -> ColumnElement[bool]:
+    return and_(_c.availableAt <= db_now(), or_(_c.deadlineAt.is_(None), _c.deadlineAt > db_now()))
+
+
+_GUARDS: dict[Guard, Callable[[], ColumnElement[bool]]] = {
+    Guard.ATTEMPT: lambda: _c.attemptCount == bindparam("b_attempt"),
+    Guard.HOLDER: lambda: _c.lockedBy == bindparam("b_holder"),
+    Guard.OWNER: lambda: _c.userId == bindparam("b_owner"),
+    Guard.AVAILABLE: _available_now,
+    Guard.DEADLINE_PASSED: lambda: and_(_c.deadlineAt.is_not(None), _c.deadlineAt <= db_now()),
+    Guard.ATTEMPTS_LEFT: lambda: _c.attemptCount < _c.maxAttempts,
+    Guard.NO_CANCEL_REQUEST: lambda: _c.cancelRequestedAt.is_(None),
+    Guard.CANCEL_REQUESTED: lambda: _c.cancelRequestedAt.is_not(None),
+    Guard.WITHIN_GRACE: lambda: _c.lockUntil >= db_now(-_ms("b_grace_ms")),
+    Guard.OVERDUE: overdue,
+    Guard.NEVER_HEARTBEATED: lambda: _c.lastHeartbeatAt.is_(None),
+}
+
+
+def _value(column: str, value: Value) -> Any:
+    match value:
+        case Now(offset=None):
+            return db_now()
+        case Now(offset=str(name)):
+            return db_now(_ms(f"b_{name}"))
+        case Param(name=name):
+            return bindparam(f"v_{name}")
+        case Plus(amount=amount):
+            return _c[column] + amount
+        case KeepOrNow():
+            return func.coalesce(_c[column], db_now())
+    return value
+
+
+def _source(source: Source, active: frozenset[Guard]) -> ColumnElement[bool]:
+    guards = source.guards | (source.optional & active)
+    return and_(_c.lifecycleStatus == source.status.value, *(_GUARDS[g]() for g in sorted(guards)))
+
+
+def set_clause(write: LifecycleWrite, present: frozenset[str]) -> dict[str, Any]:
+    return {
+        column: _value(column, value)
+        for column, value in write.all_values.items()
+        if not (isinstance(value, Param) and value.optional and value.name not in present)
+    }
+
+
+@functools.cache
+def write_statement(
+    write: LifecycleWrite, active: frozenset[Guard], present: frozenset[str]
+) -> Update:
+    """``write`` for job ``b_id``, with the optional guards ``active`` and the optional values
+    ``present``."""
+    where = or_(*(_source(source, active) for source in write.sources))
+    return update(jobs).where(_c.id == bindparam("b_id"), where).values(set_clause(write, present))
+
+
+@functools.cache
+def lock_many() -> Update:
+    """The lock write for the rows ``b_ids`` (locked FOR UPDATE by the caller), leased to
+    ``v_lockedBy``."""
+    return (
+        update(jobs)
+        .where(_c.id.in_(bindparam("b_ids", expanding=True)), status_in(sources_of(Operation.LOCK)))
+        .values(set_clause(LOCK, frozenset()))
+    )
+
+
+SELECT_RECORD = select(*RECORD_COLUMNS).where(_c.id == bindparam("b_id"))
+SELECT_GRANTS = select(*GRANT_COLUMNS).where(_c.id.in_(bindparam("b_ids", expanding=True)))
+SELECT_GRANT = select(*GRANT_COLUMNS).where(
+    _c.id == bindparam("b_id"), _c.lockedBy == bindparam("b_holder")
+)
+SELECT_LEASE_STATE = select(_c.lockUntil, _c.cancelRequestedAt).where(_c.id == bindparam("b_id"))
+SELECT_AVAILABLE_AT = select(_c.availableAt).where(_c.id == bindparam("b_id"))
+INSERT_QUEUED = insert(jobs).values(
+    lifecycleStatus=LifecycleStatus.QUEUED.value,
+    status=legacy_status_of(LifecycleStatus.QUEUED),
+    progress=0,
+    attemptCount=0,
+    queuedAt=db_now(),
+    availableAt=db_now(),
+    createdAt=db_now(),
+    updatedAt=db_now(),
+)
+SELECT_CLAIMABLE = (
+    select(_c.id)
+    .where(
+        status_in(sources_of(Operation.LOCK)),
+        _c.jobType.in_(bindparam("b_types", expanding=True)),
+        _available_now(),
+    )
+    .order_by(_c.priority, _c.createdAt, _c.id)
+    .limit(bindparam("b_limit"))
+    .with_for_update(skip_locked=True)
+)

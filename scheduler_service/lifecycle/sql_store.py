@@ -1,0 +1,221 @@
+"""The job store on SQL: the only code that writes ``lifecycleStatus``.
+
+Every lifecycle write is one guarded UPDATE compiled from the write table
+(:mod:`~scheduler_service.lifecycle.transitions`) whose matched-row count is checked; there is no
+read-then-write. When it matches nothing, the row is read afterwards only to choose the typed
+error that explains why. The store is bound to one transaction's connection, so a projection, the
+state change and its outbox event commit together.
+
+``tests/test_lifecycle_single_writer.py`` fails the build if any module outside
+``scheduler_service/lifecycle/`` writes ``lifecycleStatus``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from pydantic import BaseModel
+from sqlalchemy import Table, bindparam, insert, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from scheduler_service.db.clock import db_now
+from scheduler_service.db.idempotent import insert_ignoring_duplicates
+from scheduler_service.db.models import AiJobSnapshot, AiUserJobGate
+from scheduler_service.ids import new_id
+from scheduler_service.lifecycle import claims, queries, sql
+from scheduler_service.lifecycle.records import (
+    ArtifactRow,
+    ExpiredLease,
+    HeartbeatOutcome,
+    JobFilter,
+    JobRecord,
+    LeaseGrant,
+    LeasePayload,
+    NewJob,
+    Usage,
+)
+from scheduler_service.lifecycle.store import JobStore
+from scheduler_service.lifecycle.transitions import Guard, LifecycleWrite, explain_miss
+from scheduler_service.projection.projectors import JobContext, project
+from scheduler_service.usage import record_usage
+
+__all__ = ["LeaseTimes", "SqlJobStore"]
+
+_snapshots = cast(Table, AiJobSnapshot.__table__)
+_gate = cast(Table, AiUserJobGate.__table__)
+_INSERT_SNAPSHOT = insert(_snapshots).values(createdAt=db_now())
+_LOCK_GATE = select(_gate.c.userId).where(_gate.c.userId == bindparam("b_user")).with_for_update()
+
+#: Parameters that switch on an optional guard when the caller passes them.
+_GUARD_PARAMS = {"attempt": Guard.ATTEMPT, "holder": Guard.HOLDER, "owner": Guard.OWNER}
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseTimes:
+    """The lease length a lock or heartbeat grants, and the reaper's grace past it."""
+
+    ttl_ms: int = 60_000
+    grace_ms: int = 30_000
+
+
+class SqlJobStore(JobStore):
+    def __init__(self, conn: AsyncConnection, lease: LeaseTimes) -> None:
+        self._conn = conn
+        self._lease = lease
+
+    async def apply(
+        self, write: LifecycleWrite, job_id: str, *, overdue_only: bool = False, **params: Any
+    ) -> bool:
+        guards = {
+            _GUARD_PARAMS[k] for k, v in params.items() if k in _GUARD_PARAMS and v is not None
+        }
+        if overdue_only:
+            guards.add(Guard.OVERDUE)
+        values = {k for k in params if k not in _GUARD_PARAMS and not k.endswith("_ms")}
+        statement = sql.write_statement(write, frozenset(guards), frozenset(values))
+        bound: dict[str, Any] = {
+            "b_id": job_id,
+            "b_lease_ttl_ms": self._lease.ttl_ms,
+            "b_grace_ms": self._lease.grace_ms,
+        }
+        for name, value in params.items():
+            # Guards and clock offsets bind as ``b_<name>``, the values they set as ``v_<name>``.
+            if name in values:
+                bound[f"v_{name}"] = value
+            elif value is not None:
+                bound[f"b_{name}"] = value
+        # MySQL dialects connect with CLIENT_FOUND_ROWS, so this counts matched rows, not changed
+        # ones: a write that leaves a row as it was still reports 1 (reliability S16).
+        if (await self._conn.execute(statement, bound)).rowcount == 1:
+            return True
+        miss = explain_miss(write, job_id, await self.get(job_id), params)
+        if miss is None:
+            return False
+        raise miss
+
+    async def get(self, job_id: str) -> JobRecord | None:
+        return await queries.read_job(self._conn, job_id)
+
+    async def create(
+        self,
+        job: NewJob,
+        snapshot: dict[str, Any] | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> None:
+        await self._conn.execute(sql.INSERT_QUEUED, _insert_values(job))
+        if snapshot is not None:
+            await self._conn.execute(
+                _INSERT_SNAPSHOT,
+                {
+                    "id": new_id(),
+                    "jobId": job.job_id,
+                    "schemaVersion": job.input_schema_version,
+                    "content": snapshot,
+                    "params": params or {},
+                },
+            )
+
+    async def claim_batches(
+        self, job_types: Sequence[str], demands: Sequence[tuple[str, int]]
+    ) -> list[list[LeaseGrant]]:
+        return await claims.claim_batches(
+            self._conn, job_types, demands, lease_ttl_ms=self._lease.ttl_ms
+        )
+
+    async def grant_of(self, job_id: str, holder: str) -> LeaseGrant:
+        row = (
+            await self._conn.execute(sql.SELECT_GRANT, {"b_id": job_id, "b_holder": holder})
+        ).one()
+        return claims.grant_of(row)
+
+    async def lease_payloads(self, grants: Sequence[LeaseGrant]) -> list[LeasePayload]:
+        return await queries.lease_payloads(self._conn, grants)
+
+    async def lease_state(self, job_id: str) -> HeartbeatOutcome:
+        row = (await self._conn.execute(sql.SELECT_LEASE_STATE, {"b_id": job_id})).one()
+        return HeartbeatOutcome(row.lockUntil, row.cancelRequestedAt is not None)
+
+    async def available_at(self, job_id: str) -> datetime:
+        row = (await self._conn.execute(sql.SELECT_AVAILABLE_AT, {"b_id": job_id})).one()
+        return row.availableAt  # type: ignore[no-any-return]
+
+    async def id_by_key(self, user_id: str, job_type: str, key: str) -> str | None:
+        return await queries.job_id_by_key(self._conn, user_id, job_type, key)
+
+    async def lock_user_gate(self, user_id: str) -> tuple[int, int]:
+        # Creates of one user serialise on their gate row, so concurrent creates cannot all pass
+        # the count together.
+        await insert_ignoring_duplicates(
+            self._conn, _gate, [{"userId": user_id}], stamped=("updatedAt",)
+        )
+        await self._conn.execute(_LOCK_GATE, {"b_user": user_id})
+        return await queries.active_and_today(self._conn, user_id)
+
+    async def artifacts(self, job_id: str) -> list[ArtifactRow]:
+        return await queries.artifacts_of(self._conn, job_id)
+
+    async def snapshot(self, job_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        return await queries.snapshot_of(self._conn, job_id)
+
+    async def page(
+        self, filters: JobFilter, *, limit: int, before: tuple[datetime, str] | None = None
+    ) -> list[JobRecord]:
+        return await queries.page(
+            self._conn, queries.filter_clauses(filters), limit=limit, before=before
+        )
+
+    async def awaiting_cancel(self, user_id: str, *, limit: int) -> list[JobRecord]:
+        return await queries.page(self._conn, queries.awaiting_cancel_clauses(user_id), limit=limit)
+
+    async def expired_leases(self, *, limit: int = 100) -> list[ExpiredLease]:
+        return await queries.expired_leases(self._conn, self._lease.grace_ms, limit=limit)
+
+    async def expired_deadlines(self, *, limit: int = 100) -> list[str]:
+        return await queries.expired_deadlines(self._conn, limit=limit)
+
+    async def cancel_requested_held_by(
+        self, holders: Collection[str]
+    ) -> list[tuple[str, int, str]]:
+        return await queries.cancel_requested_held_by(self._conn, holders)
+
+    async def project(
+        self, projector: str, job: JobRecord, attempt_no: int, output: BaseModel
+    ) -> None:
+        context = JobContext(job.id, job.userId, attempt_no, job.targetType, job.targetId)
+        await project(self._conn, projector, context, output)
+
+    async def record_usage(
+        self, job: JobRecord, attempt_no: int, usage: Usage | None, error_code: str | None = None
+    ) -> None:
+        await record_usage(self._conn, job, attempt_no, usage, error_code)
+
+
+def _insert_values(job: NewJob) -> dict[str, Any]:
+    return {
+        "id": job.job_id,
+        "userId": job.user_id,
+        "jobType": job.job_type,
+        "triggerType": job.trigger_type,
+        "queueName": job.queue_name,
+        "targetType": job.target_type,
+        "targetId": job.target_id,
+        "parentJobId": job.parent_job_id,
+        "idempotencyKey": job.idempotency_key,
+        "requestHash": job.request_hash,
+        "retriedFromJobId": job.retried_from_job_id,
+        "priority": job.priority,
+        "maxAttempts": job.max_attempts,
+        "timeoutMs": job.timeout_ms,
+        "credentialMode": job.credential_mode,
+        "credentialId": job.credential_id,
+        "modelName": job.model_name,
+        "promptKey": job.prompt_key,
+        "promptVersion": job.prompt_version,
+        "inputSchemaVersion": job.input_schema_version,
+        "outputSchemaVersion": job.output_schema_version,
+        "snapshotId": job.snapshot_id,
+        "deadlineAt": job.deadline_at,
+    }

@@ -1,0 +1,275 @@
+"""The job store: every read and write of jobs the services make, on domain types.
+
+:class:`JobStore` names the primitives an adapter provides (apply one entry of the lifecycle
+write table, insert, claim, read) and builds the lifecycle operations on them, so the SQL store
+and the in-memory store of the fast tests run the same operations over the same table. Each store
+is bound to one transaction (``tx.jobs``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from scheduler_service.errors import JobNotCancellableError, JobNotFoundError
+from scheduler_service.lifecycle.records import (
+    MAX_CHECKPOINT_BYTES,
+    ArtifactRow,
+    CancelOutcome,
+    ExpiredLease,
+    HeartbeatOutcome,
+    JobError,
+    JobFilter,
+    JobRecord,
+    LeaseGrant,
+    LeasePayload,
+    NewJob,
+    Usage,
+)
+from scheduler_service.lifecycle.transitions import (
+    CANCEL,
+    CANCEL_QUEUED,
+    EXPIRE,
+    FAIL,
+    HEARTBEAT,
+    LOCK,
+    RELEASE,
+    REQUEST_CANCEL,
+    REQUEUE,
+    SUCCEED,
+    LifecycleWrite,
+)
+
+__all__ = ["JobStore"]
+
+
+class JobStore(ABC):
+    # -- primitives: what an adapter provides -------------------------------------------------
+
+    @abstractmethod
+    async def apply(
+        self, write: LifecycleWrite, job_id: str, *, overdue_only: bool = False, **params: Any
+    ) -> bool:
+        """Run one entry of the write table on ``job_id``; raise its explained miss, or return
+        False for a quiet one. ``params``: ``attempt``, ``holder``, ``owner`` (guards; None
+        leaves the guard off), ``*_ms`` clock offsets, and the write's values by name."""
+
+    @abstractmethod
+    async def get(self, job_id: str) -> JobRecord | None: ...
+
+    @abstractmethod
+    async def create(
+        self,
+        job: NewJob,
+        snapshot: dict[str, Any] | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> None:
+        """Insert ``job`` as queued, with its input snapshot when given."""
+
+    @abstractmethod
+    async def claim_batches(
+        self, job_types: Sequence[str], demands: Sequence[tuple[str, int]]
+    ) -> list[list[LeaseGrant]]:
+        """Lease the best available jobs of ``job_types`` to several runtimes: ``demands`` are
+        (runtime instance id, how many); the answer holds each one's grants, in order."""
+
+    @abstractmethod
+    async def grant_of(self, job_id: str, holder: str) -> LeaseGrant: ...
+
+    @abstractmethod
+    async def lease_payloads(self, grants: Sequence[LeaseGrant]) -> list[LeasePayload]: ...
+
+    @abstractmethod
+    async def id_by_key(self, user_id: str, job_type: str, key: str) -> str | None: ...
+
+    @abstractmethod
+    async def lock_user_gate(self, user_id: str) -> tuple[int, int]:
+        """Serialise this user's creates until commit; returns (active jobs, jobs created
+        today)."""
+
+    @abstractmethod
+    async def artifacts(self, job_id: str) -> list[ArtifactRow]: ...
+
+    @abstractmethod
+    async def snapshot(self, job_id: str) -> tuple[dict[str, Any], dict[str, Any]]: ...
+
+    @abstractmethod
+    async def page(
+        self, filters: JobFilter, *, limit: int, before: tuple[datetime, str] | None = None
+    ) -> list[JobRecord]:
+        """Jobs matching ``filters``, newest first, after the (createdAt, id) cursor."""
+
+    @abstractmethod
+    async def awaiting_cancel(self, user_id: str, *, limit: int) -> list[JobRecord]:
+        """The user's queued jobs, and running ones not yet asked to stop, newest first."""
+
+    @abstractmethod
+    async def expired_leases(self, *, limit: int = 100) -> list[ExpiredLease]: ...
+
+    @abstractmethod
+    async def expired_deadlines(self, *, limit: int = 100) -> list[str]: ...
+
+    @abstractmethod
+    async def cancel_requested_held_by(
+        self, holders: Collection[str]
+    ) -> list[tuple[str, int, str]]: ...
+
+    @abstractmethod
+    async def project(
+        self, projector: str, job: JobRecord, attempt_no: int, output: BaseModel
+    ) -> None:
+        """Write the business rows and artifacts of a validated output."""
+
+    @abstractmethod
+    async def record_usage(
+        self, job: JobRecord, attempt_no: int, usage: Usage | None, error_code: str | None = None
+    ) -> None: ...
+
+    @abstractmethod
+    async def lease_state(self, job_id: str) -> HeartbeatOutcome: ...
+
+    @abstractmethod
+    async def available_at(self, job_id: str) -> datetime: ...
+
+    # -- the lifecycle, on the write table ------------------------------------------------------
+
+    async def lock(self, job_id: str, runtime_instance_id: str) -> LeaseGrant:
+        """queued → running for ``runtime_instance_id``, if the job is available now."""
+        await self.apply(LOCK, job_id, lockedBy=runtime_instance_id)
+        return await self.grant_of(job_id, runtime_instance_id)
+
+    async def extend_lease(
+        self,
+        job_id: str,
+        attempt_no: int,
+        runtime_instance_id: str,
+        *,
+        progress: int | None = None,
+        checkpoint: bytes | None = None,
+    ) -> HeartbeatOutcome:
+        """Extend the holder's lease to now + lease TTL; a lease past its grace is lost even
+        before the reaper takes it back."""
+        if checkpoint is not None and len(checkpoint) > MAX_CHECKPOINT_BYTES:
+            raise ValueError(f"checkpoint larger than {MAX_CHECKPOINT_BYTES} bytes")
+        extra: dict[str, Any] = {}
+        if progress is not None:
+            extra["progress"] = progress
+        if checkpoint is not None:
+            extra["checkpoint"] = checkpoint
+        await self.apply(HEARTBEAT, job_id, attempt=attempt_no, holder=runtime_instance_id, **extra)
+        return await self.lease_state(job_id)
+
+    async def release_undelivered(
+        self, job_id: str, attempt_no: int, runtime_instance_id: str
+    ) -> bool:
+        """Give back a lease that never reached its runtime; False if it was heartbeated."""
+        return await self.apply(RELEASE, job_id, attempt=attempt_no, holder=runtime_instance_id)
+
+    async def requeue_for_retry(
+        self,
+        job_id: str,
+        attempt_no: int,
+        error: JobError,
+        *,
+        delay_ms: int,
+        runtime_instance_id: str | None = None,
+        overdue_only: bool = False,
+    ) -> datetime:
+        """running → queued for another attempt after ``delay_ms``; returns ``availableAt``.
+
+        Refuses when no attempt is left or a cancel was requested (those end the job instead).
+        """
+        await self.apply(
+            REQUEUE,
+            job_id,
+            overdue_only=overdue_only,
+            attempt=attempt_no,
+            holder=runtime_instance_id,
+            delay_ms=max(0, delay_ms),
+            **_error_values(error),
+        )
+        return await self.available_at(job_id)
+
+    async def mark_succeeded(
+        self,
+        job_id: str,
+        attempt_no: int,
+        *,
+        output_hash: str,
+        result_idempotency_key: str,
+        validated_output: Any = None,
+        runtime_instance_id: str | None = None,
+    ) -> None:
+        """running → succeeded for ``attempt_no``; clears the error fields."""
+        await self.apply(
+            SUCCEED,
+            job_id,
+            attempt=attempt_no,
+            holder=runtime_instance_id,
+            outputHash=output_hash,
+            resultIdempotencyKey=result_idempotency_key,
+            validatedOutput=validated_output,
+        )
+
+    async def mark_failed(
+        self,
+        job_id: str,
+        attempt_no: int,
+        error: JobError,
+        *,
+        runtime_instance_id: str | None = None,
+        overdue_only: bool = False,
+    ) -> None:
+        """running → failed for ``attempt_no`` with the error fields."""
+        await self.apply(
+            FAIL,
+            job_id,
+            overdue_only=overdue_only,
+            attempt=attempt_no,
+            holder=runtime_instance_id,
+            **_error_values(error),
+        )
+
+    async def mark_cancelled(
+        self, job_id: str, *, attempt_no: int | None = None, overdue_only: bool = False
+    ) -> None:
+        """→ cancelled from queued, or from running once a cancel was requested (with
+        ``attempt_no``, only while that attempt holds it)."""
+        await self.apply(CANCEL, job_id, overdue_only=overdue_only, attempt=attempt_no)
+
+    async def expire_queued(self, job_id: str) -> None:
+        """queued → failed (JOB_EXPIRED) for a job whose schedule-to-start deadline passed."""
+        await self.apply(EXPIRE, job_id)
+
+    async def request_cancellation(
+        self, job_id: str, *, user_id: str | None = None
+    ) -> CancelOutcome:
+        """Cancel a queued job at once, or flag a running one for its runtime to stop.
+
+        With ``user_id`` only that user's job matches; another user's job is "not found".
+        """
+        # Each round is two guarded UPDATEs; a job that moved from queued to running between
+        # them is caught by the next round.
+        for _ in range(3):
+            if await self.apply(CANCEL_QUEUED, job_id, owner=user_id):
+                return "cancelled"
+            if await self.apply(REQUEST_CANCEL, job_id, owner=user_id):
+                return "cancel_requested"
+            job = await self.get(job_id)
+            if job is None or (user_id is not None and job.userId != user_id):
+                raise JobNotFoundError(job_id)
+            if job.is_terminal:
+                raise JobNotCancellableError(job_id, job.lifecycleStatus)
+        raise JobNotCancellableError(job_id, "changing")
+
+
+def _error_values(error: JobError) -> dict[str, Any]:
+    return {
+        "errorCode": error.code,
+        "publicErrorMessage": error.public_message,
+        "internalErrorMessage": error.internal_message,
+    }

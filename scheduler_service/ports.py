@@ -1,0 +1,128 @@
+"""The ports the scheduler's services are written against: a unit of work and its transaction.
+
+    result = await uow.run(work)      # work(tx) in one transaction, re-run whole on a conflict
+    value = await uow.read(query)     # query(tx) outside any transaction of ours
+
+``tx.jobs`` is the job store (:class:`~scheduler_service.lifecycle.store.JobStore`);
+``tx.after_commit`` / ``tx.after_rollback`` queue hooks; ``tx.emit`` writes a job's outbox event in
+the transaction and queues this replica's local wake-ups (dispatch, watchers, the outbox loop) for
+after the commit. The SQL adapter is :mod:`scheduler_service.uow`; tests run the same services
+over an in-memory one (``tests/support/fake_uow.py``). See docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from scheduler_service.outbox.events import EventType
+
+if TYPE_CHECKING:
+    from scheduler_service.lifecycle.store import JobStore
+
+__all__ = ["Hook", "Transaction", "UnitOfWork", "Wakeups"]
+
+T = TypeVar("T")
+#: Something to run once a transaction has ended; may return an awaitable.
+Hook = Callable[[], Awaitable[None] | None]
+
+
+def _noop(*_args: Any) -> None:
+    return None
+
+
+@dataclass
+class Wakeups:
+    """This replica's in-memory reactions to committed changes; wired by the app.
+
+    They only shorten waits: every loop they wake also runs on its own timer, which is what
+    covers changes committed through other replicas.
+    """
+
+    #: Work may be waiting: run a dispatch round now.
+    dispatch: Callable[[], None] = _noop
+    #: A new outbox row of this type: run an outbox round (soon, or at once).
+    outbox: Callable[[EventType], None] = _noop
+    #: A job changed: wake its watchers.
+    job_changed: Callable[[str], None] = _noop
+    #: A job's attempt ended: no stream here holds its lease any more.
+    job_ended: Callable[[str], None] = _noop
+    #: A running job was asked to stop: tell the stream that holds it.
+    cancel_requested: Callable[[str], None] = _noop
+
+
+class Transaction(ABC):
+    """One attempt of a unit of work (or one read): the job store and what follows a commit."""
+
+    def __init__(self, jobs: JobStore, wakeups: Wakeups, *, writable: bool = True) -> None:
+        self.jobs = jobs
+        self.wakeups = wakeups
+        self.writable = writable
+        self._after_commit: list[Hook] = []
+        self._after_rollback: list[Hook] = []
+
+    def after_commit(self, hook: Hook) -> None:
+        """Run ``hook`` once this transaction has committed (never if it rolls back)."""
+        self._after_commit.append(hook)
+
+    def after_rollback(self, hook: Hook) -> None:
+        """Run ``hook`` if this attempt rolls back (a re-run is a new attempt with new hooks)."""
+        self._after_rollback.append(hook)
+
+    async def emit(
+        self, event_type: EventType, *, job_id: str, job_type: str, **payload: Any
+    ) -> None:
+        """Write the job's outbox event in this transaction; wake the local readers on commit."""
+        if not self.writable:
+            raise RuntimeError("a read cannot emit events")
+        await self._write_event(event_type, job_id, job_type, payload)
+        wake = self.wakeups
+        self.after_commit(lambda: wake.outbox(event_type))
+        self.after_commit(lambda: wake.job_changed(job_id))
+        if event_type is EventType.ENQUEUE:
+            self.after_commit(wake.dispatch)
+        else:
+            self.after_commit(lambda: wake.job_ended(job_id))
+
+    def job_changed(self, job_id: str) -> None:
+        """A change with no event (progress, a lease): wake the job's watchers on commit."""
+        self.after_commit(lambda: self.wakeups.job_changed(job_id))
+
+    def attempt_ended(self, job_id: str) -> None:
+        """An attempt ended without ending the job (a requeue): the stream no longer holds it."""
+        self.job_changed(job_id)
+        self.after_commit(lambda: self.wakeups.job_ended(job_id))
+
+    def cancel_requested(self, job_id: str) -> None:
+        """A running job was asked to stop: its watchers and its stream hear of it on commit."""
+        self.job_changed(job_id)
+        self.after_commit(lambda: self.wakeups.cancel_requested(job_id))
+
+    @abstractmethod
+    async def _write_event(
+        self, event_type: EventType, job_id: str, job_type: str, payload: dict[str, Any]
+    ) -> None: ...
+
+    async def run_hooks(self, *, committed: bool) -> None:
+        """Called by the unit of work once the attempt has ended."""
+        hooks = self._after_commit if committed else self._after_rollback
+        self._after_commit, self._after_rollback = [], []
+        for hook in hooks:
+            outcome = hook()
+            if outcome is not None:
+                await outcome
+
+
+class UnitOfWork(Protocol):
+    @property
+    def wakeups(self) -> Wakeups: ...
+
+    async def run(self, work: Callable[[Transaction], Awaitable[T]]) -> T:
+        """Run ``work`` in one transaction; re-run all of it on a retryable conflict."""
+        ...
+
+    async def read(self, query: Callable[[Transaction], Awaitable[T]]) -> T:
+        """Run ``query`` outside any transaction of ours, with the same error mapping."""
+        ...

@@ -1,0 +1,82 @@
+"""The reaper: takes back leases whose runtime went quiet and fails jobs that missed their start
+deadline. Safe on every replica at once: each write re-checks, in SQL, that the lease is still
+overdue, so a heartbeat or another reaper that got there first wins."""
+
+from __future__ import annotations
+
+import logging
+
+from scheduler_service import metrics
+from scheduler_service.errors import JobNotFoundError, LifecycleError
+from scheduler_service.lifecycle.records import ExpiredLease, JobError
+from scheduler_service.outbox.events import EventType
+from scheduler_service.ports import Transaction, UnitOfWork
+from scheduler_service.protocol.service import RuntimeProtocol
+from shared.error_codes import ErrorCode
+
+__all__ = ["Reaper"]
+
+log = logging.getLogger(__name__)
+
+
+class Reaper:
+    def __init__(self, uow: UnitOfWork, protocol: RuntimeProtocol) -> None:
+        self._uow = uow
+        self._protocol = protocol
+
+    async def reap_once(self, limit: int = 100) -> int:
+        """One sweep; returns how many jobs it settled."""
+        settled = 0
+        for lease in await self._uow.read(lambda tx: tx.jobs.expired_leases(limit=limit)):
+            if await self._reap(lease):
+                settled += 1
+        for job_id in await self._uow.read(lambda tx: tx.jobs.expired_deadlines(limit=limit)):
+            if await self._expire(job_id):
+                settled += 1
+        return settled
+
+    async def _expire(self, job_id: str) -> bool:
+        """Fail a queued job whose schedule-to-start deadline passed (JOB_EXPIRED)."""
+
+        async def expire(tx: Transaction) -> None:
+            job = await tx.jobs.get(job_id)
+            if job is None:
+                return
+            await tx.jobs.expire_queued(job_id)
+            await tx.emit(
+                EventType.FAILED,
+                job_id=job_id,
+                job_type=job.jobType,
+                errorCode=ErrorCode.JOB_EXPIRED.value,
+            )
+
+        try:
+            await self._uow.run(expire)
+        except LifecycleError:
+            return False  # cancelled or leased meanwhile
+        return True
+
+    async def _reap(self, lease: ExpiredLease) -> bool:
+        exhausted = lease.attempt_no >= lease.max_attempts
+        error = JobError(
+            ErrorCode.LEASE_EXPIRED_ATTEMPTS_EXHAUSTED if exhausted else ErrorCode.JOB_TIMEOUT,
+            "The job did not finish in time.",
+            f"attempt {lease.attempt_no}: lease expired or timeout exceeded",
+        )
+        try:
+            outcome = await self._protocol.settle_failure(
+                lease.job_id, lease.attempt_no, error, retryable=not exhausted, overdue_only=True
+            )
+        except (LifecycleError, JobNotFoundError):
+            return False  # a heartbeat, a submit or another reaper got there first
+        metrics.LEASE_EXPIRIES.labels(outcome.status.value).inc()
+        log.info(
+            "lease reaped",
+            extra={
+                "action": "lease_reaped",
+                "jobId": lease.job_id,
+                "attemptNo": lease.attempt_no,
+                "outcome": outcome.status.value,
+            },
+        )
+        return True

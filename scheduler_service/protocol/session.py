@@ -1,0 +1,168 @@
+"""The Poll stream's protocol, on domain messages: subscribe, credits, delivery, release.
+
+The gRPC servicer turns each incoming ``PollRequest`` into a :class:`Subscribe`, a
+:class:`Credit` or an :class:`UnknownMessage`, and each outgoing :data:`Outgoing` into a
+``PollResponse``; everything else is here. A lease counts as delivered once the stream asks for
+the message after it: a lease the stream never took (it broke first) goes back to the queue
+without spending an attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
+
+from scheduler_service import validation
+from scheduler_service.errors import InvalidRequestError, LimitExceededError
+from scheduler_service.lifecycle.records import LeasePayload
+from scheduler_service.protocol.dispatch import CancelNotice, Dispatcher, StreamSession
+from scheduler_service.registry import JobRegistry
+from shared.error_codes import ErrorCode
+
+__all__ = ["Credit", "Incoming", "Outgoing", "PollSessions", "Subscribe", "UnknownMessage"]
+
+log = logging.getLogger(__name__)
+
+MAX_SLOTS = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribe:
+    runtime_instance_id: str
+    job_types: tuple[str, ...]
+    slots: int
+
+
+@dataclass(frozen=True, slots=True)
+class Credit:
+    slots: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownMessage:
+    """A message kind this scheduler does not know (a newer client)."""
+
+    kind: str
+
+
+Incoming = Subscribe | Credit | UnknownMessage
+Outgoing = LeasePayload | CancelNotice
+
+
+class PollSessions:
+    """This replica's Poll streams: admission, then one session per stream."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        registry: JobRegistry,
+        *,
+        max_streams: int,
+        subscribe_timeout_s: float,
+    ) -> None:
+        self._dispatcher = dispatcher
+        self._registry = registry
+        self._max_streams = max_streams
+        self._subscribe_timeout_s = subscribe_timeout_s
+        self._open = 0
+
+    async def serve(self, incoming: AsyncIterator[Incoming]) -> AsyncGenerator[Outgoing, None]:
+        """The messages of one stream, until the runtime closes its side.
+
+        Raises :class:`LimitExceededError` (TOO_MANY_STREAMS) when this replica holds its limit
+        of streams, :class:`InvalidRequestError` for a protocol error by the runtime.
+        """
+        if self._open >= self._max_streams:
+            raise LimitExceededError(
+                ErrorCode.TOO_MANY_STREAMS,
+                f"this scheduler holds its limit of {self._max_streams} Poll streams; retry later",
+            )
+        self._open += 1
+        try:
+            session = self._session(await self._first(incoming))
+            async for message in self._run(session, incoming):
+                yield message
+        finally:
+            self._open -= 1
+
+    async def _first(self, incoming: AsyncIterator[Incoming]) -> Subscribe:
+        try:
+            first = await asyncio.wait_for(anext(incoming, None), self._subscribe_timeout_s)
+        except TimeoutError:
+            first = None
+        if not isinstance(first, Subscribe):
+            raise InvalidRequestError("the first Poll message must be subscribe")
+        return first
+
+    def _session(self, sub: Subscribe) -> StreamSession:
+        validation.instance_id(sub.runtime_instance_id)
+        if not 1 <= sub.slots <= MAX_SLOTS:
+            raise InvalidRequestError(f"slots must be 1-{MAX_SLOTS}", field="slots")
+        unknown = [t for t in sub.job_types if t not in self._registry]
+        if not sub.job_types or unknown:
+            raise InvalidRequestError(
+                f"job_types must name registered job types (unknown: {unknown})",
+                field="job_types",
+            )
+        return StreamSession(sub.runtime_instance_id, frozenset(sub.job_types), sub.slots)
+
+    async def _run(
+        self, session: StreamSession, incoming: AsyncIterator[Incoming]
+    ) -> AsyncIterator[Outgoing]:
+        reader = asyncio.get_running_loop().create_task(self._read_credits(session, incoming))
+        undelivered: LeasePayload | None = None
+        self._dispatcher.attach(session)
+        log.info(
+            "runtime subscribed",
+            extra={"action": "poll_subscribe", "runtimeId": session.runtime_instance_id},
+        )
+        try:
+            while (message := await _next_message(session, reader)) is not None:
+                if isinstance(message, LeasePayload):
+                    undelivered = message
+                yield message
+                undelivered = None
+        finally:
+            self._dispatcher.detach(session)
+            reader.cancel()
+            leftovers = [m for m in _drain(session) if isinstance(m, LeasePayload)]
+            if undelivered is not None:
+                leftovers.insert(0, undelivered)
+            if leftovers:
+                await self._dispatcher.release_undelivered(session, leftovers)
+            log.info(
+                "runtime unsubscribed",
+                extra={"action": "poll_end", "runtimeId": session.runtime_instance_id},
+            )
+
+    async def _read_credits(
+        self, session: StreamSession, incoming: AsyncIterator[Incoming]
+    ) -> None:
+        async for message in incoming:
+            if not isinstance(message, Credit) or message.slots <= 0:
+                # A bad message ends the stream with INVALID_ARGUMENT.
+                raise InvalidRequestError(
+                    "after subscribe, Poll messages must be credit with slots ≥ 1"
+                )
+            session.add_credit(message.slots)
+            self._dispatcher.notify()
+
+
+async def _next_message(session: StreamSession, reader: asyncio.Task[None]) -> Outgoing | None:
+    """The next message to send, or None once the runtime closed its side."""
+    getter = asyncio.ensure_future(session.outgoing.get())
+    done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+    if getter in done:
+        return getter.result()
+    getter.cancel()
+    reader.result()  # re-raises a protocol error from the runtime's side
+    return None
+
+
+def _drain(session: StreamSession) -> list[Outgoing]:
+    items: list[Outgoing] = []
+    while not session.outgoing.empty():
+        items.append(session.outgoing.get_nowait())
+    return items

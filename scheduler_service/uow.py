@@ -1,0 +1,124 @@
+"""The unit of work on SQL: the one way the scheduler runs a transaction or a read.
+
+:class:`SqlUnitOfWork` implements :class:`scheduler_service.ports.UnitOfWork` on an async
+SQLAlchemy engine. Each attempt is a fresh transaction whose ``tx.jobs`` is a SQL job store bound
+to its connection; deadlocks and lock-wait timeouts re-run the whole attempt with jittered backoff
+(as InnoDB's manual asks), after the rolled-back attempt's ``after_rollback`` hooks have run and
+its other hooks were dropped. Errors leave in one shape whatever the path, reads included: a
+database that cannot be reached (or a Galera node that is not ready) is
+:class:`DatabaseUnavailableError`, answered UNAVAILABLE with the catalogue's
+``PLATFORM_UNAVAILABLE`` reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from scheduler_service.db.retry import is_retryable_conflict, is_unavailable, mysql_errno
+from scheduler_service.errors import DatabaseUnavailableError
+from scheduler_service.lifecycle.sql_store import LeaseTimes, SqlJobStore
+from scheduler_service.outbox.events import EventType
+from scheduler_service.outbox.writer import add_event
+from scheduler_service.ports import Transaction, Wakeups
+
+__all__ = ["LeaseTimes", "SqlTransaction", "SqlUnitOfWork"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+MAX_ATTEMPTS = 5
+
+
+class SqlTransaction(Transaction):
+    """A transaction (or read) on one connection; ``conn`` is for the SQL adapters only."""
+
+    def __init__(
+        self, conn: AsyncConnection, wakeups: Wakeups, lease: LeaseTimes, *, writable: bool = True
+    ) -> None:
+        super().__init__(SqlJobStore(conn, lease), wakeups, writable=writable)
+        self.conn = conn
+
+    async def _write_event(
+        self, event_type: EventType, job_id: str, job_type: str, payload: dict[str, Any]
+    ) -> None:
+        await add_event(self.conn, event_type, job_id=job_id, job_type=job_type, **payload)
+
+
+class SqlUnitOfWork:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        wakeups: Wakeups | None = None,
+        *,
+        lease: LeaseTimes | None = None,
+        attempts: int = MAX_ATTEMPTS,
+        base_delay_s: float = 0.005,
+    ) -> None:
+        self.engine = engine
+        self._wakeups = wakeups or Wakeups()
+        self.lease = lease or LeaseTimes()
+        self._attempts = attempts
+        self._base_delay_s = base_delay_s
+
+    @property
+    def wakeups(self) -> Wakeups:
+        return self._wakeups
+
+    async def run(self, work: Callable[[SqlTransaction], Awaitable[T]]) -> T:
+        """Run ``work`` in one transaction; re-run all of it on a deadlock or lock-wait timeout.
+
+        ``work`` must be safe to run again from the start: each attempt is a fresh transaction.
+        """
+        for attempt in range(1, self._attempts + 1):
+            try:
+                return await self._attempt(work)
+            except DBAPIError as exc:
+                if attempt == self._attempts or not is_retryable_conflict(exc):
+                    raise
+                log.warning(
+                    "transaction conflict, re-running",
+                    extra={"action": "db_retry", "attempt": attempt, "errno": mysql_errno(exc)},
+                )
+                # Full jitter keeps the re-runs of two deadlocked transactions apart.
+                await asyncio.sleep(random.uniform(0, self._base_delay_s * 2**attempt))
+        raise AssertionError("unreachable")
+
+    async def read(self, query: Callable[[SqlTransaction], Awaitable[T]]) -> T:
+        """Run ``query`` on one connection outside any transaction of ours."""
+        async with _mapped_errors(), self.engine.connect() as conn:
+            return await query(SqlTransaction(conn, self._wakeups, self.lease, writable=False))
+
+    async def _attempt(self, work: Callable[[SqlTransaction], Awaitable[T]]) -> T:
+        tx: SqlTransaction | None = None
+        try:
+            async with _mapped_errors(), self.engine.begin() as conn:
+                tx = SqlTransaction(conn, self._wakeups, self.lease)
+                result = await work(tx)
+        except BaseException:
+            if tx is not None:
+                await tx.run_hooks(committed=False)
+            raise
+        await tx.run_hooks(committed=True)
+        return result
+
+
+@contextlib.asynccontextmanager
+async def _mapped_errors() -> AsyncIterator[None]:
+    try:
+        yield
+    except DBAPIError as exc:
+        if is_unavailable(exc):
+            raise DatabaseUnavailableError("the database is unavailable, try again") from exc
+        raise
+    except OSError as exc:
+        # A connect that fails below the driver (refused, reset) before any DBAPI wrapping.
+        raise DatabaseUnavailableError("the database is unavailable, try again") from exc

@@ -1,0 +1,1 @@
+"""Helpers the tests share: databases, schedulers in-process, fakes, ledgers, process launchers."""

@@ -1,0 +1,105 @@
+"""The job store's operations each in a unit of work of its own, for tests that drive the lifecycle
+one write at a time (the shape the lifecycle repository had before the unit of work)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from scheduler_service.lifecycle import sql
+from scheduler_service.lifecycle.records import (
+    CancelOutcome,
+    ExpiredLease,
+    HeartbeatOutcome,
+    JobRecord,
+    LeaseGrant,
+    NewJob,
+)
+from scheduler_service.lifecycle.state_machine import LifecycleStatus
+from scheduler_service.lifecycle.store import JobStore
+from scheduler_service.uow import LeaseTimes, SqlTransaction, SqlUnitOfWork
+
+__all__ = ["StoreCalls"]
+
+
+class StoreCalls:
+    def __init__(
+        self, engine: AsyncEngine, *, lease_ttl_s: float = 60.0, lease_grace_s: float = 30.0
+    ) -> None:
+        self.engine = engine
+        self.uow = SqlUnitOfWork(
+            engine,
+            lease=LeaseTimes(round(lease_ttl_s * 1000), round(lease_grace_s * 1000)),
+        )
+
+    async def _run(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        async def work(tx: SqlTransaction) -> Any:
+            operation = getattr(tx.jobs, name)
+            return await operation(*args, **kwargs)
+
+        assert hasattr(JobStore, name), name
+        return await self.uow.run(work)
+
+    async def create(self, job: NewJob) -> None:
+        await self._run("create", job)
+
+    async def get(self, job_id: str) -> JobRecord | None:
+        return await self.uow.read(lambda tx: tx.jobs.get(job_id))
+
+    async def lock(self, job_id: str, runtime_instance_id: str) -> LeaseGrant:
+        grant: LeaseGrant = await self._run("lock", job_id, runtime_instance_id)
+        return grant
+
+    async def extend_lease(self, *args: Any, **kwargs: Any) -> HeartbeatOutcome:
+        outcome: HeartbeatOutcome = await self._run("extend_lease", *args, **kwargs)
+        return outcome
+
+    async def release_undelivered(self, *args: Any) -> bool:
+        return bool(await self._run("release_undelivered", *args))
+
+    async def requeue_for_retry(self, *args: Any, **kwargs: Any) -> datetime:
+        available_at: datetime = await self._run("requeue_for_retry", *args, **kwargs)
+        return available_at
+
+    async def mark_succeeded(self, *args: Any, **kwargs: Any) -> None:
+        await self._run("mark_succeeded", *args, **kwargs)
+
+    async def mark_failed(self, *args: Any, **kwargs: Any) -> None:
+        await self._run("mark_failed", *args, **kwargs)
+
+    async def mark_cancelled(self, *args: Any, **kwargs: Any) -> None:
+        await self._run("mark_cancelled", *args, **kwargs)
+
+    async def expire_queued(self, job_id: str) -> None:
+        await self._run("expire_queued", job_id)
+
+    async def request_cancellation(self, job_id: str, **kwargs: Any) -> CancelOutcome:
+        outcome: CancelOutcome = await self._run("request_cancellation", job_id, **kwargs)
+        return outcome
+
+    async def claim_batches(self, *args: Any) -> list[list[LeaseGrant]]:
+        shares: list[list[LeaseGrant]] = await self._run("claim_batches", *args)
+        return shares
+
+    async def find_expired_leases(self, *, limit: int = 100) -> list[ExpiredLease]:
+        return await self.uow.read(lambda tx: tx.jobs.expired_leases(limit=limit))
+
+    async def find_by_status(
+        self,
+        statuses: Iterable[LifecycleStatus],
+        *,
+        queue_name: str | None = None,
+        limit: int = 100,
+    ) -> list[JobRecord]:
+        """Jobs in ``statuses``, oldest first."""
+        c = sql.jobs.c
+        query = select(*sql.RECORD_COLUMNS).where(sql.status_in(statuses))
+        if queue_name is not None:
+            query = query.where(c.queueName == queue_name)
+        query = query.order_by(c.createdAt, c.id).limit(limit)
+        async with self.engine.connect() as conn:
+            return [JobRecord.from_mapping(dict(row._mapping)) for row in await conn.execute(query)]
