@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 
-.PHONY: install run demo test lint proto breaking bench bench-latency clean
+.PHONY: install run demo test test-fast lint proto breaking bench bench-latency clean
 
 install: $(VENV)/.installed
 
@@ -27,6 +27,11 @@ demo: install
 
 test: install
 	$(PY) -m pytest
+
+# The fast tier: no MariaDB, no processes (state machine, registry, retry policy, validation, the
+# job and protocol services over the in-memory unit of work, SQLite store tests). Under a minute.
+test-fast: install
+	$(PY) -m pytest -m "not mysql and not slow"
 
 lint: install $(BUF)
 	$(PY) -m ruff check .

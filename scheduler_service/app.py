@@ -178,6 +178,7 @@ class SchedulerApp:
                 now_healthy = False
             if now_healthy != healthy:
                 healthy = now_healthy
+                self.polls.database_reachable = healthy
                 log.log(
                     logging.INFO if healthy else logging.ERROR,
                     "database reachable" if healthy else "database unreachable",

@@ -1,4 +1,6 @@
-"""Shared fixtures: databases (SQLite files and throwaway MariaDB databases) and migrated engines.
+"""Fixtures every test folder uses: databases (SQLite files and throwaway MariaDB databases),
+migrated engines, in-process schedulers and the scripted model server. A folder's own fixtures
+live in its own conftest; helpers that are not fixtures live in ``tests/support``.
 
 MySQL tests use AIJOB_TEST_MYSQL_URL (default: the local MariaDB's `test` database). Each test
 database is created fresh under a random name and dropped afterwards. Where no MySQL answers, MySQL
@@ -10,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,9 +20,12 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from runtime_service.scripted_model import ScriptedModelServer
 from scheduler_service.db.engine import create_engine
 from scheduler_service.migrate import migrate
 from tests.support import lifecycle_guard
+from tests.support.fakes import running_model_server
+from tests.support.schedulers import RunningScheduler, SchedulerFactory, scheduler_starter
 
 DEFAULT_MYSQL_URL = "mysql+asyncmy://root@127.0.0.1:3306/test"
 MYSQL_URL = os.environ.get("AIJOB_TEST_MYSQL_URL", DEFAULT_MYSQL_URL)
@@ -127,4 +132,20 @@ async def mysql_url(mysql_database: DatabaseFactory) -> str:
     return url
 
 
-from tests.support.schedulers import scheduler, start_scheduler  # noqa: E402,F401  (fixtures)
+@pytest.fixture
+async def start_scheduler() -> AsyncIterator[SchedulerFactory]:
+    """Start in-process schedulers (several may share one database, like replicas)."""
+    async with scheduler_starter() as start:
+        yield start
+
+
+@pytest.fixture
+async def scheduler(mysql_url: str, start_scheduler: SchedulerFactory) -> RunningScheduler:
+    return await start_scheduler(mysql_url)
+
+
+@pytest.fixture
+def model_server() -> Iterator[ScriptedModelServer]:
+    """The scripted OpenAI-compatible model server on a loopback port."""
+    with running_model_server() as server:
+        yield server

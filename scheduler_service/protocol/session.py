@@ -15,7 +15,11 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 
 from scheduler_service import validation
-from scheduler_service.errors import InvalidRequestError, LimitExceededError
+from scheduler_service.errors import (
+    DatabaseUnavailableError,
+    InvalidRequestError,
+    LimitExceededError,
+)
 from scheduler_service.lifecycle.records import LeasePayload
 from scheduler_service.protocol.dispatch import CancelNotice, Dispatcher, StreamSession
 from scheduler_service.registry import JobRegistry
@@ -67,6 +71,9 @@ class PollSessions:
         self._max_streams = max_streams
         self._subscribe_timeout_s = subscribe_timeout_s
         self._open = 0
+        #: Kept by the app's database watcher: while the database is unreachable a new stream
+        #: is refused UNAVAILABLE (a runtime then retries, or goes to another replica).
+        self.database_reachable = True
 
     async def serve(self, incoming: AsyncIterator[Incoming]) -> AsyncGenerator[Outgoing, None]:
         """The messages of one stream, until the runtime closes its side.
@@ -74,6 +81,8 @@ class PollSessions:
         Raises :class:`LimitExceededError` (TOO_MANY_STREAMS) when this replica holds its limit
         of streams, :class:`InvalidRequestError` for a protocol error by the runtime.
         """
+        if not self.database_reachable:
+            raise DatabaseUnavailableError("the database is unavailable, try again")
         if self._open >= self._max_streams:
             raise LimitExceededError(
                 ErrorCode.TOO_MANY_STREAMS,

@@ -174,7 +174,10 @@ async def test_list_pages_through_own_jobs(scheduler: RunningScheduler) -> None:
     assert sizes == [3, 3, 1]
     assert seen == list(reversed(created))  # newest first, each once
     first = await jobs.stub.ListJobs(job_pb.ListJobsRequest(page_size=3), metadata=jobs.metadata)
-    for bad in (first.next_page_token[:-1] + "0", "garbage", first.next_page_token + "x"):
+    token = first.next_page_token
+    # The last digit changed to one it is not (a fixed "0" would change nothing once in 16).
+    edited = token[:-1] + ("1" if token[-1] == "0" else "0")
+    for bad in (edited, "garbage", token + "x"):
         error = await _error(
             jobs.stub.ListJobs(job_pb.ListJobsRequest(page_token=bad), metadata=jobs.metadata)
         )

@@ -27,21 +27,16 @@ S = LifecycleStatus
 HASH = "b" * 64
 
 
-@pytest.fixture
-def repo(mysql_engine: AsyncEngine) -> StoreCalls:
-    return StoreCalls(mysql_engine)
-
-
 async def _gather_outcomes(*calls: Awaitable[object]) -> list[object]:
     return list(await asyncio.gather(*calls, return_exceptions=True))
 
 
 async def test_twenty_racing_locks_have_one_winner(
-    repo: StoreCalls, mysql_engine: AsyncEngine
+    mysql_repo: StoreCalls, mysql_engine: AsyncEngine
 ) -> None:
     for _ in range(5):
-        job_id = await create_job(repo, mysql_engine)
-        outcomes = await _gather_outcomes(*(repo.lock(job_id, f"rt-{i}") for i in range(20)))
+        job_id = await create_job(mysql_repo, mysql_engine)
+        outcomes = await _gather_outcomes(*(mysql_repo.lock(job_id, f"rt-{i}") for i in range(20)))
         winners = [o for o in outcomes if isinstance(o, LeaseGrant)]
         losers = [o for o in outcomes if isinstance(o, JobLockConflictError)]
         assert len(winners) == 1, outcomes
@@ -53,18 +48,18 @@ async def test_twenty_racing_locks_have_one_winner(
 
 
 async def test_succeed_racing_cancel_ends_in_one_terminal_state(
-    repo: StoreCalls, mysql_engine: AsyncEngine
+    mysql_repo: StoreCalls, mysql_engine: AsyncEngine
 ) -> None:
     seen: Counter[str] = Counter()
     for _ in range(30):
-        job_id = await create_job(repo, mysql_engine)
-        await repo.lock(job_id, "rt-1")
-        assert await repo.request_cancellation(job_id) == "cancel_requested"
+        job_id = await create_job(mysql_repo, mysql_engine)
+        await mysql_repo.lock(job_id, "rt-1")
+        assert await mysql_repo.request_cancellation(job_id) == "cancel_requested"
         outcomes = await _gather_outcomes(
-            repo.mark_succeeded(
+            mysql_repo.mark_succeeded(
                 job_id, 1, output_hash=HASH, result_idempotency_key=f"{job_id}:1:{HASH}"
             ),
-            repo.mark_cancelled(job_id, attempt_no=1),
+            mysql_repo.mark_cancelled(job_id, attempt_no=1),
         )
         failures = [o for o in outcomes if isinstance(o, BaseException)]
         assert len(failures) == 1, outcomes
@@ -77,12 +72,12 @@ async def test_succeed_racing_cancel_ends_in_one_terminal_state(
 
 
 async def test_cancel_racing_lock_never_leaves_a_running_cancelled_job(
-    repo: StoreCalls, mysql_engine: AsyncEngine
+    mysql_repo: StoreCalls, mysql_engine: AsyncEngine
 ) -> None:
     for _ in range(30):
-        job_id = await create_job(repo, mysql_engine)
+        job_id = await create_job(mysql_repo, mysql_engine)
         lock, cancel = await _gather_outcomes(
-            repo.lock(job_id, "rt-1"), repo.request_cancellation(job_id)
+            mysql_repo.lock(job_id, "rt-1"), mysql_repo.request_cancellation(job_id)
         )
         row = await raw_row(mysql_engine, job_id)
         if isinstance(lock, LeaseGrant):
@@ -96,11 +91,11 @@ async def test_cancel_racing_lock_never_leaves_a_running_cancelled_job(
 
 
 async def test_status_always_matches_lifecycle_status(
-    repo: StoreCalls, mysql_engine: AsyncEngine
+    mysql_repo: StoreCalls, mysql_engine: AsyncEngine
 ) -> None:
-    # Run the races above on fresh jobs, then check every row the repository wrote.
-    await test_twenty_racing_locks_have_one_winner(repo, mysql_engine)
-    await test_succeed_racing_cancel_ends_in_one_terminal_state(repo, mysql_engine)
+    # Run the races above on fresh jobs, then check every row the store wrote.
+    await test_twenty_racing_locks_have_one_winner(mysql_repo, mysql_engine)
+    await test_succeed_racing_cancel_ends_in_one_terminal_state(mysql_repo, mysql_engine)
     table = AiJob.__table__
     async with mysql_engine.connect() as conn:
         rows = (

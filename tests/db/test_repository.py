@@ -17,18 +17,13 @@ from scheduler_service.errors import (
 )
 from scheduler_service.lifecycle.records import JobError
 from scheduler_service.lifecycle.state_machine import LifecycleStatus, legacy_status_of
-from scheduler_service.uow import SqlTransaction
+from scheduler_service.ports import Transaction
 from tests.support.db import create_job, db_now_value, raw_row, shift_times
 from tests.support.store import StoreCalls
 
 S = LifecycleStatus
 ERR = JobError("MODEL_TIMEOUT", "The model did not answer in time.", "read timeout after 30s")
 HASH = "a" * 64
-
-
-@pytest.fixture
-def repo(engine: AsyncEngine) -> StoreCalls:
-    return StoreCalls(engine, lease_ttl_s=60, lease_grace_s=30)
 
 
 async def assert_state(
@@ -265,7 +260,7 @@ async def test_caller_transaction_rolls_back_with_the_lifecycle_write(
     class Boom(Exception):
         pass
 
-    async def succeed_then_fail(tx: SqlTransaction) -> None:
+    async def succeed_then_fail(tx: Transaction) -> None:
         await tx.jobs.mark_succeeded(job_id, 1, output_hash=HASH, result_idempotency_key="k")
         assert (await tx.jobs.get(job_id)) is not None
         raise Boom

@@ -14,11 +14,8 @@ from aijob.harness.runtime_client import JobClient
 from aijob.harness.waiting import eventually
 from runtime_service.scripted_model import ScriptedModelServer
 from tests.support.db_checks import ARTIFACTS, OUTBOX, count, events, job_row
-from tests.support.fakes import model_server
-from tests.support.runtime_procs import Launcher, in_flight, launch, short_leases, status_is
+from tests.support.runtime_procs import Launcher, in_flight, status_is
 from tests.support.schedulers import RunningScheduler
-
-__all__ = ["launch", "model_server", "short_leases"]
 
 pytestmark = pytest.mark.mysql
 

@@ -19,16 +19,13 @@ import pytest
 
 from aijob.harness.procs import free_port, launch_scheduler, wait_until_serving
 from aijob.harness.runtime_client import JobClient
-from tests.support.fakes import model_server
 from tests.support.ledger import (
     assert_every_job_once,
     read_ledger,
     wait_until_published,
     wait_until_succeeded,
 )
-from tests.support.runtime_procs import Launcher, launch
-
-__all__ = ["launch", "model_server"]
+from tests.support.runtime_procs import Launcher
 
 pytestmark = pytest.mark.mysql
 

@@ -27,11 +27,8 @@ from runtime_service.scripted_model import ScriptedModelServer
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.engine import create_engine
 from tests.support.db_checks import JOBS
-from tests.support.fakes import model_server
 from tests.support.ledger import read_ledger
-from tests.support.runtime_procs import Launcher, launch
-
-__all__ = ["launch", "model_server"]
+from tests.support.runtime_procs import Launcher
 
 pytestmark = pytest.mark.mysql
 

@@ -11,11 +11,15 @@ reaper, and their late results are refused.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import struct_pb2
+from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy import text
 
@@ -25,7 +29,12 @@ from aijob.harness.waiting import eventually
 from runtime_service.scripted_model import ScriptedModelServer
 from scheduler_service.db.engine import create_engine
 from scheduler_service.migrate import migrate
-from tests.support.fakes import model_server
+from shared.canonical_json import output_hash
+from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
+from shared.gen.aijob.v1 import job_service_pb2 as job_pb
+from shared.gen.aijob.v1 import runtime_service_pb2 as rt
+from shared.status_details import error_reason
+from tests.api.test_auth import SERVICES
 from tests.support.ledger import (
     assert_every_job_once,
     read_ledger,
@@ -34,9 +43,8 @@ from tests.support.ledger import (
     wait_until_succeeded,
 )
 from tests.support.own_mariadb import OwnMariaDB
-from tests.support.runtime_procs import Launcher, launch
-
-__all__ = ["launch", "model_server"]
+from tests.support.runtime_procs import Launcher
+from tests.support.schedulers import SchedulerFactory
 
 pytestmark = pytest.mark.mysql
 
@@ -126,3 +134,113 @@ async def test_the_database_away_longer_than_a_lease(
     finally:
         scheduler.terminate()
         assert await asyncio.to_thread(scheduler.wait, 60) == 0
+
+
+def _every_rpc_request(job_id: str) -> dict[str, Message]:
+    """A well-formed request for every RPC (so that each reaches the database), by method."""
+    holder, attempt = "rt-outage", 1
+    output = {"echo": "x"}
+    return {
+        "JobService/CreateJob": job_pb.CreateJobRequest(
+            job_type="synthetic_echo", idempotency_key="outage-1", snapshot=_struct({"a": 1})
+        ),
+        "JobService/GetJob": job_pb.GetJobRequest(job_id=job_id),
+        "JobService/CancelJob": job_pb.CancelJobRequest(job_id=job_id),
+        "JobService/WatchJob": job_pb.WatchJobRequest(job_id=job_id),
+        "JobService/ListJobs": job_pb.ListJobsRequest(),
+        "JobService/SubscribeEvents": job_pb.SubscribeEventsRequest(),
+        "AdminService/ListJobs": admin_pb.AdminListJobsRequest(),
+        "AdminService/GetJob": job_pb.GetJobRequest(job_id=job_id),
+        "AdminService/RetryJob": admin_pb.RetryJobRequest(job_id=job_id),
+        "AdminService/GetQueueStats": admin_pb.GetQueueStatsRequest(),
+        "AdminService/CancelUserJobs": admin_pb.CancelUserJobsRequest(user_id="user-1"),
+        "AdminService/RedriveDeadEvents": admin_pb.RedriveDeadEventsRequest(),
+        "RuntimeService/Poll": rt.PollRequest(
+            subscribe=rt.PollSubscribe(
+                runtime_instance_id=holder, job_types=["synthetic_echo"], slots=1
+            )
+        ),
+        "RuntimeService/Lock": rt.LockRequest(job_id=job_id, runtime_instance_id=holder),
+        "RuntimeService/Heartbeat": rt.HeartbeatRequest(
+            job_id=job_id, attempt_no=attempt, runtime_instance_id=holder, progress=5
+        ),
+        "RuntimeService/SubmitResult": rt.SubmitResultRequest(
+            job_id=job_id,
+            attempt_no=attempt,
+            runtime_instance_id=holder,
+            output_hash=output_hash(output),
+            output_json=json.dumps(output),
+        ),
+        "RuntimeService/SubmitFailure": rt.SubmitFailureRequest(
+            job_id=job_id,
+            attempt_no=attempt,
+            runtime_instance_id=holder,
+            error_code="MODEL_TIMEOUT",
+            retryable=True,
+        ),
+        "RuntimeService/ResolveCredential": rt.ResolveCredentialRequest(
+            job_id=job_id, attempt_no=attempt, runtime_instance_id=holder
+        ),
+    }
+
+
+def _struct(values: dict[str, Any]) -> struct_pb2.Struct:
+    struct = struct_pb2.Struct()
+    struct.update(values)
+    return struct
+
+
+async def _call(channel: grpc.aio.Channel, rpc: str, request: Message) -> grpc.aio.AioRpcError:
+    service, method = rpc.split("/")
+    pb2, pb2_grpc, _role = SERVICES[service]
+    descriptor = pb2.DESCRIPTOR.services_by_name[service].methods_by_name[method]
+    call = getattr(getattr(pb2_grpc, f"{service}Stub")(channel), method)
+    metadata = (("x-user-id", "user-1"),)
+    try:
+        if descriptor.client_streaming:
+
+            async def requests() -> AsyncIterator[Message]:
+                yield request
+                await asyncio.Event().wait()  # keep our side open, like a runtime
+
+            stream = call(requests(), metadata=metadata, timeout=20)
+            async for _ in stream:
+                break
+        elif descriptor.server_streaming:
+            async for _ in call(request, metadata=metadata, timeout=20):
+                break
+        else:
+            await call(request, metadata=metadata, timeout=20)
+    except grpc.aio.AioRpcError as error:
+        return error
+    raise AssertionError(f"{rpc} answered while the database was down")
+
+
+async def test_every_rpc_answers_unavailable_while_the_database_is_down(
+    own_database: tuple[OwnMariaDB, str], start_scheduler: SchedulerFactory
+) -> None:
+    """With the database stopped, each of the 18 RPCs answers UNAVAILABLE with the catalogue's
+    PLATFORM_UNAVAILABLE reason — reads, writes and streams alike, never INTERNAL."""
+    server, url = own_database
+    running = await start_scheduler(url, health_interval_s=0.1)
+    job = await JobClient(running.channel).create()
+    await asyncio.to_thread(server.stop)
+
+    async def refused() -> bool:
+        return not running.app.polls.database_reachable
+
+    await eventually(refused, within_s=30, every_s=0.05)
+    requests = _every_rpc_request(job.job_id)
+    every_rpc = {
+        f"{service}/{method.name}"
+        for service, (pb2, _grpc, _role) in SERVICES.items()
+        for method in pb2.DESCRIPTOR.services_by_name[service].methods
+    }
+    assert set(requests) == every_rpc, "a new RPC needs a request here"
+    answers = {}
+    for rpc, request in requests.items():
+        error = await _call(running.channel, rpc, request)
+        answers[rpc] = (error.code(), error_reason(error))
+    assert answers == {
+        rpc: (grpc.StatusCode.UNAVAILABLE, "PLATFORM_UNAVAILABLE") for rpc in requests
+    }

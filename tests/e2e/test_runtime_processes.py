@@ -11,11 +11,8 @@ import pytest
 from aijob.harness.runtime_client import JobClient
 from runtime_service.scripted_model import ScriptedModelServer
 from tests.support.db_checks import ARTIFACTS, count, job_row
-from tests.support.fakes import model_server
-from tests.support.runtime_procs import Launcher, in_flight, launch, short_leases, status_is
+from tests.support.runtime_procs import Launcher, in_flight, status_is
 from tests.support.schedulers import RunningScheduler
-
-__all__ = ["launch", "model_server", "short_leases"]
 
 pytestmark = pytest.mark.mysql
 

@@ -17,10 +17,7 @@ from runtime_service.settings import RuntimeSettings
 from runtime_service.worker import Runtime
 from tests.runtime.test_pipeline import SNAPSHOT
 from tests.support.db_checks import ARTIFACTS, USAGE, count, job_row
-from tests.support.fakes import model_server
 from tests.support.schedulers import RunningScheduler
-
-__all__ = ["model_server"]
 
 pytestmark = pytest.mark.mysql
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
-
-import pytest
 
 from runtime_service.failures import JobFailure
 from runtime_service.pipeline import HeartbeatReply, LeaseInput, LeaseLost, Usage
@@ -40,13 +39,16 @@ class FakeScheduler:
         return self.user_key
 
 
-@pytest.fixture
-def model_server() -> Iterator[ScriptedModelServer]:
+@contextlib.contextmanager
+def running_model_server() -> Iterator[ScriptedModelServer]:
+    """The scripted OpenAI-compatible server on a loopback port, in a thread."""
     server = ScriptedModelServer()
     server.start_in_thread()
-    yield server
-    server.shutdown()
-    server.server_close()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def lease(job_type: str = "synthetic_echo", **overrides: Any) -> LeaseInput:

@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import pytest
-
 from aijob.harness import tokens
 from aijob.harness.waiting import eventually
 from runtime_service.scripted_model import ScriptedModelServer
 from tests.support.db_checks import job_row
-from tests.support.schedulers import RunningScheduler, SchedulerFactory
+from tests.support.schedulers import RunningScheduler
 
 Launcher = Callable[..., subprocess.Popen[bytes]]
 
 
-@pytest.fixture
-def launch(tmp_path: Path, model_server: ScriptedModelServer) -> Iterator[Launcher]:
+@contextlib.contextmanager
+def runtime_launcher(tmp_path: Path, model_server: ScriptedModelServer) -> Iterator[Launcher]:
+    """Start runtime processes against a scheduler; each is killed at the end if still up."""
     procs: list[subprocess.Popen[bytes]] = []
 
     def start(scheduler: RunningScheduler | str, name: str, **env: str) -> subprocess.Popen[bytes]:
@@ -42,11 +42,13 @@ def launch(tmp_path: Path, model_server: ScriptedModelServer) -> Iterator[Launch
         procs.append(proc)
         return proc
 
-    yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    try:
+        yield start
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 async def in_flight(scheduler: RunningScheduler, job_id: str, server: ScriptedModelServer) -> None:
@@ -62,9 +64,3 @@ async def status_is(scheduler: RunningScheduler, job_id: str, status: str) -> No
         return bool((await job_row(scheduler.app.engine, job_id))["lifecycleStatus"] == status)
 
     await eventually(check)
-
-
-@pytest.fixture
-async def short_leases(mysql_url: str, start_scheduler: SchedulerFactory) -> RunningScheduler:
-    """A scheduler whose leases end 2.5 s after the last heartbeat, reaped every 0.2 s."""
-    return await start_scheduler(mysql_url, lease_ttl_s=2, lease_grace_s=0.5, reaper_interval_s=0.2)

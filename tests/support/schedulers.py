@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
-import pytest
 
 from aijob.harness import tokens
 from scheduler_service.api.server import build_server
@@ -39,8 +39,8 @@ class RunningScheduler:
 SchedulerFactory = Callable[..., Awaitable[RunningScheduler]]
 
 
-@pytest.fixture
-async def start_scheduler() -> AsyncIterator[SchedulerFactory]:
+@contextlib.asynccontextmanager
+async def scheduler_starter() -> AsyncIterator[SchedulerFactory]:
     """Start schedulers (several may share one database, like replicas); all stop at the end."""
     running: list[tuple[grpc.aio.Server, SchedulerApp, grpc.aio.Channel]] = []
 
@@ -65,13 +65,10 @@ async def start_scheduler() -> AsyncIterator[SchedulerFactory]:
         running.append((server, app, channel))
         return RunningScheduler(app, f"127.0.0.1:{port}", channel, database_url)
 
-    yield start
-    for server, app, channel in running:
-        await channel.close(None)
-        await server.stop(None)
-        await app.stop()
-
-
-@pytest.fixture
-async def scheduler(mysql_url: str, start_scheduler: SchedulerFactory) -> RunningScheduler:
-    return await start_scheduler(mysql_url)
+    try:
+        yield start
+    finally:
+        for server, app, channel in running:
+            await channel.close(None)
+            await server.stop(None)
+            await app.stop()

@@ -3,6 +3,7 @@ one write at a time (the shape the lifecycle repository had before the unit of w
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -21,28 +22,31 @@ from scheduler_service.lifecycle.records import (
 )
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 from scheduler_service.lifecycle.store import JobStore
-from scheduler_service.uow import LeaseTimes, SqlTransaction, SqlUnitOfWork
+from scheduler_service.ports import Transaction, UnitOfWork
+from scheduler_service.uow import LeaseTimes, SqlUnitOfWork
 
-__all__ = ["StoreCalls"]
+__all__ = ["StoreCalls", "UnitCalls"]
 
 
-class StoreCalls:
-    def __init__(
-        self, engine: AsyncEngine, *, lease_ttl_s: float = 60.0, lease_grace_s: float = 30.0
-    ) -> None:
-        self.engine = engine
-        self.uow = SqlUnitOfWork(
-            engine,
-            lease=LeaseTimes(round(lease_ttl_s * 1000), round(lease_grace_s * 1000)),
-        )
+class UnitCalls:
+    """The job store's operations over any unit of work, one unit each."""
+
+    def __init__(self, uow: UnitOfWork) -> None:
+        self.uow = uow
 
     async def _run(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        async def work(tx: SqlTransaction) -> Any:
+        async def work(tx: Transaction) -> Any:
             operation = getattr(tx.jobs, name)
             return await operation(*args, **kwargs)
 
         assert hasattr(JobStore, name), name
         return await self.uow.run(work)
+
+    async def row(self, job_id: str) -> dict[str, Any]:
+        """The job as a plain row (its record's fields)."""
+        job = await self.get(job_id)
+        assert job is not None, job_id
+        return {f.name: getattr(job, f.name) for f in dataclasses.fields(job)}
 
     async def create(self, job: NewJob) -> None:
         await self._run("create", job)
@@ -87,6 +91,20 @@ class StoreCalls:
 
     async def find_expired_leases(self, *, limit: int = 100) -> list[ExpiredLease]:
         return await self.uow.read(lambda tx: tx.jobs.expired_leases(limit=limit))
+
+
+class StoreCalls(UnitCalls):
+    """The same on the SQL unit of work, with a test-only read by status."""
+
+    def __init__(
+        self, engine: AsyncEngine, *, lease_ttl_s: float = 60.0, lease_grace_s: float = 30.0
+    ) -> None:
+        super().__init__(
+            SqlUnitOfWork(
+                engine, lease=LeaseTimes(round(lease_ttl_s * 1000), round(lease_grace_s * 1000))
+            )
+        )
+        self.engine = engine
 
     async def find_by_status(
         self,

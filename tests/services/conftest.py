@@ -1,0 +1,56 @@
+"""Fixtures of the service tests: the job and protocol services over the in-memory unit of work.
+
+No database: these run in the fast tier (``make test-fast``).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from scheduler_service.jobs.commands import Limits
+from scheduler_service.jobs.service import JobService
+from scheduler_service.ports import Wakeups
+from scheduler_service.protocol.reaper import Reaper
+from scheduler_service.protocol.service import RuntimeProtocol
+from tests.support.fake_uow import FakeUnitOfWork
+from tests.support.schedulers import fast_registry
+
+
+class WakeupLog(Wakeups):
+    """Wake-ups that record what they were told, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+        self.dispatch = lambda: self.seen.append("dispatch")
+        self.outbox = lambda event_type: self.seen.append(f"outbox:{event_type.value}")
+        self.job_changed = lambda job_id: self.seen.append(f"changed:{job_id}")
+        self.job_ended = lambda job_id: self.seen.append(f"ended:{job_id}")
+        self.cancel_requested = lambda job_id: self.seen.append(f"cancel:{job_id}")
+
+
+@pytest.fixture
+def wakeups() -> WakeupLog:
+    return WakeupLog()
+
+
+@pytest.fixture
+def uow(wakeups: WakeupLog) -> FakeUnitOfWork:
+    return FakeUnitOfWork(wakeups=wakeups, ttl_ms=10_000, grace_ms=30_000)
+
+
+@pytest.fixture
+def jobs(uow: FakeUnitOfWork) -> JobService:
+    return JobService(uow, fast_registry(), limits=Limits(max_active_jobs_per_user=5))
+
+
+@pytest.fixture
+def protocol(uow: FakeUnitOfWork) -> RuntimeProtocol:
+    return RuntimeProtocol(uow, fast_registry(), rng=random.Random(7))
+
+
+@pytest.fixture
+def reaper(uow: FakeUnitOfWork, protocol: RuntimeProtocol) -> Reaper:
+    return Reaper(uow, protocol)

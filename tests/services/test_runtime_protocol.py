@@ -1,0 +1,182 @@
+"""RuntimeProtocol and the reaper over the in-memory unit of work: leases, heartbeats, results,
+failures and expiry, with the fences that keep a stale runtime out."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scheduler_service.errors import (
+    InvalidRequestError,
+    JobLockConflictError,
+    LeaseLostError,
+    NotLeaseHolderError,
+    ResultAlreadyExistsError,
+)
+from scheduler_service.jobs.service import JobService
+from scheduler_service.lifecycle.records import LeasePayload
+from scheduler_service.lifecycle.state_machine import LifecycleStatus
+from scheduler_service.outbox.events import EventType
+from scheduler_service.protocol.reaper import Reaper
+from scheduler_service.protocol.service import (
+    FailureReport,
+    ResultSubmission,
+    RuntimeProtocol,
+)
+from shared.canonical_json import output_hash
+from tests.services.conftest import WakeupLog
+from tests.services.test_job_service import command
+from tests.support.fake_uow import FakeUnitOfWork
+
+S = LifecycleStatus
+OUTPUT = {"echo": {"text": "hello"}}
+
+
+def result(lease: LeasePayload, holder: str = "rt-1", output: object = OUTPUT) -> ResultSubmission:
+    return ResultSubmission(
+        lease.job_id, lease.attempt_no, holder, output_hash(output), json.dumps(output), None
+    )
+
+
+def failure(lease: LeasePayload, *, retryable: bool = True, holder: str = "rt-1") -> FailureReport:
+    return FailureReport(
+        lease.job_id, lease.attempt_no, holder, "MODEL_TIMEOUT", retryable, "", "", 0, None
+    )
+
+
+async def _leased(
+    jobs: JobService, protocol: RuntimeProtocol, holder: str = "rt-1"
+) -> LeasePayload:
+    job, _ = await jobs.create(command())
+    (lease,) = await protocol.claim(holder, ["synthetic_echo"], 1)
+    assert lease.job_id == job.id
+    return lease
+
+
+async def test_claims_deal_the_oldest_jobs_to_each_runtime_once(
+    jobs: JobService, protocol: RuntimeProtocol, uow: FakeUnitOfWork
+) -> None:
+    created = []
+    for _ in range(3):
+        job, _ = await jobs.create(command())
+        created.append(job.id)
+        uow.clock.advance(1)
+    shares = await uow.run(
+        lambda tx: protocol.claim_within(tx, ["synthetic_echo"], [("rt-a", 2), ("rt-b", 2)])
+    )
+    assert [[lease.job_id for lease in share] for share in shares] == [
+        [created[0], created[2]],
+        [created[1]],
+    ]
+    assert await protocol.claim("rt-c", ["synthetic_echo"], 4) == []
+
+
+async def test_a_result_ends_the_job_once_and_a_repeat_is_a_duplicate(
+    jobs: JobService, protocol: RuntimeProtocol, uow: FakeUnitOfWork, wakeups: WakeupLog
+) -> None:
+    lease = await _leased(jobs, protocol)
+    wakeups.seen.clear()
+    outcome = await protocol.submit_result(result(lease))
+    assert not outcome.duplicate
+    assert outcome.result_idempotency_key == f"{lease.job_id}:1:{output_hash(OUTPUT)}"
+    assert (await protocol.submit_result(result(lease))).duplicate
+    job = uow.state.jobs[lease.job_id]
+    assert (job["lifecycleStatus"], job["progress"]) == ("succeeded", 100)
+    assert [e.event_type for e in uow.state.events].count(EventType.COMPLETED) == 1
+    assert uow.state.artifacts[lease.job_id]
+    assert wakeups.seen == [
+        "outbox:ai.job.completed",
+        f"changed:{lease.job_id}",
+        f"ended:{lease.job_id}",
+    ]
+    with pytest.raises(ResultAlreadyExistsError):
+        await protocol.submit_result(result(lease, output={"echo": "else"}))
+
+
+async def test_a_result_with_a_wrong_hash_or_from_another_runtime_is_refused(
+    jobs: JobService, protocol: RuntimeProtocol, uow: FakeUnitOfWork
+) -> None:
+    lease = await _leased(jobs, protocol)
+    wrong = result(lease)
+    with pytest.raises(InvalidRequestError) as caught:
+        await protocol.submit_result(
+            ResultSubmission(wrong.job_id, 1, "rt-1", "0" * 64, wrong.output_json, None)
+        )
+    assert caught.value.field == "output_hash"
+    with pytest.raises(LeaseLostError):
+        await protocol.submit_result(result(lease, holder="rt-2"))
+    assert uow.state.jobs[lease.job_id]["lifecycleStatus"] == "running"
+    assert [e.event_type for e in uow.state.events] == [EventType.ENQUEUE]
+
+
+async def test_a_retryable_failure_requeues_until_attempts_run_out(
+    jobs: JobService, protocol: RuntimeProtocol, uow: FakeUnitOfWork
+) -> None:
+    lease = await _leased(jobs, protocol)
+    outcomes = []
+    for attempt in (1, 2, 3):
+        outcome = await protocol.submit_failure(failure(lease))
+        outcomes.append(outcome.status)
+        if attempt < 3:
+            uow.clock.advance(3_600)  # past any backoff
+            (lease,) = await protocol.claim("rt-1", ["synthetic_echo"], 1)
+            assert lease.attempt_no == attempt + 1
+    assert outcomes == [S.QUEUED, S.QUEUED, S.FAILED]
+    assert uow.state.jobs[lease.job_id]["errorCode"] == "MODEL_TIMEOUT"
+    assert uow.state.events[-1].event_type is EventType.FAILED
+
+
+async def test_a_stale_attempt_cannot_touch_the_next_one(
+    jobs: JobService, protocol: RuntimeProtocol, uow: FakeUnitOfWork
+) -> None:
+    first = await _leased(jobs, protocol)
+    await protocol.submit_failure(failure(first))
+    uow.clock.advance(3_600)
+    (second,) = await protocol.claim("rt-2", ["synthetic_echo"], 1)
+    with pytest.raises(LeaseLostError):
+        await protocol.heartbeat(first.job_id, 1, "rt-1", 50, b"")
+    with pytest.raises(LeaseLostError):
+        await protocol.submit_result(result(first))
+    with pytest.raises(NotLeaseHolderError):
+        await protocol.resolve_credential(first.job_id, 1, "rt-1", store=None)  # type: ignore[arg-type]
+    assert (await protocol.heartbeat(second.job_id, 2, "rt-2", 50, b"cp")).cancel_requested is False
+    assert uow.state.jobs[second.job_id]["checkpoint"] == b"cp"
+
+
+async def test_the_reaper_takes_back_a_silent_lease_and_a_heartbeat_keeps_one(
+    jobs: JobService, protocol: RuntimeProtocol, reaper: Reaper, uow: FakeUnitOfWork
+) -> None:
+    quiet = await _leased(jobs, protocol, "rt-quiet")
+    alive = await _leased(jobs, protocol, "rt-alive")
+    uow.clock.advance(10)  # both 10 s leases end now; the grace runs 30 s more
+    await protocol.heartbeat(alive.job_id, 1, "rt-alive", 10, b"")
+    assert await reaper.reap_once() == 0
+    uow.clock.advance(31)
+    assert await reaper.reap_once() == 1
+    assert uow.state.jobs[quiet.job_id]["lifecycleStatus"] == "queued"
+    assert uow.state.jobs[quiet.job_id]["errorCode"] == "JOB_TIMEOUT"
+    assert uow.state.jobs[alive.job_id]["lifecycleStatus"] == "running"
+    with pytest.raises(LeaseLostError):
+        await protocol.heartbeat(quiet.job_id, 1, "rt-quiet", 10, b"")
+
+
+async def test_an_undelivered_lease_goes_back_without_spending_an_attempt(
+    jobs: JobService, protocol: RuntimeProtocol, uow: FakeUnitOfWork
+) -> None:
+    lease = await _leased(jobs, protocol)
+    assert await protocol.release_undelivered(lease, "rt-1")
+    job = uow.state.jobs[lease.job_id]
+    assert (job["lifecycleStatus"], job["maxAttempts"]) == ("queued", 4)
+    again = await protocol.lock(lease.job_id, "rt-2")
+    assert again.attempt_no == 2  # the attempt number stays used: no attempt is leased twice
+    assert not await protocol.release_undelivered(lease, "rt-1")  # the old lease is gone
+
+
+async def test_a_job_waiting_for_its_retry_cannot_be_locked(
+    jobs: JobService, protocol: RuntimeProtocol
+) -> None:
+    lease = await _leased(jobs, protocol)
+    await protocol.submit_failure(failure(lease))
+    with pytest.raises(JobLockConflictError, match="waiting for a retry"):
+        await protocol.lock(lease.job_id, "rt-1")
