@@ -1,4 +1,5 @@
-"""The public error-code catalogue (design §4, §5): each code with its retryable flag.
+"""The public error-code catalogue: each code with its retryable flag (docs/architecture.md,
+*Retries and the error catalogue*).
 
 Runtimes report failures with these codes; the scheduler decides retries from them. The API codes
 (JOB_NOT_FOUND, ...) travel to callers as ``google.rpc.ErrorInfo.reason`` in domain ``aijob.v1``.
@@ -65,7 +66,7 @@ class ErrorSpec:
     code: ErrorCode
     retryable: bool
     #: Attempts this code may use in total, when it is capped below the job's maxAttempts
-    #: (INTERNAL_* is retried once, design §4).
+    #: (INTERNAL_* is retried once, docs/architecture.md).
     max_attempts: int | None = None
 
 

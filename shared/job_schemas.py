@@ -1,7 +1,8 @@
-"""Versioned input and output schemas of the job types (design §2), as pydantic models.
+"""Versioned input and output schemas of the job types, as pydantic models
+(docs/architecture.md, *Job types*).
 
 Both sides use them: the scheduler validates a snapshot at create and a result at submit; the
-runtime validates the model's answer before it submits. JSON field names are the seeds'
+runtime validates the model's answer before it submits. JSON field names are the legacy system's
 camelCase. Models refuse unknown fields in outputs (a model's stray field is a validation error
 the repair prompt can fix) but ignore them in snapshots (callers' snapshots grow over time).
 """

@@ -1,4 +1,4 @@
-"""Baseline: the legacy 13-column AiAnalysisJob table (system A, ADR-002 §1).
+"""Baseline: the legacy 13-column AiAnalysisJob table (the system this engine replaces).
 
 Production databases already hold this table with rows; there it is left untouched. On an empty
 database it is created exactly as production has it, so that both kinds of database reach the

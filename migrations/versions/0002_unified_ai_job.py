@@ -1,4 +1,5 @@
-"""Unified AiJob schema (ADR-002 §7, design §7): expand AiAnalysisJob, add the engine's tables.
+"""Unified AiJob schema: expand AiAnalysisJob, add the engine's tables (docs/architecture.md,
+*Data and migrations*).
 
 Expand-only: columns are added, jobType widened from 32 to 64, two columns renamed with their data
 (completedAt -> finishedAt, errorMessage -> internalErrorMessage), lifecycleStatus backfilled from
@@ -28,7 +29,7 @@ TABLE_OPTS = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_unicode_ci"}
 JOB = "AiAnalysisJob"
 
 
-# Columns added to the legacy table, in ADR-002 order, then the ones design §7 adds.
+# Columns added to the legacy table, in the legacy schema's order, then the engine's own.
 def _new_job_columns() -> list[sa.Column[object]]:
     return [
         sa.Column("triggerType", sa.String(32), nullable=False, server_default="api"),
@@ -316,5 +317,6 @@ def _create_output_tables() -> None:
 
 
 def downgrade() -> None:
-    # Expand-only (ADR-002 §9): rolling back is a code rollback; the schema stays.
+    # Expand-only (docs/architecture.md, *Data and migrations*): rolling back is a code rollback;
+    # the schema stays.
     pass

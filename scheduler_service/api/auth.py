@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any
 
 import grpc
 
-from scheduler_service.api.status import abort_with
+from scheduler_service.api.status import Continuation, Handler, ServerInterceptor, abort_with
 from shared.error_codes import ErrorCode
 
 __all__ = ["AuthInterceptor", "Role", "TokenSet"]
@@ -68,15 +68,6 @@ def _bearer(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:
             scheme, _, token = value.partition(" ")
             return token.strip() if scheme.lower() == "bearer" else ""
     return ""
-
-
-if TYPE_CHECKING:  # the stubs are generic, the runtime classes are not
-    Handler: TypeAlias = grpc.RpcMethodHandler[Any, Any]
-    ServerInterceptor: TypeAlias = grpc.aio.ServerInterceptor[Any, Any]
-else:
-    Handler = grpc.RpcMethodHandler
-    ServerInterceptor = grpc.aio.ServerInterceptor
-Continuation: TypeAlias = "Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]]"
 
 
 class AuthInterceptor(ServerInterceptor):

@@ -10,6 +10,7 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from scheduler_service.errors import InvalidRequestError
 from scheduler_service.lifecycle.records import ArtifactRow, JobRecord, LeasePayload, Usage
+from scheduler_service.lifecycle.state_machine import LifecycleStatus
 from shared.gen.aijob.v1 import types_pb2
 
 
@@ -99,9 +100,9 @@ def job(
         cancel_requested_at=timestamp(record.cancelRequestedAt),
         deadline_at=timestamp(record.deadlineAt),
     )
-    if record.lifecycleStatus.value == "queued":
+    if record.lifecycleStatus is LifecycleStatus.QUEUED:
         message.available_at.CopyFrom(timestamp(record.availableAt) or timestamp_pb2.Timestamp())
-    if artifacts is not None and record.lifecycleStatus.value == "succeeded":
+    if artifacts is not None and record.lifecycleStatus is LifecycleStatus.SUCCEEDED:
         message.result.CopyFrom(
             types_pb2.JobResult(
                 artifact_count=len(artifacts),

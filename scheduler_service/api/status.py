@@ -23,13 +23,20 @@ from scheduler_service import metrics
 from scheduler_service.errors import InvalidRequestError, SchedulerError
 from shared.error_codes import ERROR_DOMAIN, ErrorCode
 
-__all__ = ["StatusInterceptor", "abort_with", "status_code_of"]
+__all__ = [
+    "Continuation",
+    "Handler",
+    "ServerInterceptor",
+    "StatusInterceptor",
+    "abort_with",
+    "status_code_of",
+]
 
 log = logging.getLogger(__name__)
 
 StatusCode = grpc.StatusCode
 Context = grpc.aio.ServicerContext[Any, Any]
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the stubs are generic, the runtime classes are not
     Handler: TypeAlias = grpc.RpcMethodHandler[Any, Any]
     ServerInterceptor: TypeAlias = grpc.aio.ServerInterceptor[Any, Any]
 else:

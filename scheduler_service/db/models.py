@@ -1,8 +1,8 @@
-"""The schema (design §7, ADR-002) as typed SQLAlchemy models.
+"""The schema (docs/architecture.md, *Data and migrations*) as typed SQLAlchemy models.
 
-Table and column names are the seeds' camelCase names, so existing data and tools keep working;
-the job table keeps its physical name ``AiAnalysisJob`` (model ``AiJob``). Attribute names equal
-column names on purpose: a grep for ``lifecycleStatus`` finds every use.
+Table and column names are the legacy system's camelCase names, so existing data and tools keep
+working; the job table keeps its physical name ``AiAnalysisJob`` (model ``AiJob``). Attribute names
+equal column names on purpose: a grep for ``lifecycleStatus`` finds every use.
 
 The migrations in ``migrations/`` build exactly this schema; tests/db/test_migrations.py checks
 that they agree.
@@ -51,7 +51,7 @@ class Base(DeclarativeBase):
 
 
 class AiJob(Base):
-    """One AI job. Only scheduler_service.lifecycle.repository writes ``lifecycleStatus``."""
+    """One AI job. Only the lifecycle package's SQL store writes ``lifecycleStatus``."""
 
     __tablename__ = "AiAnalysisJob"
     __table_args__ = (
@@ -189,7 +189,8 @@ class AiJobArtifact(Base):
 
 
 class OutboxEvent(Base):
-    """An event written in the same transaction as the state change it announces (design §6)."""
+    """An event written in the same transaction as the state change it announces
+    (docs/architecture.md, *The outbox*)."""
 
     __tablename__ = "OutboxEvent"
     __table_args__ = (
@@ -386,7 +387,8 @@ class Flashcard(Base):
 class AiUserJobGate(Base):
     """One row per user, locked by CreateJob so that per-user caps hold under concurrency.
 
-    "At most N active jobs" spans many rows; a snapshot cannot guard it (reliability §3.8), so
+    "At most N active jobs" spans many rows; a snapshot cannot guard it (docs/architecture.md,
+    *Data and migrations*), so
     creates for one user serialise on this row while they count.
     """
 

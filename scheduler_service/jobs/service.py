@@ -1,4 +1,5 @@
-"""Creating, reading and cancelling jobs for a user (design §5), on domain types.
+"""Creating, reading and cancelling jobs for a user, on domain types (docs/architecture.md,
+*One job's walk*).
 
 Every database step runs through the unit of work; the wake-ups that follow a commit (dispatch,
 watchers, the outbox, a running job's cancel notice) are its hooks and events, never callbacks
@@ -216,7 +217,7 @@ class JobService:
             outcome = await tx.jobs.request_cancellation(job_id, user_id=user_id)
             job = await tx.jobs.get(job_id)
             assert job is not None
-            if outcome == "cancelled":
+            if outcome is CancelOutcome.CANCELLED:
                 await tx.emit(EventType.CANCELLED, job_id=job_id, job_type=job.jobType)
             else:
                 tx.cancel_requested(job_id)
@@ -306,7 +307,7 @@ class JobService:
                 except (JobNotCancellableError, JobNotFoundError):
                     continue  # finished meanwhile
                 progressed = True
-                if outcome == "cancelled":
+                if outcome is CancelOutcome.CANCELLED:
                     cancelled += 1
                 else:
                     requested += 1

@@ -1,1 +1,1 @@
-"""Job lifecycle: the pure state machine and the repository that is its only writer."""
+"""Job lifecycle: the pure state machine and write table, and the job store that applies them."""

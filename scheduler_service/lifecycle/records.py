@@ -7,7 +7,8 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any
 
 from scheduler_service.lifecycle.state_machine import LifecycleStatus, is_terminal, parse_status
 from shared.canonical_json import canonical_json
@@ -27,7 +28,13 @@ __all__ = [
     "Usage",
 ]
 
-CancelOutcome = Literal["cancelled", "cancel_requested"]
+
+class CancelOutcome(StrEnum):
+    """What a cancel did: ended a queued job, or asked a running one's runtime to stop."""
+
+    CANCELLED = "cancelled"
+    CANCEL_REQUESTED = "cancel_requested"
+
 
 #: Bytes of heartbeat checkpoint kept for the next attempt.
 MAX_CHECKPOINT_BYTES = 64 * 1024

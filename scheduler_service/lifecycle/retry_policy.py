@@ -1,6 +1,7 @@
 """When a failed attempt is retried, and after how long. Pure: the caller passes the randomness.
 
-The scheduler is the one retry authority (design §3): a failure is retried only if the runtime
+The scheduler is the one retry authority (docs/architecture.md, *Retries and the error
+catalogue*): a failure is retried only if the runtime
 calls it retryable *and* the catalogue does, while attempts remain (some codes have a lower cap:
 INTERNAL_* is retried once). The wait is exponential backoff with full jitter, never shorter than
 the provider's Retry-After.

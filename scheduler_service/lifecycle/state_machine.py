@@ -1,6 +1,6 @@
-"""The job state machine (design §3) as data, with no I/O.
+"""The job state machine as data, with no I/O (docs/architecture.md, *The lifecycle*).
 
-Stored states and the operations that move between them. The lifecycle repository asks this module
+Stored states and the operations that move between them. The write table asks this module
 which source states an operation may start from (the ``WHERE lifecycleStatus IN (...)`` of its
 guarded UPDATE) and, when a guarded UPDATE matched nothing, which typed error explains the miss.
 """
@@ -58,7 +58,7 @@ class Transition:
 
 Q, R = LifecycleStatus.QUEUED, LifecycleStatus.RUNNING
 
-#: Every allowed transition, and only these (design §3). ``expire`` is the schedule-to-start
+#: Every allowed transition, and only these. ``expire`` is the schedule-to-start
 #: deadline of CreateJob (a queued job still waiting after its deadline fails with JOB_EXPIRED).
 TRANSITIONS: tuple[Transition, ...] = (
     Transition(Q, R, Operation.LOCK),
@@ -78,23 +78,37 @@ _ALLOWED: frozenset[tuple[LifecycleStatus, LifecycleStatus]] = frozenset(
     (t.source, t.target) for t in TRANSITIONS
 )
 
-#: Shadow write of the legacy ``status`` column (issue #286, ADR-002 §4).
-LEGACY_STATUS_OF: dict[LifecycleStatus, str] = {
-    LifecycleStatus.QUEUED: "pending",
-    LifecycleStatus.RUNNING: "processing",
-    LifecycleStatus.SUCCEEDED: "completed",
-    LifecycleStatus.FAILED: "failed",
-    LifecycleStatus.CANCELLED: "failed",
+
+class LegacyStatus(StrEnum):
+    """Values of the legacy ``status`` column, which legacy readers still use."""
+
+    PENDING = "pending"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    #: Written only by legacy code; read back as cancelled.
+    CANCELLED = "cancelled"
+    CANCEL_REQUESTED = "cancel_requested"
+
+
+#: Every lifecycle write also writes the legacy ``status`` column, in the same statement, so
+#: legacy readers keep working (docs/architecture.md, *The legacy status column*).
+LEGACY_STATUS_OF: dict[LifecycleStatus, LegacyStatus] = {
+    LifecycleStatus.QUEUED: LegacyStatus.PENDING,
+    LifecycleStatus.RUNNING: LegacyStatus.PROCESSING,
+    LifecycleStatus.SUCCEEDED: LegacyStatus.COMPLETED,
+    LifecycleStatus.FAILED: LegacyStatus.FAILED,
+    LifecycleStatus.CANCELLED: LegacyStatus.FAILED,
 }
 
-#: Reverse map for rows written by legacy code (ADR-003 §1.5).
+#: Reverse map for rows written by legacy code (used by the upgrade migration's backfill).
 LIFECYCLE_OF_LEGACY: dict[str, LifecycleStatus] = {
-    "pending": LifecycleStatus.QUEUED,
-    "processing": LifecycleStatus.RUNNING,
-    "completed": LifecycleStatus.SUCCEEDED,
-    "failed": LifecycleStatus.FAILED,
-    "cancelled": LifecycleStatus.CANCELLED,
-    "cancel_requested": LifecycleStatus.CANCELLED,
+    LegacyStatus.PENDING: LifecycleStatus.QUEUED,
+    LegacyStatus.PROCESSING: LifecycleStatus.RUNNING,
+    LegacyStatus.COMPLETED: LifecycleStatus.SUCCEEDED,
+    LegacyStatus.FAILED: LifecycleStatus.FAILED,
+    LegacyStatus.CANCELLED: LifecycleStatus.CANCELLED,
+    LegacyStatus.CANCEL_REQUESTED: LifecycleStatus.CANCELLED,
 }
 
 #: errorCode written with the legacy status when a job is cancelled: legacy readers see
@@ -125,7 +139,7 @@ def sources_of(operation: Operation) -> frozenset[LifecycleStatus]:
 
 
 def legacy_status_of(status: LifecycleStatus) -> str:
-    return LEGACY_STATUS_OF[status]
+    return LEGACY_STATUS_OF[status].value
 
 
 def lifecycle_of_legacy(legacy_status: str) -> LifecycleStatus:

@@ -256,9 +256,9 @@ class JobStore(ABC):
         # them is caught by the next round.
         for _ in range(3):
             if await self.apply(CANCEL_QUEUED, job_id, owner=user_id):
-                return "cancelled"
+                return CancelOutcome.CANCELLED
             if await self.apply(REQUEST_CANCEL, job_id, owner=user_id):
-                return "cancel_requested"
+                return CancelOutcome.CANCEL_REQUESTED
             job = await self.get(job_id)
             if job is None or (user_id is not None and job.userId != user_id):
                 raise JobNotFoundError(job_id)

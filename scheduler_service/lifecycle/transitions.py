@@ -6,7 +6,7 @@ owner); ``values`` say what it sets, symbolically (the database clock, a paramet
 bump) so that this module stays free of SQL. ``scheduler_service.lifecycle.sql`` compiles an entry
 into one prebuilt UPDATE; a test's in-memory store interprets the same entries. When the UPDATE
 matches no row, :func:`explain_miss` turns the row as it is now into the typed error the caller
-sees. See docs/architecture.md, "The lifecycle".
+sees. See docs/architecture.md, *The lifecycle*.
 """
 
 from __future__ import annotations

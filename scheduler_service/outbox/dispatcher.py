@@ -1,4 +1,5 @@
-"""The outbox dispatcher (design §6): claim, deliver, then publish — safe on every replica.
+"""The outbox dispatcher: claim, deliver, then publish — safe on every replica
+(docs/architecture.md, *The outbox*).
 
 One round:
 

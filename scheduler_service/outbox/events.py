@@ -1,4 +1,4 @@
-"""The outbox's vocabulary: event types and the states an outbox row moves through (design §6)."""
+"""The outbox's vocabulary: event types and the states an outbox row moves through."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Writing outbox events inside the caller's transaction (design §6).
+"""Writing outbox events inside the caller's transaction (docs/architecture.md, *The outbox*).
 
 Payloads carry ids and routing facts only: never a user id, credential, snapshot or output.
 """

@@ -1,4 +1,5 @@
-"""Projectors, one per job type's output (design §4), looked up by the definition's projector key.
+"""Projectors, one per job type's output, looked up by the definition's projector key
+(docs/architecture.md, *Results and projection*).
 
 A projector turns a validated output into rows of its business table plus one ``AiJobArtifact``
 row each. Row ids are derived from (job, table, ordinal), so projecting the same output twice

@@ -1,4 +1,5 @@
-"""Job definitions (ADR-003 §2.1) for the five job types of design §2 and ``synthetic_echo``."""
+"""Job definitions of the five job types and ``synthetic_echo``
+(docs/architecture.md, *Job types*)."""
 
 from __future__ import annotations
 
@@ -81,7 +82,8 @@ class JobDefinition:
     model_name: str = "deepseek-chat"
 
 
-# Queue defaults (ADR-003 §3.1): interactive — 2 attempts, backoff from 2 s; background — 3
+# Queue defaults (docs/architecture.md, *Job types*): interactive — 2 attempts, backoff from 2 s;
+# background — 3
 # attempts, backoff from 5 s.
 _INTERACTIVE = {"max_retries": 1, "backoff": Backoff(base_ms=2_000)}
 _BACKGROUND = {"max_retries": 2, "backoff": Backoff(base_ms=5_000)}

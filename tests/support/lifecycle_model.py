@@ -10,10 +10,12 @@ store (tests/services), which interpret the same write table.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 
@@ -23,7 +25,7 @@ from scheduler_service.lifecycle.state_machine import LifecycleStatus, legacy_st
 from tests.support.db import make_job
 from tests.support.store import UnitCalls
 
-__all__ = ["lifecycle_machine"]
+__all__ = ["lifecycle_machine", "model_settings"]
 
 T = TypeVar("T")
 RUNTIMES = st.sampled_from(["rt-a", "rt-b"])
@@ -181,3 +183,15 @@ def lifecycle_machine(
                     assert row["finishedAt"] is not None and row["lockUntil"] is None
 
     return Lifecycle
+
+
+def model_settings(default_examples: int) -> settings:
+    """Examples per run (``AIJOB_MODEL_EXAMPLES`` overrides), replayed the same in CI unless
+    ``AIJOB_FUZZ_RANDOM`` asks to explore."""
+    return settings(
+        max_examples=int(os.environ.get("AIJOB_MODEL_EXAMPLES", str(default_examples))),
+        stateful_step_count=25,
+        deadline=None,
+        derandomize=not os.environ.get("AIJOB_FUZZ_RANDOM"),
+        suppress_health_check=[HealthCheck.too_slow],
+    )

@@ -1,4 +1,5 @@
-"""The error catalogue's retryable flags (design §4)."""
+"""The error catalogue's retryable flags (docs/architecture.md, *Retries and the error
+catalogue*)."""
 
 from __future__ import annotations
 
