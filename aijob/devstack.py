@@ -28,6 +28,7 @@ from google.protobuf import json_format
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from aijob.connection import ClientSettings
+from shared.config import split_commas
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.gen.aijob.v1 import job_service_pb2_grpc as job_grpc
 from shared.gen.aijob.v1 import types_pb2
@@ -147,7 +148,7 @@ class Stack:
 
 def _tokens(env: dict[str, str]) -> dict[str, str]:
     configured = {
-        role: env.get(f"AIJOB_{role.upper()}_TOKENS", "").split(",")[0].strip()
+        role: next(iter(split_commas(env.get(f"AIJOB_{role.upper()}_TOKENS", ""))), "")
         for role in ("runtime", "service", "admin")
     }
     if all(configured.values()):

@@ -31,7 +31,7 @@ from scheduler_service.protocol.service import RuntimeProtocol
 from scheduler_service.protocol.session import PollSessions
 from scheduler_service.registry import JobRegistry, default_registry
 from scheduler_service.settings import SchedulerSettings
-from scheduler_service.uow import LeaseTimes, SqlUnitOfWork
+from scheduler_service.uow import LeaseTimes, SqlTransaction, SqlUnitOfWork
 
 __all__ = ["SchedulerApp"]
 
@@ -171,8 +171,7 @@ class SchedulerApp:
         healthy: bool | None = None
         while not self._stopping.is_set():
             try:
-                async with self.engine.connect() as conn:
-                    await conn.execute(text("SELECT 1"))
+                await self.uow.read(_ping)
                 now_healthy = True
             except Exception:
                 now_healthy = False
@@ -199,3 +198,7 @@ class SchedulerApp:
             except Exception:
                 # The database may be briefly unreachable; the next sweep tries again.
                 log.exception("reaper sweep failed", extra={"action": "reaper_error"})
+
+
+async def _ping(tx: SqlTransaction) -> None:
+    await tx.conn.execute(text("SELECT 1"))

@@ -12,17 +12,21 @@ from pathlib import Path
 
 import grpc
 
-__all__ = ["DEV_TOKENS_FILE", "client_channel", "comma_list", "dev_token"]
+__all__ = ["DEV_TOKENS_FILE", "client_channel", "comma_list", "dev_token", "split_commas"]
 
 #: Where a scheduler on loopback without configured tokens writes its development tokens.
 DEV_TOKENS_FILE = ".aijob/dev-tokens.json"
 
 
+def split_commas(value: str) -> list[str]:
+    """``"a, b,"`` → ``["a", "b"]``."""
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
 def comma_list(value: object) -> object:
-    """A pydantic ``mode="before"`` validator body: ``"a, b,"`` → ``["a", "b"]``; lists pass."""
-    if isinstance(value, str):
-        return [item.strip() for item in value.split(",") if item.strip()]
-    return value
+    """A pydantic ``mode="before"`` validator body: a comma-separated string becomes a list;
+    anything else passes through to the field's own validation."""
+    return split_commas(value) if isinstance(value, str) else value
 
 
 def dev_token(path: str | Path, role: str) -> str | None:

@@ -10,6 +10,7 @@ without spending an attempt.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
@@ -91,8 +92,10 @@ class PollSessions:
         self._open += 1
         try:
             session = self._session(await self._first(incoming))
-            async for message in self._run(session, incoming):
-                yield message
+            # Closed with this generator, so the stream's leftovers are released right away.
+            async with contextlib.aclosing(self._run(session, incoming)) as messages:
+                async for message in messages:
+                    yield message
         finally:
             self._open -= 1
 
@@ -119,7 +122,7 @@ class PollSessions:
 
     async def _run(
         self, session: StreamSession, incoming: AsyncIterator[Incoming]
-    ) -> AsyncIterator[Outgoing]:
+    ) -> AsyncGenerator[Outgoing, None]:
         reader = asyncio.get_running_loop().create_task(self._read_credits(session, incoming))
         undelivered: LeasePayload | None = None
         self._dispatcher.attach(session)

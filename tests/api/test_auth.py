@@ -22,35 +22,9 @@ from aijob.harness import tokens
 from scheduler_service.api.auth import Role, TokenSet
 from scheduler_service.api.tokens import ConfigurationError, is_loopback, load_tokens
 from scheduler_service.settings import SchedulerSettings
-from shared.gen.aijob.v1 import (
-    admin_service_pb2,
-    admin_service_pb2_grpc,
-    job_service_pb2,
-    job_service_pb2_grpc,
-    runtime_service_pb2,
-    runtime_service_pb2_grpc,
-)
 from shared.status_details import error_reason
+from tests.support.rpcs import SERVICES, TOKEN_OF, every_rpc, message_class
 from tests.support.schedulers import SchedulerFactory
-
-SERVICES = {
-    "JobService": (job_service_pb2, job_service_pb2_grpc, Role.SERVICE),
-    "AdminService": (admin_service_pb2, admin_service_pb2_grpc, Role.ADMIN),
-    "RuntimeService": (runtime_service_pb2, runtime_service_pb2_grpc, Role.RUNTIME),
-}
-TOKEN_OF = {
-    Role.RUNTIME: tokens.RUNTIME_TOKEN,
-    Role.SERVICE: tokens.SERVICE_TOKEN,
-    Role.ADMIN: tokens.ADMIN_TOKEN,
-}
-
-
-def _rpcs() -> list[tuple[str, str]]:
-    found = []
-    for service, (pb2, _grpc, _role) in SERVICES.items():
-        descriptor = pb2.DESCRIPTOR.services_by_name[service]
-        found += [(service, method.name) for method in descriptor.methods]
-    return found
 
 
 async def _call(
@@ -60,7 +34,7 @@ async def _call(
     pb2, pb2_grpc, _ = SERVICES[service]
     descriptor = pb2.DESCRIPTOR.services_by_name[service].methods_by_name[method]
     stub = getattr(pb2_grpc, f"{service}Stub")(channel)
-    request_class = getattr(pb2, descriptor.input_type.name, None) or _message_class(
+    request_class = getattr(pb2, descriptor.input_type.name, None) or message_class(
         descriptor.input_type.full_name
     )
     request = request_class()
@@ -84,18 +58,12 @@ async def _call(
     return None
 
 
-def _message_class(full_name: str) -> Any:
-    from google.protobuf import symbol_database
-
-    return symbol_database.Default().GetSymbol(full_name)
-
-
 @pytest.mark.mysql
 async def test_every_rpc_refuses_missing_unknown_and_wrong_role_tokens(
     mysql_url: str, start_scheduler: SchedulerFactory
 ) -> None:
     scheduler = await start_scheduler(mysql_url)
-    rpcs = _rpcs()
+    rpcs = every_rpc()
     assert len(rpcs) == 18
     async with grpc.aio.insecure_channel(scheduler.address) as channel:
         for service, method in rpcs:

@@ -24,8 +24,8 @@ from sqlalchemy import func, select
 
 from aijob.harness import tokens
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
-from tests.api.test_auth import SERVICES, TOKEN_OF, _message_class
 from tests.support.db_checks import ARTIFACTS, JOBS, OUTBOX, SNAPSHOTS
+from tests.support.rpcs import SERVICES, TOKEN_OF, message_class
 from tests.support.schedulers import RunningScheduler
 
 pytestmark = pytest.mark.mysql
@@ -81,7 +81,7 @@ def _scalar(field: FieldDescriptor) -> st.SearchStrategy[Any]:
 
 @st.composite
 def _message(draw: st.DrawFn, descriptor: Descriptor, depth: int = 0) -> Message:
-    message: Message = _message_class(descriptor.full_name)()
+    message: Message = message_class(descriptor.full_name)()
     if descriptor.full_name == "google.protobuf.Struct":
         message.update(draw(st.dictionaries(_TEXT, _JSON, max_size=3)))  # type: ignore[attr-defined]
         return message

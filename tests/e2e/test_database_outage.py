@@ -34,7 +34,6 @@ from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.status_details import error_reason
-from tests.api.test_auth import SERVICES
 from tests.support.ledger import (
     assert_every_job_once,
     read_ledger,
@@ -43,6 +42,7 @@ from tests.support.ledger import (
     wait_until_succeeded,
 )
 from tests.support.own_mariadb import OwnMariaDB
+from tests.support.rpcs import SERVICES, every_rpc
 from tests.support.runtime_procs import Launcher
 from tests.support.schedulers import SchedulerFactory
 
@@ -231,12 +231,7 @@ async def test_every_rpc_answers_unavailable_while_the_database_is_down(
 
     await eventually(refused, within_s=30, every_s=0.05)
     requests = _every_rpc_request(job.job_id)
-    every_rpc = {
-        f"{service}/{method.name}"
-        for service, (pb2, _grpc, _role) in SERVICES.items()
-        for method in pb2.DESCRIPTOR.services_by_name[service].methods
-    }
-    assert set(requests) == every_rpc, "a new RPC needs a request here"
+    assert set(requests) == {f"{s}/{m}" for s, m in every_rpc()}, "a new RPC needs a request here"
     answers = {}
     for rpc, request in requests.items():
         error = await _call(running.channel, rpc, request)

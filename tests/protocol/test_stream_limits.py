@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 import pytest
+from prometheus_client import REGISTRY
 
 from aijob.harness import tokens
 from aijob.harness.runtime_client import ClientRuntime, JobClient
@@ -21,6 +22,10 @@ from tests.support.schedulers import SchedulerFactory
 pytestmark = pytest.mark.mysql
 
 LIMIT = 3
+
+
+def _poll_count(code: str) -> float:
+    return REGISTRY.get_sample_value("aijob_rpc_total", {"method": "Poll", "code": code}) or 0.0
 
 
 async def _refusal(runtime: ClientRuntime) -> grpc.aio.AioRpcError:
@@ -49,9 +54,12 @@ async def test_streams_over_the_limit_are_refused_and_others_served(
     try:
         for runtime in held:
             await _accepted(runtime, jobs)
+        refusals_before = _poll_count("RESOURCE_EXHAUSTED")
         refused = await _refusal(extra)
         assert refused.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
         assert error_reason(refused) == "TOO_MANY_STREAMS"
+        # Poll is counted like every other RPC, by the one status interceptor.
+        assert _poll_count("RESOURCE_EXHAUSTED") == refusals_before + 1
         # Every other RPC is served meanwhile.
         await jobs.create()
         admin = admin_service_pb2_grpc.AdminServiceStub(scheduler.channel)
