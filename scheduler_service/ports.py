@@ -12,12 +12,13 @@ over an in-memory one (``tests/support/fake_uow.py``). See docs/architecture.md.
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from scheduler_service.outbox.events import EventType
+from scheduler_service.outbox.events import EventType, NewEvent
 
 if TYPE_CHECKING:
     from scheduler_service.lifecycle.store import JobStore
@@ -75,16 +76,24 @@ class Transaction(ABC):
         self, event_type: EventType, *, job_id: str, job_type: str, **payload: Any
     ) -> None:
         """Write the job's outbox event in this transaction; wake the local readers on commit."""
+        await self.emit_many([NewEvent(event_type, job_id, job_type, payload)])
+
+    async def emit_many(self, events: Sequence[NewEvent]) -> None:
+        """Several jobs' events in one write; the same wake-ups as one ``emit`` each."""
         if not self.writable:
             raise RuntimeError("a read cannot emit events")
-        await self._write_event(event_type, job_id, job_type, payload)
+        if not events:
+            return
+        await self._write_events(events)
         wake = self.wakeups
-        self.after_commit(lambda: wake.outbox(event_type))
-        self.after_commit(lambda: wake.job_changed(job_id))
-        if event_type is EventType.ENQUEUE:
-            self.after_commit(wake.dispatch)
-        else:
-            self.after_commit(lambda: wake.job_ended(job_id))
+        for event_type in dict.fromkeys(e.event_type for e in events):
+            self.after_commit(functools.partial(wake.outbox, event_type))
+        for event in events:
+            self.after_commit(functools.partial(wake.job_changed, event.job_id))
+            if event.event_type is EventType.ENQUEUE:
+                self.after_commit(wake.dispatch)
+            else:
+                self.after_commit(functools.partial(wake.job_ended, event.job_id))
 
     def job_changed(self, job_id: str) -> None:
         """A change with no event (progress, a lease): wake the job's watchers on commit."""
@@ -101,9 +110,7 @@ class Transaction(ABC):
         self.after_commit(lambda: self.wakeups.cancel_requested(job_id))
 
     @abstractmethod
-    async def _write_event(
-        self, event_type: EventType, job_id: str, job_type: str, payload: dict[str, Any]
-    ) -> None: ...
+    async def _write_events(self, events: Sequence[NewEvent]) -> None: ...
 
     async def run_hooks(self, *, committed: bool) -> None:
         """Called by the unit of work once the attempt has ended."""

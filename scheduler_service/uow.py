@@ -16,8 +16,8 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TypeVar
 
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -25,8 +25,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from scheduler_service.db.retry import is_retryable_conflict, is_unavailable, mysql_errno
 from scheduler_service.errors import DatabaseUnavailableError
 from scheduler_service.lifecycle.sql_store import LeaseTimes, SqlJobStore
-from scheduler_service.outbox.events import EventType
-from scheduler_service.outbox.writer import add_event
+from scheduler_service.outbox.events import NewEvent
+from scheduler_service.outbox.writer import add_events
 from scheduler_service.ports import Transaction, Wakeups
 
 __all__ = ["LeaseTimes", "SqlTransaction", "SqlUnitOfWork"]
@@ -47,10 +47,8 @@ class SqlTransaction(Transaction):
         super().__init__(SqlJobStore(conn, lease), wakeups, writable=writable)
         self.conn = conn
 
-    async def _write_event(
-        self, event_type: EventType, job_id: str, job_type: str, payload: dict[str, Any]
-    ) -> None:
-        await add_event(self.conn, event_type, job_id=job_id, job_type=job_type, **payload)
+    async def _write_events(self, events: Sequence[NewEvent]) -> None:
+        await add_events(self.conn, events)
 
 
 class SqlUnitOfWork:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import cast
+from collections.abc import Sequence
+from typing import Any, cast
 
 from sqlalchemy import Table, insert
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -16,6 +17,10 @@ _usage = cast(Table, AiUsageLog.__table__)
 _INSERT_USAGE = insert(_usage).values(modelProvider="deepseek", createdAt=db_now())
 
 
+#: One reported model call: the job, its attempt, the usage, and the attempt's error code.
+UsageEntry = tuple[JobRecord, int, Usage | None, str | None]
+
+
 async def record_usage(
     conn: AsyncConnection,
     job: JobRecord,
@@ -24,25 +29,31 @@ async def record_usage(
     error_code: str | None = None,
 ) -> None:
     """One usage row per reported model call; nothing when no call was made."""
-    if usage is None:
-        return
-    await conn.execute(
-        _INSERT_USAGE,
-        {
-            "id": new_id(),
-            "jobId": job.id,
-            "userId": job.userId,
-            "attemptNo": attempt_no,
-            "jobType": job.jobType,
-            "credentialMode": job.credentialMode,
-            "model": usage.model_name[:64],
-            "promptKey": job.promptKey,
-            "promptVersion": job.promptVersion,
-            "promptTokens": usage.prompt_tokens,
-            "completionTokens": usage.completion_tokens,
-            "totalTokens": usage.prompt_tokens + usage.completion_tokens,
-            "costMicros": usage.cost_micros,
-            "latencyMs": usage.latency_ms,
-            "errorCode": error_code,
-        },
-    )
+    await record_usages(conn, [(job, attempt_no, usage, error_code)])
+
+
+async def record_usages(conn: AsyncConnection, entries: Sequence[UsageEntry]) -> None:
+    """The usage rows of several calls in one multi-row insert."""
+    rows = [_row(job, attempt, usage, code) for job, attempt, usage, code in entries if usage]
+    if rows:
+        await conn.execute(_INSERT_USAGE, rows[0] if len(rows) == 1 else rows)
+
+
+def _row(job: JobRecord, attempt_no: int, usage: Usage, error_code: str | None) -> dict[str, Any]:
+    return {
+        "id": new_id(),
+        "jobId": job.id,
+        "userId": job.userId,
+        "attemptNo": attempt_no,
+        "jobType": job.jobType,
+        "credentialMode": job.credentialMode,
+        "model": usage.model_name[:64],
+        "promptKey": job.promptKey,
+        "promptVersion": job.promptVersion,
+        "promptTokens": usage.prompt_tokens,
+        "completionTokens": usage.completion_tokens,
+        "totalTokens": usage.prompt_tokens + usage.completion_tokens,
+        "costMicros": usage.cost_micros,
+        "latencyMs": usage.latency_ms,
+        "errorCode": error_code,
+    }

@@ -18,6 +18,8 @@ from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "protos"
+#: Imported protos we do not generate (their Python code comes with googleapis-common-protos).
+THIRD_PARTY = ROOT / "third_party"
 OUT = ROOT / "shared" / "gen"
 PACKAGE_PREFIX = "shared.gen."
 
@@ -39,6 +41,7 @@ def generate(out: Path) -> None:
     args = [
         "grpc_tools.protoc",
         f"-I{PROTO_ROOT}",
+        f"-I{THIRD_PARTY}",
         f"-I{include}",
         f"--python_out={out}",
         f"--pyi_out={out}",

@@ -16,6 +16,7 @@ from shared.canonical_json import canonical_json
 __all__ = [
     "RECORD_FIELDS",
     "ArtifactRow",
+    "Beat",
     "CancelOutcome",
     "ExpiredLease",
     "HeartbeatOutcome",
@@ -24,7 +25,9 @@ __all__ = [
     "JobRecord",
     "LeaseGrant",
     "LeasePayload",
+    "LockedRows",
     "NewJob",
+    "Success",
     "Usage",
 ]
 
@@ -224,3 +227,37 @@ class JobFilter:
                 }
             )
         ).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class LockedRows:
+    """Jobs read with their row locks held to the end of the transaction, and the database clock
+    at that moment; decisions made on them cannot be overtaken by another writer."""
+
+    now: datetime
+    jobs: dict[str, JobRecord]
+    lease_ttl_ms: int
+    lease_grace_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Success:
+    """One accepted result of a batch: the SUCCEED write's parameters."""
+
+    job_id: str
+    attempt_no: int
+    holder: str
+    output_hash: str
+    key: str
+    output: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Beat:
+    """One heartbeat of a batch: the HEARTBEAT write's parameters."""
+
+    job_id: str
+    attempt_no: int
+    holder: str
+    progress: int
+    checkpoint: bytes | None

@@ -15,12 +15,14 @@ from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from sqlalchemy import (
+    BindParameter,
     ColumnElement,
     Integer,
     Table,
     Update,
     and_,
     bindparam,
+    case,
     func,
     insert,
     or_,
@@ -138,6 +140,51 @@ def write_statement(
     return update(jobs).where(_c.id == bindparam("b_id"), where).values(set_clause(write, present))
 
 
+#: Guards whose compared value differs per row in a multi-row write, by parameter name.
+_PER_ROW_GUARDS: dict[Guard, tuple[str, str]] = {
+    Guard.ATTEMPT: ("attemptCount", "b_attempt"),
+    Guard.HOLDER: ("lockedBy", "b_holder"),
+}
+
+
+@functools.cache
+def write_many_statement(
+    write: LifecycleWrite, rows: int, active: frozenset[Guard], present: frozenset[str]
+) -> Update:
+    """``write`` for ``rows`` jobs at once (``i0``, ``i1``...), each with its own guard values
+    (``b_attempt0``...) and set values (``v_outputHash0``...): one statement for a batch. Only
+    single-source writes; a row whose guard fails is simply not matched (the caller checks the
+    count)."""
+    (source,) = write.sources
+    ids: list[BindParameter[Any]] = [bindparam(f"i{k}") for k in range(rows)]
+
+    def per_row(name: str, column: str) -> Any:
+        return case(
+            *[
+                (_c.id == ids[k], bindparam(f"{name}{k}", type_=_c[column].type))
+                for k in range(rows)
+            ]
+        )
+
+    guards = []
+    for guard in sorted(source.guards | (source.optional & active)):
+        if guard in _PER_ROW_GUARDS:
+            column, name = _PER_ROW_GUARDS[guard]
+            guards.append(_c[column] == per_row(name, column))
+        else:
+            guards.append(_GUARDS[guard]())
+    values = set_clause(write, present)
+    for column in values:
+        declared = write.all_values[column]
+        if isinstance(declared, Param):
+            values[column] = per_row(f"v_{declared.name}", column)
+    return (
+        update(jobs)
+        .where(_c.id.in_(ids), _c.lifecycleStatus == source.status.value, *guards)
+        .values(values)
+    )
+
+
 @functools.cache
 def lock_many() -> Update:
     """The lock write for the rows ``b_ids`` (locked FOR UPDATE by the caller), leased to
@@ -150,6 +197,18 @@ def lock_many() -> Update:
 
 
 SELECT_RECORD = select(*RECORD_COLUMNS).where(_c.id == bindparam("b_id"))
+#: The rows of a batch, locked to the end of the transaction, in primary-key order (so two
+#: batches lock shared rows in the same order), with the database clock.
+SELECT_LOCKED = (
+    select(*RECORD_COLUMNS, db_now().label("dbNow"))
+    .where(_c.id.in_(bindparam("b_ids", expanding=True)))
+    .order_by(_c.id)
+    .with_for_update()
+)
+SELECT_NOW = select(db_now())
+SELECT_LEASE_STATES = select(_c.id, _c.lockUntil, _c.cancelRequestedAt).where(
+    _c.id.in_(bindparam("b_ids", expanding=True))
+)
 SELECT_GRANTS = select(*GRANT_COLUMNS).where(_c.id.in_(bindparam("b_ids", expanding=True)))
 SELECT_GRANT = select(*GRANT_COLUMNS).where(
     _c.id == bindparam("b_id"), _c.lockedBy == bindparam("b_holder")

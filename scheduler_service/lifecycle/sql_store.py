@@ -28,19 +28,28 @@ from scheduler_service.ids import new_id
 from scheduler_service.lifecycle import claims, queries, sql
 from scheduler_service.lifecycle.records import (
     ArtifactRow,
+    Beat,
     ExpiredLease,
     HeartbeatOutcome,
     JobFilter,
     JobRecord,
     LeaseGrant,
     LeasePayload,
+    LockedRows,
     NewJob,
+    Success,
     Usage,
 )
 from scheduler_service.lifecycle.store import JobStore
-from scheduler_service.lifecycle.transitions import Guard, LifecycleWrite, explain_miss
-from scheduler_service.projection.projectors import JobContext, project
-from scheduler_service.usage import record_usage
+from scheduler_service.lifecycle.transitions import (
+    HEARTBEAT,
+    SUCCEED,
+    Guard,
+    LifecycleWrite,
+    explain_miss,
+)
+from scheduler_service.projection.projectors import JobContext, project, project_many
+from scheduler_service.usage import record_usage, record_usages
 
 __all__ = ["LeaseTimes", "SqlJobStore"]
 
@@ -48,6 +57,11 @@ _snapshots = cast(Table, AiJobSnapshot.__table__)
 _gate = cast(Table, AiUserJobGate.__table__)
 _INSERT_SNAPSHOT = insert(_snapshots).values(createdAt=db_now())
 _LOCK_GATE = select(_gate.c.userId).where(_gate.c.userId == bindparam("b_user")).with_for_update()
+
+_HELD_BY = frozenset({Guard.ATTEMPT, Guard.HOLDER})
+_RESULT_VALUES = frozenset({"outputHash", "resultIdempotencyKey", "validatedOutput"})
+_BEAT_PROGRESS = frozenset({"progress"})
+_BEAT_VALUES = frozenset({"progress", "checkpoint"})
 
 #: Parameters that switch on an optional guard when the caller passes them.
 _GUARD_PARAMS = {"attempt": Guard.ATTEMPT, "holder": Guard.HOLDER, "owner": Guard.OWNER}
@@ -95,6 +109,94 @@ class SqlJobStore(JobStore):
         if miss is None:
             return False
         raise miss
+
+    async def lock_rows(self, job_ids: Collection[str]) -> LockedRows:
+        found = (await self._conn.execute(sql.SELECT_LOCKED, {"b_ids": sorted(job_ids)})).all()
+        now = found[0].dbNow if found else (await self._conn.execute(sql.SELECT_NOW)).scalar_one()
+        return LockedRows(
+            now,
+            {row.id: JobRecord.from_mapping(dict(row._mapping)) for row in found},
+            self._lease.ttl_ms,
+            self._lease.grace_ms,
+        )
+
+    async def succeed_many(self, items: Sequence[Success]) -> None:
+        params: dict[str, Any] = {}
+        for k, item in enumerate(items):
+            params |= {
+                f"i{k}": item.job_id,
+                f"b_attempt{k}": item.attempt_no,
+                f"b_holder{k}": item.holder,
+                f"v_outputHash{k}": item.output_hash,
+                f"v_resultIdempotencyKey{k}": item.key,
+                f"v_validatedOutput{k}": item.output,
+            }
+        await self._write_many(SUCCEED, len(items), _HELD_BY, _RESULT_VALUES, params)
+
+    async def extend_leases(self, items: Sequence[Beat]) -> dict[str, HeartbeatOutcome]:
+        if not items:
+            return {}
+        params: dict[str, Any] = {
+            "b_lease_ttl_ms": self._lease.ttl_ms,
+            "b_grace_ms": self._lease.grace_ms,
+        }
+        with_checkpoint = [item for item in items if item.checkpoint is not None]
+        # Two statements at most: beats that carry a checkpoint and beats that do not.
+        for group in (with_checkpoint, [item for item in items if item.checkpoint is None]):
+            if not group:
+                continue
+            group_params = dict(params)
+            for k, item in enumerate(group):
+                group_params |= {
+                    f"i{k}": item.job_id,
+                    f"b_attempt{k}": item.attempt_no,
+                    f"b_holder{k}": item.holder,
+                    f"v_progress{k}": item.progress,
+                    f"v_checkpoint{k}": item.checkpoint,
+                }
+            present = _BEAT_VALUES if group is with_checkpoint else _BEAT_PROGRESS
+            await self._write_many(HEARTBEAT, len(group), _HELD_BY, present, group_params)
+        rows = await self._conn.execute(
+            sql.SELECT_LEASE_STATES, {"b_ids": [item.job_id for item in items]}
+        )
+        return {
+            row.id: HeartbeatOutcome(row.lockUntil, row.cancelRequestedAt is not None)
+            for row in rows
+        }
+
+    async def _write_many(
+        self,
+        write: LifecycleWrite,
+        rows: int,
+        active: frozenset[Guard],
+        present: frozenset[str],
+        params: dict[str, Any],
+    ) -> None:
+        if rows == 0:
+            return
+        statement = sql.write_many_statement(write, rows, active, present)
+        matched = (await self._conn.execute(statement, params)).rowcount
+        if matched != rows:
+            # Judged on rows locked by this transaction: nothing could have changed them.
+            raise RuntimeError(f"{write.name} of {rows} locked jobs matched {matched}")
+
+    async def project_many(self, items: Sequence[tuple[str, JobRecord, int, BaseModel]]) -> None:
+        await project_many(
+            self._conn,
+            [
+                (
+                    projector,
+                    JobContext(job.id, job.userId, attempt, job.targetType, job.targetId),
+                    out,
+                )
+                for projector, job, attempt, out in items
+            ],
+        )
+
+    async def record_usage_many(
+        self, entries: Sequence[tuple[JobRecord, int, Usage | None, str | None]]
+    ) -> None:
+        await record_usages(self._conn, entries)
 
     async def get(self, job_id: str) -> JobRecord | None:
         return await queries.read_job(self._conn, job_id)

@@ -19,6 +19,7 @@ from scheduler_service.errors import JobNotCancellableError, JobNotFoundError
 from scheduler_service.lifecycle.records import (
     MAX_CHECKPOINT_BYTES,
     ArtifactRow,
+    Beat,
     CancelOutcome,
     ExpiredLease,
     HeartbeatOutcome,
@@ -27,7 +28,9 @@ from scheduler_service.lifecycle.records import (
     JobRecord,
     LeaseGrant,
     LeasePayload,
+    LockedRows,
     NewJob,
+    Success,
     Usage,
 )
 from scheduler_service.lifecycle.transitions import (
@@ -134,6 +137,47 @@ class JobStore(ABC):
 
     @abstractmethod
     async def available_at(self, job_id: str) -> datetime: ...
+
+    @abstractmethod
+    async def lock_rows(self, job_ids: Collection[str]) -> LockedRows:
+        """The jobs ``job_ids`` (those that exist), locked until the transaction ends."""
+
+    # -- batches: set-based where the adapter can, one write at a time otherwise ----------------
+
+    async def succeed_many(self, items: Sequence[Success]) -> None:
+        """The SUCCEED write for jobs whose results were judged on locked rows."""
+        for item in items:
+            await self.mark_succeeded(
+                item.job_id,
+                item.attempt_no,
+                output_hash=item.output_hash,
+                result_idempotency_key=item.key,
+                validated_output=item.output,
+                runtime_instance_id=item.holder,
+            )
+
+    async def extend_leases(self, items: Sequence[Beat]) -> dict[str, HeartbeatOutcome]:
+        """The HEARTBEAT write for leases judged alive on locked rows."""
+        return {
+            item.job_id: await self.extend_lease(
+                item.job_id,
+                item.attempt_no,
+                item.holder,
+                progress=item.progress,
+                checkpoint=item.checkpoint,
+            )
+            for item in items
+        }
+
+    async def project_many(self, items: Sequence[tuple[str, JobRecord, int, BaseModel]]) -> None:
+        for projector, job, attempt_no, output in items:
+            await self.project(projector, job, attempt_no, output)
+
+    async def record_usage_many(
+        self, entries: Sequence[tuple[JobRecord, int, Usage | None, str | None]]
+    ) -> None:
+        for job, attempt_no, usage, error_code in entries:
+            await self.record_usage(job, attempt_no, usage, error_code)
 
     # -- the lifecycle, on the write table ------------------------------------------------------
 

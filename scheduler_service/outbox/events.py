@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
-__all__ = ["EventType", "OutboxStatus"]
+__all__ = ["EventType", "NewEvent", "OutboxStatus"]
 
 
 class EventType(StrEnum):
@@ -23,3 +25,13 @@ class OutboxStatus(StrEnum):
     PUBLISHED = "published"
     #: Delivery failed on every attempt; kept for an admin to re-drive.
     DEAD = "dead"
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event to write with the change it announces; the payload holds ids and routing facts."""
+
+    event_type: EventType
+    job_id: str
+    job_type: str
+    payload: dict[str, Any] = field(default_factory=dict)

@@ -5,6 +5,7 @@ Payloads carry ids and routing facts only: never a user id, credential, snapshot
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, cast
 
 from sqlalchemy import Table, insert
@@ -12,9 +13,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import OutboxEvent
-from scheduler_service.outbox.events import EventType, OutboxStatus
+from scheduler_service.outbox.events import EventType, NewEvent, OutboxStatus
 
-__all__ = ["EventType", "add_event"]
+__all__ = ["EventType", "NewEvent", "add_event", "add_events"]
 
 _outbox = cast(Table, OutboxEvent.__table__)
 # Built once: every insert of an event runs the cached statement with its own parameters.
@@ -33,16 +34,22 @@ async def add_event(
     *,
     job_id: str,
     job_type: str,
-    dedupe_suffix: str = "",
     **payload: Any,
 ) -> None:
     """Insert one event for a job; ``dedupeKey`` is unique, so a second insert fails loudly."""
-    await conn.execute(
-        _INSERT_PENDING,
+    await add_events(conn, [NewEvent(event_type, job_id, job_type, payload)])
+
+
+async def add_events(conn: AsyncConnection, events: Sequence[NewEvent]) -> None:
+    """Insert several events in one multi-row insert."""
+    rows = [
         {
-            "eventType": event_type.value,
-            "aggregateId": job_id,
-            "dedupeKey": f"{event_type.value}:{job_id}{dedupe_suffix}",
-            "payload": {"jobId": job_id, "jobType": job_type, **payload},
-        },
-    )
+            "eventType": e.event_type.value,
+            "aggregateId": e.job_id,
+            "dedupeKey": f"{e.event_type.value}:{e.job_id}",
+            "payload": {"jobId": e.job_id, "jobType": e.job_type, **e.payload},
+        }
+        for e in events
+    ]
+    if rows:
+        await conn.execute(_INSERT_PENDING, rows[0] if len(rows) == 1 else rows)

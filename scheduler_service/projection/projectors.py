@@ -123,11 +123,38 @@ PROJECTORS: dict[str, Projector] = {
 }
 
 
+#: What to project: the projector's key, the job, and the validated output.
+Projection = tuple[str, JobContext, BaseModel]
+
+
 async def project(
     conn: AsyncConnection, projector_key: str, job: JobContext, output: BaseModel
 ) -> list[ArtifactRef]:
     """Write the business rows and artifact rows of ``output`` in the caller's transaction."""
-    projector = PROJECTORS[projector_key]
+    return await project_many(conn, [(projector_key, job, output)])
+
+
+async def project_many(conn: AsyncConnection, items: Sequence[Projection]) -> list[ArtifactRef]:
+    """Project several outputs with one multi-row insert per table."""
+    business: dict[Table, list[dict[str, Any]]] = {}
+    artifacts: list[dict[str, Any]] = []
+    refs: list[ArtifactRef] = []
+    for projector_key, job, output in items:
+        projector = PROJECTORS[projector_key]
+        rows, artifact_rows, job_refs = _rows(projector, job, output)
+        if projector.model is not None:
+            business.setdefault(cast(Table, projector.model.__table__), []).extend(rows)
+        artifacts += artifact_rows
+        refs += job_refs
+    for table, rows in business.items():
+        await insert_ignoring_duplicates(conn, table, rows)
+    await insert_ignoring_duplicates(conn, _artifacts, artifacts)
+    return refs
+
+
+def _rows(
+    projector: Projector, job: JobContext, output: BaseModel
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[ArtifactRef]]:
     business: list[dict[str, Any]] = []
     artifacts: list[dict[str, Any]] = []
     refs: list[ArtifactRef] = []
@@ -154,7 +181,4 @@ async def project(
             }
         )
         refs.append(ArtifactRef(projector.artifact_type, row_id))
-    if projector.model is not None:
-        await insert_ignoring_duplicates(conn, cast(Table, projector.model.__table__), business)
-    await insert_ignoring_duplicates(conn, _artifacts, artifacts)
-    return refs
+    return business, artifacts, refs

@@ -8,6 +8,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
 
 from scheduler_service import metrics, validation
 from scheduler_service.credentials import CredentialStore
@@ -65,6 +68,25 @@ class ResultSubmission:
 
 
 @dataclass(frozen=True, slots=True)
+class PreparedResult:
+    """A submission that passed the checks that need no database."""
+
+    submission: ResultSubmission
+    output: Any
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """A result the job accepts: what its success writes."""
+
+    job: JobRecord
+    result: PreparedResult
+    projector: str
+    validated: BaseModel
+
+
+@dataclass(frozen=True, slots=True)
 class SubmitOutcome:
     result_idempotency_key: str
     duplicate: bool
@@ -87,6 +109,8 @@ class FailureReport:
 class FailureOutcome:
     status: LifecycleStatus
     next_attempt_at: datetime | None = None
+    #: The failed attempt's error code (for the retry metric).
+    error_code: str = ""
 
 
 def count_leases(grants: Sequence[LeaseGrant]) -> None:
@@ -158,6 +182,21 @@ class RuntimeProtocol:
             )
         )
 
+    def prepare_heartbeat(
+        self,
+        job_id: str,
+        attempt_no: int,
+        runtime_instance_id: str,
+        progress: int,
+        checkpoint: bytes,
+    ) -> None:
+        """The heartbeat's checks that need no database."""
+        validation.job_id(job_id)
+        validation.attempt_no(attempt_no)
+        validation.instance_id(runtime_instance_id)
+        validation.progress(progress)
+        validation.max_bytes(checkpoint, self._max_checkpoint_bytes, "checkpoint")
+
     async def heartbeat(
         self,
         job_id: str,
@@ -166,11 +205,7 @@ class RuntimeProtocol:
         progress: int,
         checkpoint: bytes,
     ) -> HeartbeatOutcome:
-        validation.job_id(job_id)
-        validation.attempt_no(attempt_no)
-        validation.instance_id(runtime_instance_id)
-        validation.progress(progress)
-        validation.max_bytes(checkpoint, self._max_checkpoint_bytes, "checkpoint")
+        self.prepare_heartbeat(job_id, attempt_no, runtime_instance_id, progress, checkpoint)
 
         async def beat(tx: Transaction) -> HeartbeatOutcome:
             outcome = await tx.jobs.extend_lease(
@@ -187,8 +222,8 @@ class RuntimeProtocol:
 
     # -- results ------------------------------------------------------------------------------
 
-    async def submit_result(self, submission: ResultSubmission) -> SubmitOutcome:
-        sub = submission
+    def prepare_result(self, sub: ResultSubmission) -> PreparedResult:
+        """The request's checks that need no database: ids, sizes, JSON and its hash."""
         validation.job_id(sub.job_id)
         validation.attempt_no(sub.attempt_no)
         validation.instance_id(sub.runtime_instance_id)
@@ -200,21 +235,35 @@ class RuntimeProtocol:
                 "output_hash is not the SHA-256 of the output's canonical JSON", field="output_hash"
             )
         key = result_idempotency_key(sub.job_id, sub.attempt_no, sub.output_hash)
+        return PreparedResult(sub, output, key)
+
+    def judge_result(self, job: JobRecord | None, result: PreparedResult) -> Accepted | None:
+        """What the job as it is now makes of ``result``: None for a repeat of the accepted
+        result, the accepted output otherwise; a typed error when it cannot be accepted."""
+        sub = result.submission
+        if job is None:
+            raise JobNotFoundError(sub.job_id)
+        if job.resultIdempotencyKey == result.key:
+            return None
+        _check_still_holder(job, sub.attempt_no, sub.runtime_instance_id)
+        definition = self._registry.get(job.jobType)
+        schema = self._registry.output_schema(job.jobType, job.outputSchemaVersion or None)
+        validated = validation.against_schema(
+            schema, result.output, "output", ErrorCode.VALIDATION_FAILED
+        )
+        return Accepted(job, result, definition.projector, validated)
+
+    async def submit_result(self, submission: ResultSubmission) -> SubmitOutcome:
+        result = self.prepare_result(submission)
+        sub, key = submission, result.key
 
         async def accept(tx: Transaction) -> JobRecord | None:
             """The accepted job, or None for a repeat of the accepted result."""
             # Read and write on one connection: a second checkout costs two more round trips.
-            job = await tx.jobs.get(sub.job_id)
-            if job is None:
-                raise JobNotFoundError(sub.job_id)
-            if job.resultIdempotencyKey == key:
+            accepted = self.judge_result(await tx.jobs.get(sub.job_id), result)
+            if accepted is None:
                 return None
-            _check_still_holder(job, sub.attempt_no, sub.runtime_instance_id)
-            definition = self._registry.get(job.jobType)
-            schema = self._registry.output_schema(job.jobType, job.outputSchemaVersion or None)
-            validated = validation.against_schema(
-                schema, output, "output", ErrorCode.VALIDATION_FAILED
-            )
+            job = accepted.job
             # Job row first, then business rows, then the outbox: one lock order for every writer.
             try:
                 await tx.jobs.mark_succeeded(
@@ -222,7 +271,7 @@ class RuntimeProtocol:
                     sub.attempt_no,
                     output_hash=sub.output_hash,
                     result_idempotency_key=key,
-                    validated_output=output,
+                    validated_output=result.output,
                     runtime_instance_id=sub.runtime_instance_id,
                 )
             except LifecycleError:
@@ -234,7 +283,7 @@ class RuntimeProtocol:
                 if now is not None and now.lifecycleStatus is LifecycleStatus.SUCCEEDED:
                     raise ResultAlreadyExistsError(sub.job_id) from None
                 raise
-            await tx.jobs.project(definition.projector, job, sub.attempt_no, validated)
+            await tx.jobs.project(accepted.projector, job, sub.attempt_no, accepted.validated)
             await tx.jobs.record_usage(job, sub.attempt_no, sub.usage)
             await tx.emit(
                 EventType.COMPLETED, job_id=job.id, job_type=job.jobType, attemptNo=sub.attempt_no
@@ -244,16 +293,13 @@ class RuntimeProtocol:
         accepted = await self._uow.run(accept)
         if accepted is None:
             return SubmitOutcome(key, duplicate=True)
-        metrics.OUTCOMES.labels(LifecycleStatus.SUCCEEDED.value).inc()
-        log.info(
-            "result accepted",
-            extra={"action": "result_accepted", "jobId": accepted.id, "attemptNo": sub.attempt_no},
-        )
+        count_accepted([accepted.id])
         return SubmitOutcome(key, duplicate=False)
 
     # -- failures -----------------------------------------------------------------------------
 
-    async def submit_failure(self, report: FailureReport) -> FailureOutcome:
+    def prepare_failure(self, report: FailureReport) -> JobError:
+        """The report's checks that need no database; the error it records."""
         validation.job_id(report.job_id)
         validation.attempt_no(report.attempt_no)
         validation.instance_id(report.runtime_instance_id)
@@ -263,11 +309,14 @@ class RuntimeProtocol:
             )
         if report.retry_after_ms < 0:
             raise InvalidRequestError("retry_after must not be negative", field="retry_after")
-        error = JobError(
+        return JobError(
             report.error_code,
             report.public_message[:500] or "The job failed.",
             report.internal_message[:10_000] or None,
         )
+
+    async def submit_failure(self, report: FailureReport) -> FailureOutcome:
+        error = self.prepare_failure(report)
         return await self.settle_failure(
             report.job_id,
             report.attempt_no,
@@ -293,51 +342,18 @@ class RuntimeProtocol:
         """Requeue, fail or cancel one failed attempt, with its usage and outbox event."""
 
         async def settle(tx: Transaction) -> FailureOutcome:
-            job = await tx.jobs.get(job_id)
-            if job is None:
-                raise JobNotFoundError(job_id)
-            if runtime_instance_id is not None:
-                _check_still_holder(job, attempt_no, runtime_instance_id)
-            if job.cancelRequestedAt is not None:
-                await tx.jobs.mark_cancelled(
-                    job_id, attempt_no=attempt_no, overdue_only=overdue_only
-                )
-                await tx.jobs.record_usage(job, attempt_no, usage, error.code)
-                await tx.emit(EventType.CANCELLED, job_id=job_id, job_type=job.jobType)
-                return FailureOutcome(LifecycleStatus.CANCELLED)
-            decision = decide(
-                attempt_no=attempt_no,
-                max_attempts=job.maxAttempts,
-                error_code=error.code,
-                retryable=retryable,
-                retry_after_ms=retry_after_ms,
-                backoff=self._backoff_of(job.jobType),
-                rng=self._rng,
-            )
-            if decision.retry:
-                available_at = await tx.jobs.requeue_for_retry(
-                    job_id,
-                    attempt_no,
-                    error,
-                    delay_ms=decision.delay_ms,
-                    runtime_instance_id=runtime_instance_id,
-                    overdue_only=overdue_only,
-                )
-                await tx.jobs.record_usage(job, attempt_no, usage, error.code)
-                tx.attempt_ended(job_id)
-                return FailureOutcome(LifecycleStatus.QUEUED, available_at)
-            await tx.jobs.mark_failed(
+            return await self.settle_in(
+                tx,
+                await tx.jobs.get(job_id),
                 job_id,
                 attempt_no,
                 error,
+                retryable=retryable,
+                retry_after_ms=retry_after_ms,
                 runtime_instance_id=runtime_instance_id,
+                usage=usage,
                 overdue_only=overdue_only,
             )
-            await tx.jobs.record_usage(job, attempt_no, usage, error.code)
-            await tx.emit(
-                EventType.FAILED, job_id=job_id, job_type=job.jobType, errorCode=error.code
-            )
-            return FailureOutcome(LifecycleStatus.FAILED)
 
         # A cancel request that lands between the read and the requeue makes the requeue's guard
         # refuse; the next round reads it and cancels instead.
@@ -347,6 +363,62 @@ class RuntimeProtocol:
             except IllegalTransitionError:
                 continue
         return _counted(await self._uow.run(settle), error.code)
+
+    async def settle_in(
+        self,
+        tx: Transaction,
+        job: JobRecord | None,
+        job_id: str,
+        attempt_no: int,
+        error: JobError,
+        *,
+        retryable: bool,
+        retry_after_ms: int = 0,
+        runtime_instance_id: str | None = None,
+        usage: Usage | None = None,
+        overdue_only: bool = False,
+    ) -> FailureOutcome:
+        """:meth:`settle_failure` inside ``tx``, given the job as read in it."""
+        if job is None:
+            raise JobNotFoundError(job_id)
+        if runtime_instance_id is not None:
+            _check_still_holder(job, attempt_no, runtime_instance_id)
+        if job.cancelRequestedAt is not None:
+            await tx.jobs.mark_cancelled(job_id, attempt_no=attempt_no, overdue_only=overdue_only)
+            await tx.jobs.record_usage(job, attempt_no, usage, error.code)
+            await tx.emit(EventType.CANCELLED, job_id=job_id, job_type=job.jobType)
+            return FailureOutcome(LifecycleStatus.CANCELLED)
+        decision = decide(
+            attempt_no=attempt_no,
+            max_attempts=job.maxAttempts,
+            error_code=error.code,
+            retryable=retryable,
+            retry_after_ms=retry_after_ms,
+            backoff=self._backoff_of(job.jobType),
+            rng=self._rng,
+        )
+        if decision.retry:
+            available_at = await tx.jobs.requeue_for_retry(
+                job_id,
+                attempt_no,
+                error,
+                delay_ms=decision.delay_ms,
+                runtime_instance_id=runtime_instance_id,
+                overdue_only=overdue_only,
+            )
+            await tx.jobs.record_usage(job, attempt_no, usage, error.code)
+            tx.attempt_ended(job_id)
+            return FailureOutcome(LifecycleStatus.QUEUED, available_at, error.code)
+        await tx.jobs.mark_failed(
+            job_id,
+            attempt_no,
+            error,
+            runtime_instance_id=runtime_instance_id,
+            overdue_only=overdue_only,
+        )
+        await tx.jobs.record_usage(job, attempt_no, usage, error.code)
+        await tx.emit(EventType.FAILED, job_id=job_id, job_type=job.jobType, errorCode=error.code)
+        return FailureOutcome(LifecycleStatus.FAILED)
 
     def _backoff_of(self, job_type: str) -> Backoff:
         if job_type in self._registry:
@@ -382,9 +454,19 @@ def _check_still_holder(job: JobRecord, attempt_no: int, runtime_instance_id: st
         raise LeaseLostError(job.id, attempt_no, job.lifecycleStatus)
 
 
+def count_accepted(job_ids: Sequence[str]) -> None:
+    metrics.OUTCOMES.labels(LifecycleStatus.SUCCEEDED.value).inc(len(job_ids))
+    for job_id in job_ids:
+        log.info("result accepted", extra={"action": "result_accepted", "jobId": job_id})
+
+
 def _counted(outcome: FailureOutcome, error_code: str) -> FailureOutcome:
+    count_failure(outcome, error_code)
+    return outcome
+
+
+def count_failure(outcome: FailureOutcome, error_code: str = "") -> None:
     if outcome.status is LifecycleStatus.QUEUED:
-        metrics.RETRIES.labels(error_code).inc()
+        metrics.RETRIES.labels(error_code or outcome.error_code).inc()
     else:
         metrics.OUTCOMES.labels(outcome.status.value).inc()
-    return outcome

@@ -27,6 +27,7 @@ from scheduler_service.lifecycle.records import (
     JobRecord,
     LeaseGrant,
     LeasePayload,
+    LockedRows,
     NewJob,
     Usage,
 )
@@ -42,7 +43,7 @@ from scheduler_service.lifecycle.transitions import (
     Plus,
     explain_miss,
 )
-from scheduler_service.outbox.events import EventType
+from scheduler_service.outbox.events import EventType, NewEvent
 from scheduler_service.ports import Transaction, Wakeups
 
 __all__ = ["FakeClock", "FakeState", "FakeUnitOfWork"]
@@ -192,6 +193,15 @@ class FakeJobStore(JobStore):
         raise miss
 
     # -- other primitives ---------------------------------------------------------------------
+
+    async def lock_rows(self, job_ids: Collection[str]) -> LockedRows:
+        jobs = {job_id: await self.get(job_id) for job_id in job_ids}
+        return LockedRows(
+            self._now,
+            {job_id: job for job_id, job in jobs.items() if job is not None},
+            self._ttl_ms,
+            self._grace_ms,
+        )
 
     async def get(self, job_id: str) -> JobRecord | None:
         row = self.state.jobs.get(job_id)
@@ -414,10 +424,10 @@ class FakeTransaction(Transaction):
         super().__init__(store, wakeups, writable=writable)
         self._store = store
 
-    async def _write_event(
-        self, event_type: EventType, job_id: str, job_type: str, payload: dict[str, Any]
-    ) -> None:
-        self._store.state.events.append(FakeEvent(event_type, job_id, job_type, payload))
+    async def _write_events(self, events: Sequence[NewEvent]) -> None:
+        self._store.state.events += [
+            FakeEvent(e.event_type, e.job_id, e.job_type, e.payload) for e in events
+        ]
 
 
 class FakeUnitOfWork:

@@ -25,43 +25,52 @@ _sym_db = _symbol_database.Default()
 from shared.gen.aijob.v1 import types_pb2 as aijob_dot_v1_dot_types__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+from google.rpc import status_pb2 as google_dot_rpc_dot_status__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x61ijob/v1/runtime_service.proto\x12\x08\x61ijob.v1\x1a\x14\x61ijob/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"k\n\x0bPollRequest\x12,\n\tsubscribe\x18\x01 \x01(\x0b\x32\x17.aijob.v1.PollSubscribeH\x00\x12&\n\x06\x63redit\x18\x02 \x01(\x0b\x32\x14.aijob.v1.PollCreditH\x00\x42\x06\n\x04kind\"N\n\rPollSubscribe\x12\x1b\n\x13runtime_instance_id\x18\x01 \x01(\t\x12\x11\n\tjob_types\x18\x02 \x03(\t\x12\r\n\x05slots\x18\x03 \x01(\x05\"\x1b\n\nPollCredit\x12\r\n\x05slots\x18\x01 \x01(\x05\"b\n\x0cPollResponse\x12 \n\x05lease\x18\x01 \x01(\x0b\x32\x0f.aijob.v1.LeaseH\x00\x12(\n\x06\x63\x61ncel\x18\x02 \x01(\x0b\x32\x16.aijob.v1.CancelNoticeH\x00\x42\x06\n\x04kind\"2\n\x0c\x43\x61ncelNotice\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_no\x18\x02 \x01(\x05\":\n\x0bLockRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x1b\n\x13runtime_instance_id\x18\x02 \x01(\t\"y\n\x10HeartbeatRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_no\x18\x02 \x01(\x05\x12\x1b\n\x13runtime_instance_id\x18\x03 \x01(\t\x12\x10\n\x08progress\x18\x04 \x01(\x05\x12\x12\n\ncheckpoint\x18\x05 \x01(\x0c\"]\n\x11HeartbeatResponse\x12.\n\nlock_until\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x02 \x01(\x08\"\xa0\x01\n\x13SubmitResultRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_no\x18\x02 \x01(\x05\x12\x1b\n\x13runtime_instance_id\x18\x03 \x01(\t\x12\x13\n\x0boutput_hash\x18\x04 \x01(\t\x12\x13\n\x0boutput_json\x18\x05 \x01(\t\x12\x1e\n\x05usage\x18\x06 \x01(\x0b\x32\x0f.aijob.v1.Usage\"I\n\x14SubmitResultResponse\x12\x1e\n\x16result_idempotency_key\x18\x01 \x01(\t\x12\x11\n\tduplicate\x18\x02 \x01(\x08\"\x8c\x02\n\x14SubmitFailureRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_no\x18\x02 \x01(\x05\x12\x1b\n\x13runtime_instance_id\x18\x03 \x01(\t\x12\x12\n\nerror_code\x18\x04 \x01(\t\x12\x11\n\tretryable\x18\x05 \x01(\x08\x12\x1c\n\x14public_error_message\x18\x06 \x01(\t\x12\x1e\n\x16internal_error_message\x18\x07 \x01(\t\x12.\n\x0bretry_after\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x1e\n\x05usage\x18\t \x01(\x0b\x32\x0f.aijob.v1.Usage\"f\n\x15SubmitFailureResponse\x12\x18\n\x10lifecycle_status\x18\x01 \x01(\t\x12\x33\n\x0fnext_attempt_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"[\n\x18ResolveCredentialRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_no\x18\x02 \x01(\x05\x12\x1b\n\x13runtime_instance_id\x18\x03 \x01(\t\">\n\x19ResolveCredentialResponse\x12\x0f\n\x07\x61pi_key\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t2\xc0\x03\n\x0eRuntimeService\x12\x39\n\x04Poll\x12\x15.aijob.v1.PollRequest\x1a\x16.aijob.v1.PollResponse(\x01\x30\x01\x12.\n\x04Lock\x12\x15.aijob.v1.LockRequest\x1a\x0f.aijob.v1.Lease\x12\x44\n\tHeartbeat\x12\x1a.aijob.v1.HeartbeatRequest\x1a\x1b.aijob.v1.HeartbeatResponse\x12M\n\x0cSubmitResult\x12\x1d.aijob.v1.SubmitResultRequest\x1a\x1e.aijob.v1.SubmitResultResponse\x12P\n\rSubmitFailure\x12\x1e.aijob.v1.SubmitFailureRequest\x1a\x1f.aijob.v1.SubmitFailureResponse\x12\\\n\x11ResolveCredential\x12\".aijob.v1.ResolveCredentialRequest\x1a#.aijob.v1.ResolveCredentialResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x61ijob/v1/runtime_service.proto\x12\x08\x61ijob.v1\x1a\x14\x61ijob/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\xc1\x01\n\x0bPollRequest\x12,\n\tsubscribe\x18\x01 \x01(\x0b\x32\x17.aijob.v1.PollSubscribeH\x00\x12&\n\x06\x63redit\x18\x02 \x01(\x0b\x32\x14.aijob.v1.PollCreditH\x00\x12&\n\x06report\x18\x03 \x01(\x0b\x32\x14.aijob.v1.PollReportH\x00\x12,\n\tkeepalive\x18\x04 \x01(\x0b\x32\x17.aijob.v1.PollKeepaliveH\x00\x42\x06\n\x04kind\"\xbe\x01\n\nPollReport\x12\x11\n\treport_id\x18\x01 \x01(\x04\x12/\n\x06result\x18\x02 \x01(\x0b\x32\x1d.aijob.v1.SubmitResultRequestH\x00\x12\x31\n\x07\x66\x61ilure\x18\x03 \x01(\x0b\x32\x1e.aijob.v1.SubmitFailureRequestH\x00\x12/\n\theartbeat\x18\x04 \x01(\x0b\x32\x1a.aijob.v1.HeartbeatRequestH\x00\x42\x08\n\x06report\"\x0f\n\rPollKeepalive\".\n\x08LeaseRef\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_no\x18\x02 \x01(\x05\"p\n\rPollSubscribe\x12\x1b\n\x13runtime_instance_id\x18\x01 \x01(\t\x12\x11\n\tjob_types\x18\x02 \x03(\t\x12\r\n\x05slots\x18\x03 \x01(\x05\x12 \n\x04held\x18\x04 \x03(\x0b\x32\x12.aijob.v1.LeaseRef\"\x1b\n\nPollCredit\x12\r\n\x05slots\x18\x01 \x01(\x05\"\x86\x01\n\x0cPollResponse\x12 \n\x05lease\x18\x01 \x01(\x0b\x32\x0f.aijob.v1.LeaseH\x00\x12(\n\x06\x63\x61ncel\x18\x02 \x01(\x0b\x32\x16.aijob.v1.CancelNoticeH\x00\x12\"\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x13.aijob.v1.ReportAckH\x00\x42\x06\n\x04kind\"\xe6\x01\n\tReportAck\x12\x11\n\treport_id\x18\x01 \x01(\x04\x12\"\n\x06status\x18\x02 \x01(\x0b\x32\x12.google.rpc.Status\x12\x30\n\x06result\x18\x03 \x01(\x0b\x32\x1e.aijob.v1.SubmitResultResponseH\x00\x12\x32\n\x07\x66\x61ilure\x18\x04 \x01(\x0b\x32\x1f.aijob.v1.SubmitFailureResponseH\x00\x12\x30\n\theartbeat\x18\x05 \x01(\x0b\x32\x1b.aijob.v1.HeartbeatResponseH\x00\x42\n\n\x08response\"2\n\x0c\x43\x61ncelNotice\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_no\x18\x02 \x01(\x05\":\n\x0bLockRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x1b\n\x13runtime_instance_id\x18\x02 \x01(\t\"y\n\x10HeartbeatRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_no\x18\x02 \x01(\x05\x12\x1b\n\x13runtime_instance_id\x18\x03 \x01(\t\x12\x10\n\x08progress\x18\x04 \x01(\x05\x12\x12\n\ncheckpoint\x18\x05 \x01(\x0c\"]\n\x11HeartbeatResponse\x12.\n\nlock_until\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x02 \x01(\x08\"\xa0\x01\n\x13SubmitResultRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_no\x18\x02 \x01(\x05\x12\x1b\n\x13runtime_instance_id\x18\x03 \x01(\t\x12\x13\n\x0boutput_hash\x18\x04 \x01(\t\x12\x13\n\x0boutput_json\x18\x05 \x01(\t\x12\x1e\n\x05usage\x18\x06 \x01(\x0b\x32\x0f.aijob.v1.Usage\"I\n\x14SubmitResultResponse\x12\x1e\n\x16result_idempotency_key\x18\x01 \x01(\t\x12\x11\n\tduplicate\x18\x02 \x01(\x08\"\x8c\x02\n\x14SubmitFailureRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_no\x18\x02 \x01(\x05\x12\x1b\n\x13runtime_instance_id\x18\x03 \x01(\t\x12\x12\n\nerror_code\x18\x04 \x01(\t\x12\x11\n\tretryable\x18\x05 \x01(\x08\x12\x1c\n\x14public_error_message\x18\x06 \x01(\t\x12\x1e\n\x16internal_error_message\x18\x07 \x01(\t\x12.\n\x0bretry_after\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x1e\n\x05usage\x18\t \x01(\x0b\x32\x0f.aijob.v1.Usage\"f\n\x15SubmitFailureResponse\x12\x18\n\x10lifecycle_status\x18\x01 \x01(\t\x12\x33\n\x0fnext_attempt_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"[\n\x18ResolveCredentialRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_no\x18\x02 \x01(\x05\x12\x1b\n\x13runtime_instance_id\x18\x03 \x01(\t\">\n\x19ResolveCredentialResponse\x12\x0f\n\x07\x61pi_key\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t2\xc0\x03\n\x0eRuntimeService\x12\x39\n\x04Poll\x12\x15.aijob.v1.PollRequest\x1a\x16.aijob.v1.PollResponse(\x01\x30\x01\x12.\n\x04Lock\x12\x15.aijob.v1.LockRequest\x1a\x0f.aijob.v1.Lease\x12\x44\n\tHeartbeat\x12\x1a.aijob.v1.HeartbeatRequest\x1a\x1b.aijob.v1.HeartbeatResponse\x12M\n\x0cSubmitResult\x12\x1d.aijob.v1.SubmitResultRequest\x1a\x1e.aijob.v1.SubmitResultResponse\x12P\n\rSubmitFailure\x12\x1e.aijob.v1.SubmitFailureRequest\x1a\x1f.aijob.v1.SubmitFailureResponse\x12\\\n\x11ResolveCredential\x12\".aijob.v1.ResolveCredentialRequest\x1a#.aijob.v1.ResolveCredentialResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'aijob.v1.runtime_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_POLLREQUEST']._serialized_start=131
-  _globals['_POLLREQUEST']._serialized_end=238
-  _globals['_POLLSUBSCRIBE']._serialized_start=240
-  _globals['_POLLSUBSCRIBE']._serialized_end=318
-  _globals['_POLLCREDIT']._serialized_start=320
-  _globals['_POLLCREDIT']._serialized_end=347
-  _globals['_POLLRESPONSE']._serialized_start=349
-  _globals['_POLLRESPONSE']._serialized_end=447
-  _globals['_CANCELNOTICE']._serialized_start=449
-  _globals['_CANCELNOTICE']._serialized_end=499
-  _globals['_LOCKREQUEST']._serialized_start=501
-  _globals['_LOCKREQUEST']._serialized_end=559
-  _globals['_HEARTBEATREQUEST']._serialized_start=561
-  _globals['_HEARTBEATREQUEST']._serialized_end=682
-  _globals['_HEARTBEATRESPONSE']._serialized_start=684
-  _globals['_HEARTBEATRESPONSE']._serialized_end=777
-  _globals['_SUBMITRESULTREQUEST']._serialized_start=780
-  _globals['_SUBMITRESULTREQUEST']._serialized_end=940
-  _globals['_SUBMITRESULTRESPONSE']._serialized_start=942
-  _globals['_SUBMITRESULTRESPONSE']._serialized_end=1015
-  _globals['_SUBMITFAILUREREQUEST']._serialized_start=1018
-  _globals['_SUBMITFAILUREREQUEST']._serialized_end=1286
-  _globals['_SUBMITFAILURERESPONSE']._serialized_start=1288
-  _globals['_SUBMITFAILURERESPONSE']._serialized_end=1390
-  _globals['_RESOLVECREDENTIALREQUEST']._serialized_start=1392
-  _globals['_RESOLVECREDENTIALREQUEST']._serialized_end=1483
-  _globals['_RESOLVECREDENTIALRESPONSE']._serialized_start=1485
-  _globals['_RESOLVECREDENTIALRESPONSE']._serialized_end=1547
-  _globals['_RUNTIMESERVICE']._serialized_start=1550
-  _globals['_RUNTIMESERVICE']._serialized_end=1998
+  _globals['_POLLREQUEST']._serialized_start=157
+  _globals['_POLLREQUEST']._serialized_end=350
+  _globals['_POLLREPORT']._serialized_start=353
+  _globals['_POLLREPORT']._serialized_end=543
+  _globals['_POLLKEEPALIVE']._serialized_start=545
+  _globals['_POLLKEEPALIVE']._serialized_end=560
+  _globals['_LEASEREF']._serialized_start=562
+  _globals['_LEASEREF']._serialized_end=608
+  _globals['_POLLSUBSCRIBE']._serialized_start=610
+  _globals['_POLLSUBSCRIBE']._serialized_end=722
+  _globals['_POLLCREDIT']._serialized_start=724
+  _globals['_POLLCREDIT']._serialized_end=751
+  _globals['_POLLRESPONSE']._serialized_start=754
+  _globals['_POLLRESPONSE']._serialized_end=888
+  _globals['_REPORTACK']._serialized_start=891
+  _globals['_REPORTACK']._serialized_end=1121
+  _globals['_CANCELNOTICE']._serialized_start=1123
+  _globals['_CANCELNOTICE']._serialized_end=1173
+  _globals['_LOCKREQUEST']._serialized_start=1175
+  _globals['_LOCKREQUEST']._serialized_end=1233
+  _globals['_HEARTBEATREQUEST']._serialized_start=1235
+  _globals['_HEARTBEATREQUEST']._serialized_end=1356
+  _globals['_HEARTBEATRESPONSE']._serialized_start=1358
+  _globals['_HEARTBEATRESPONSE']._serialized_end=1451
+  _globals['_SUBMITRESULTREQUEST']._serialized_start=1454
+  _globals['_SUBMITRESULTREQUEST']._serialized_end=1614
+  _globals['_SUBMITRESULTRESPONSE']._serialized_start=1616
+  _globals['_SUBMITRESULTRESPONSE']._serialized_end=1689
+  _globals['_SUBMITFAILUREREQUEST']._serialized_start=1692
+  _globals['_SUBMITFAILUREREQUEST']._serialized_end=1960
+  _globals['_SUBMITFAILURERESPONSE']._serialized_start=1962
+  _globals['_SUBMITFAILURERESPONSE']._serialized_end=2064
+  _globals['_RESOLVECREDENTIALREQUEST']._serialized_start=2066
+  _globals['_RESOLVECREDENTIALREQUEST']._serialized_end=2157
+  _globals['_RESOLVECREDENTIALRESPONSE']._serialized_start=2159
+  _globals['_RESOLVECREDENTIALRESPONSE']._serialized_end=2221
+  _globals['_RUNTIMESERVICE']._serialized_start=2224
+  _globals['_RUNTIMESERVICE']._serialized_end=2672
 # @@protoc_insertion_point(module_scope)

@@ -3,6 +3,7 @@ import datetime
 from shared.gen.aijob.v1 import types_pb2 as _types_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.rpc import status_pb2 as _status_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -12,22 +13,52 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class PollRequest(_message.Message):
-    __slots__ = ("subscribe", "credit")
+    __slots__ = ("subscribe", "credit", "report", "keepalive")
     SUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
     CREDIT_FIELD_NUMBER: _ClassVar[int]
+    REPORT_FIELD_NUMBER: _ClassVar[int]
+    KEEPALIVE_FIELD_NUMBER: _ClassVar[int]
     subscribe: PollSubscribe
     credit: PollCredit
-    def __init__(self, subscribe: _Optional[_Union[PollSubscribe, _Mapping]] = ..., credit: _Optional[_Union[PollCredit, _Mapping]] = ...) -> None: ...
+    report: PollReport
+    keepalive: PollKeepalive
+    def __init__(self, subscribe: _Optional[_Union[PollSubscribe, _Mapping]] = ..., credit: _Optional[_Union[PollCredit, _Mapping]] = ..., report: _Optional[_Union[PollReport, _Mapping]] = ..., keepalive: _Optional[_Union[PollKeepalive, _Mapping]] = ...) -> None: ...
+
+class PollReport(_message.Message):
+    __slots__ = ("report_id", "result", "failure", "heartbeat")
+    REPORT_ID_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    report_id: int
+    result: SubmitResultRequest
+    failure: SubmitFailureRequest
+    heartbeat: HeartbeatRequest
+    def __init__(self, report_id: _Optional[int] = ..., result: _Optional[_Union[SubmitResultRequest, _Mapping]] = ..., failure: _Optional[_Union[SubmitFailureRequest, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatRequest, _Mapping]] = ...) -> None: ...
+
+class PollKeepalive(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class LeaseRef(_message.Message):
+    __slots__ = ("job_id", "attempt_no")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_NO_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    attempt_no: int
+    def __init__(self, job_id: _Optional[str] = ..., attempt_no: _Optional[int] = ...) -> None: ...
 
 class PollSubscribe(_message.Message):
-    __slots__ = ("runtime_instance_id", "job_types", "slots")
+    __slots__ = ("runtime_instance_id", "job_types", "slots", "held")
     RUNTIME_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPES_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
     runtime_instance_id: str
     job_types: _containers.RepeatedScalarFieldContainer[str]
     slots: int
-    def __init__(self, runtime_instance_id: _Optional[str] = ..., job_types: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ...) -> None: ...
+    held: _containers.RepeatedCompositeFieldContainer[LeaseRef]
+    def __init__(self, runtime_instance_id: _Optional[str] = ..., job_types: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., held: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ...) -> None: ...
 
 class PollCredit(_message.Message):
     __slots__ = ("slots",)
@@ -36,12 +67,28 @@ class PollCredit(_message.Message):
     def __init__(self, slots: _Optional[int] = ...) -> None: ...
 
 class PollResponse(_message.Message):
-    __slots__ = ("lease", "cancel")
+    __slots__ = ("lease", "cancel", "ack")
     LEASE_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
+    ACK_FIELD_NUMBER: _ClassVar[int]
     lease: _types_pb2.Lease
     cancel: CancelNotice
-    def __init__(self, lease: _Optional[_Union[_types_pb2.Lease, _Mapping]] = ..., cancel: _Optional[_Union[CancelNotice, _Mapping]] = ...) -> None: ...
+    ack: ReportAck
+    def __init__(self, lease: _Optional[_Union[_types_pb2.Lease, _Mapping]] = ..., cancel: _Optional[_Union[CancelNotice, _Mapping]] = ..., ack: _Optional[_Union[ReportAck, _Mapping]] = ...) -> None: ...
+
+class ReportAck(_message.Message):
+    __slots__ = ("report_id", "status", "result", "failure", "heartbeat")
+    REPORT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    report_id: int
+    status: _status_pb2.Status
+    result: SubmitResultResponse
+    failure: SubmitFailureResponse
+    heartbeat: HeartbeatResponse
+    def __init__(self, report_id: _Optional[int] = ..., status: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., result: _Optional[_Union[SubmitResultResponse, _Mapping]] = ..., failure: _Optional[_Union[SubmitFailureResponse, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatResponse, _Mapping]] = ...) -> None: ...
 
 class CancelNotice(_message.Message):
     __slots__ = ("job_id", "attempt_no")

@@ -73,7 +73,9 @@ class RuntimeServiceServicer:
     """
 
     def Poll(self, request_iterator, context):
-        """Poll is the lease stream: subscribe first, then return credits; leases and cancels come back.
+        """Poll is the lease stream: subscribe first, then return credits and send reports (results,
+        failures, progress) and keepalives; leases, cancel notices and report acks come back. While
+        the stream is open the scheduler keeps every lease it delivered on it alive.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

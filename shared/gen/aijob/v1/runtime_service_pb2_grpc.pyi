@@ -35,7 +35,10 @@ class RuntimeServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> RuntimeServiceAsyncStub: ...
     Poll: _grpc.StreamStreamMultiCallable[_runtime_service_pb2.PollRequest, _runtime_service_pb2.PollResponse]
-    """Poll is the lease stream: subscribe first, then return credits; leases and cancels come back."""
+    """Poll is the lease stream: subscribe first, then return credits and send reports (results,
+    failures, progress) and keepalives; leases, cancel notices and report acks come back. While
+    the stream is open the scheduler keeps every lease it delivered on it alive.
+    """
     Lock: _grpc.UnaryUnaryMultiCallable[_runtime_service_pb2.LockRequest, _types_pb2.Lease]
     """Lock claims one named queued job (poll-then-lock clients, grpcurl).
     buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
@@ -55,7 +58,10 @@ class RuntimeServiceAsyncStub(RuntimeServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     Poll: _aio.StreamStreamMultiCallable[_runtime_service_pb2.PollRequest, _runtime_service_pb2.PollResponse]  # type: ignore[assignment]
-    """Poll is the lease stream: subscribe first, then return credits; leases and cancels come back."""
+    """Poll is the lease stream: subscribe first, then return credits and send reports (results,
+    failures, progress) and keepalives; leases, cancel notices and report acks come back. While
+    the stream is open the scheduler keeps every lease it delivered on it alive.
+    """
     Lock: _aio.UnaryUnaryMultiCallable[_runtime_service_pb2.LockRequest, _types_pb2.Lease]  # type: ignore[assignment]
     """Lock claims one named queued job (poll-then-lock clients, grpcurl).
     buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
@@ -78,7 +84,10 @@ class RuntimeServiceServicer(metaclass=_abc_1.ABCMeta):
         request_iterator: _MaybeAsyncIterator[_runtime_service_pb2.PollRequest],
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_runtime_service_pb2.PollResponse], _abc.AsyncIterator[_runtime_service_pb2.PollResponse]]:
-        """Poll is the lease stream: subscribe first, then return credits; leases and cancels come back."""
+        """Poll is the lease stream: subscribe first, then return credits and send reports (results,
+        failures, progress) and keepalives; leases, cancel notices and report acks come back. While
+        the stream is open the scheduler keeps every lease it delivered on it alive.
+        """
 
     @_abc_1.abstractmethod
     def Lock(

@@ -1,0 +1,312 @@
+"""Group commit of runtime reports: results, failures and heartbeats that arrive together — on
+one Poll stream or many — are applied in one transaction, with one statement per table per batch.
+
+Every report keeps its own guard and its own answer. The batch locks its jobs' rows first (in
+primary-key order, so two batches never deadlock on each other), judges each report on the locked
+row exactly as its unary RPC would, and then writes the accepted ones set-based: one multi-row
+SUCCEED, one multi-row insert per business table, for artifacts, usage and the outbox, one
+multi-row HEARTBEAT. A stale, duplicate, invalid or conflicting report gets the answer its unary
+call would get and never holds back its neighbours. Should the batch transaction itself fail for
+a reason that is not one report's (anything but the database being away), each report is applied
+again on its own, so one bad report cannot cost the others (docs/architecture.md, *Group
+commit*).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scheduler_service.errors import (
+    DatabaseUnavailableError,
+    JobNotFoundError,
+    LeaseLostError,
+    SchedulerError,
+)
+from scheduler_service.lifecycle.records import (
+    Beat,
+    HeartbeatOutcome,
+    JobError,
+    JobRecord,
+    LockedRows,
+    Success,
+    Usage,
+)
+from scheduler_service.lifecycle.state_machine import LifecycleStatus
+from scheduler_service.outbox.events import EventType, NewEvent
+from scheduler_service.ports import Transaction, UnitOfWork
+from scheduler_service.protocol.service import (
+    FailureOutcome,
+    FailureReport,
+    PreparedResult,
+    ResultSubmission,
+    RuntimeProtocol,
+    SubmitOutcome,
+    count_accepted,
+    count_failure,
+)
+
+__all__ = ["Answer", "GroupCommit", "HeartbeatReport", "Outcome", "Report", "ReportBatcher"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatReport:
+    job_id: str
+    attempt_no: int
+    runtime_instance_id: str
+    progress: int
+    checkpoint: bytes
+
+
+Report = ResultSubmission | FailureReport | HeartbeatReport
+Outcome = SubmitOutcome | FailureOutcome | HeartbeatOutcome
+#: A report's answer: its outcome, or the error its unary call would have raised.
+Answer = Outcome | Exception
+Prepared = PreparedResult | JobError | HeartbeatReport
+
+
+@dataclass
+class _Writes:
+    """What a batch's accepted reports write, gathered for one statement per table."""
+
+    successes: list[Success]
+    projections: list[tuple[str, JobRecord, int, object]]
+    usage: list[tuple[JobRecord, int, Usage | None, str | None]]
+    events: list[NewEvent]
+    beats: dict[int, Beat]
+    accepted: list[str]
+
+
+class GroupCommit:
+    def __init__(self, protocol: RuntimeProtocol, uow: UnitOfWork) -> None:
+        self._protocol = protocol
+        self._uow = uow
+
+    async def apply(self, reports: Sequence[Report]) -> list[Answer]:
+        """Each report's answer, in order."""
+        answers: dict[int, Answer] = {}
+        ready: list[tuple[int, Report, Prepared]] = []
+        for index, report in enumerate(reports):
+            try:
+                ready.append((index, report, self._prepare(report)))
+            except SchedulerError as exc:
+                answers[index] = exc
+        for batch in _rounds(ready):
+            answers |= await self._apply_round(batch)
+        return [answers[index] for index in range(len(reports))]
+
+    def _prepare(self, report: Report) -> Prepared:
+        """The checks that need no database, as the unary RPC runs them."""
+        match report:
+            case ResultSubmission():
+                return self._protocol.prepare_result(report)
+            case FailureReport():
+                return self._protocol.prepare_failure(report)
+        self._protocol.prepare_heartbeat(
+            report.job_id,
+            report.attempt_no,
+            report.runtime_instance_id,
+            report.progress,
+            report.checkpoint,
+        )
+        return report
+
+    async def _apply_round(self, batch: list[tuple[int, Report, Prepared]]) -> dict[int, Answer]:
+        accepted: list[str] = []
+
+        async def round_(tx: Transaction) -> dict[int, Answer]:
+            answers, writes = await self._judge(tx, batch)
+            await self._write(tx, writes, answers)
+            accepted[:] = writes.accepted
+            return answers
+
+        try:
+            answers = await self._uow.run(round_)
+        except DatabaseUnavailableError as exc:
+            return {index: exc for index, _, _ in batch}
+        except Exception:
+            log.exception(
+                "report batch failed; applying its reports one by one",
+                extra={"action": "report_batch_error", "reports": len(batch)},
+            )
+            return {index: await self._alone(report) for index, report, _ in batch}
+        count_accepted(accepted)
+        for answer in answers.values():
+            if isinstance(answer, FailureOutcome):
+                count_failure(answer)
+        return answers
+
+    async def _judge(
+        self, tx: Transaction, batch: list[tuple[int, Report, Prepared]]
+    ) -> tuple[dict[int, Answer], _Writes]:
+        locked = await tx.jobs.lock_rows({report.job_id for _, report, _ in batch})
+        answers: dict[int, Answer] = {}
+        writes = _Writes([], [], [], [], {}, [])
+        for index, report, prepared in batch:
+            job = locked.jobs.get(report.job_id)
+            try:
+                if isinstance(prepared, PreparedResult):
+                    answers[index] = self._judge_result(job, prepared, writes)
+                elif isinstance(prepared, HeartbeatReport):
+                    writes.beats[index] = _judge_beat(job, prepared, locked)
+                else:
+                    assert isinstance(report, FailureReport)
+                    # Written at once: failures are few, and each has its own decision.
+                    answers[index] = await self._protocol.settle_in(
+                        tx,
+                        job,
+                        report.job_id,
+                        report.attempt_no,
+                        prepared,
+                        retryable=report.retryable,
+                        retry_after_ms=report.retry_after_ms,
+                        runtime_instance_id=report.runtime_instance_id,
+                        usage=report.usage,
+                    )
+            except SchedulerError as exc:
+                answers[index] = exc
+        return answers, writes
+
+    def _judge_result(
+        self, job: JobRecord | None, prepared: PreparedResult, writes: _Writes
+    ) -> SubmitOutcome:
+        accepted = self._protocol.judge_result(job, prepared)
+        if accepted is None:
+            return SubmitOutcome(prepared.key, duplicate=True)
+        sub, job = prepared.submission, accepted.job
+        writes.successes.append(
+            Success(
+                sub.job_id,
+                sub.attempt_no,
+                sub.runtime_instance_id,
+                sub.output_hash,
+                prepared.key,
+                prepared.output,
+            )
+        )
+        writes.projections.append((accepted.projector, job, sub.attempt_no, accepted.validated))
+        writes.usage.append((job, sub.attempt_no, sub.usage, None))
+        writes.events.append(
+            NewEvent(EventType.COMPLETED, job.id, job.jobType, {"attemptNo": sub.attempt_no})
+        )
+        writes.accepted.append(job.id)
+        return SubmitOutcome(prepared.key, duplicate=False)
+
+    async def _write(self, tx: Transaction, writes: _Writes, answers: dict[int, Answer]) -> None:
+        # Job rows first, then business rows, then the outbox: one lock order for every writer.
+        await tx.jobs.succeed_many(writes.successes)
+        extended = await tx.jobs.extend_leases(list(writes.beats.values()))
+        await tx.jobs.project_many(writes.projections)  # type: ignore[arg-type]
+        await tx.jobs.record_usage_many(writes.usage)
+        await tx.emit_many(writes.events)
+        for index, beat in writes.beats.items():
+            answers[index] = extended[beat.job_id]
+            tx.job_changed(beat.job_id)
+
+    async def _alone(self, report: Report) -> Answer:
+        try:
+            match report:
+                case ResultSubmission():
+                    return await self._protocol.submit_result(report)
+                case FailureReport():
+                    return await self._protocol.submit_failure(report)
+            return await self._protocol.heartbeat(
+                report.job_id,
+                report.attempt_no,
+                report.runtime_instance_id,
+                report.progress,
+                report.checkpoint,
+            )
+        except Exception as exc:
+            return exc
+
+
+def _judge_beat(job: JobRecord | None, beat: HeartbeatReport, locked: LockedRows) -> Beat:
+    """The HEARTBEAT write's guard, judged on the locked row (its miss explained the same way)."""
+    if job is None:
+        raise JobNotFoundError(beat.job_id)
+    grace_ms = locked.lease_grace_ms
+    alive = (
+        job.lifecycleStatus is LifecycleStatus.RUNNING
+        and job.attemptCount == beat.attempt_no
+        and job.lockedBy == beat.runtime_instance_id
+        and job.lockUntil is not None
+        and (locked.now - job.lockUntil).total_seconds() * 1000 <= grace_ms
+    )
+    if not alive:
+        raise LeaseLostError(job.id, beat.attempt_no, job.lifecycleStatus)
+    return Beat(
+        beat.job_id,
+        beat.attempt_no,
+        beat.runtime_instance_id,
+        beat.progress,
+        beat.checkpoint or None,
+    )
+
+
+def _rounds(
+    ready: list[tuple[int, Report, Prepared]],
+) -> list[list[tuple[int, Report, Prepared]]]:
+    """Split so that a job appears once per round; later reports of a job see earlier ones."""
+    rounds: list[list[tuple[int, Report, Prepared]]] = []
+    seen: list[set[str]] = []
+    for item in ready:
+        job_id = item[1].job_id
+        depth = sum(1 for ids in seen if job_id in ids)
+        if depth == len(rounds):
+            rounds.append([])
+            seen.append(set())
+        rounds[depth].append(item)
+        seen[depth].add(job_id)
+    return rounds
+
+
+class ReportBatcher:
+    """Gathers reports for at most ``window_s`` (or ``max_batch`` of them) and applies each
+    gathering as one group commit; a lone report waits no longer than the window."""
+
+    def __init__(self, group: GroupCommit, *, window_s: float, max_batch: int) -> None:
+        self._group = group
+        self._window_s = window_s
+        self._max_batch = max_batch
+        self._pending: list[tuple[Report, asyncio.Future[Answer]]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._running: set[asyncio.Task[None]] = set()
+
+    async def submit(self, report: Report) -> Answer:
+        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        self._pending.append((report, future))
+        if len(self._pending) >= self._max_batch:
+            self._flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self._window_s, self._flush)
+        return await future
+
+    def _flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        batch, self._pending = self._pending, []
+        if batch:
+            task = asyncio.get_running_loop().create_task(self._apply(batch))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+
+    async def _apply(self, batch: list[tuple[Report, asyncio.Future[Answer]]]) -> None:
+        try:
+            answers = await self._group.apply([report for report, _ in batch])
+        except Exception as exc:  # every report of the batch gets the failure
+            answers = [exc] * len(batch)
+        for (_, future), answer in zip(batch, answers, strict=True):
+            if not future.done():
+                future.set_result(answer)
+
+    async def drain(self) -> None:
+        """Apply what is waiting and let running batches finish (on shutdown)."""
+        self._flush()
+        if self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)

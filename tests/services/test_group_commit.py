@@ -1,0 +1,28 @@
+"""Group commit over the in-memory unit of work: each report of a batch gets the answer its unary
+call would get, and only the acceptable ones write."""
+
+from __future__ import annotations
+
+from scheduler_service.jobs.service import JobService
+from scheduler_service.outbox.events import EventType
+from scheduler_service.protocol.group_commit import GroupCommit
+from scheduler_service.protocol.service import RuntimeProtocol
+from tests.support.fake_uow import FakeUnitOfWork
+from tests.support.mixed_batch import run_mixed_batch
+
+
+async def test_a_mixed_batch_answers_each_report_and_writes_only_the_good_one(
+    jobs: JobService, protocol: RuntimeProtocol, uow: FakeUnitOfWork
+) -> None:
+    async def advance(_job_id: str) -> None:
+        uow.clock.advance(3_600)
+
+    leases = await run_mixed_batch(jobs, protocol, GroupCommit(protocol, uow), advance)
+    state = uow.state.jobs
+    assert state[leases["good"].job_id]["lifecycleStatus"] == "succeeded"
+    for role in ("stale", "hashed", "other", "beat"):
+        assert state[leases[role].job_id]["lifecycleStatus"] == "running", role
+    assert state[leases["beat"].job_id]["progress"] == 40
+    completed = [e.job_id for e in uow.state.events if e.event_type is EventType.COMPLETED]
+    assert completed == [leases["good"].job_id]
+    assert set(uow.state.artifacts) == {leases["good"].job_id}
