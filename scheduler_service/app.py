@@ -26,6 +26,8 @@ from scheduler_service.outbox.events import EventType
 from scheduler_service.outbox.log import Broadcast
 from scheduler_service.ports import Wakeups
 from scheduler_service.protocol.dispatch import Dispatcher
+from scheduler_service.protocol.group_commit import GroupCommit, ReportBatcher
+from scheduler_service.protocol.liveness import LeaseKeeper
 from scheduler_service.protocol.reaper import Reaper
 from scheduler_service.protocol.service import RuntimeProtocol
 from scheduler_service.protocol.session import PollSessions
@@ -52,6 +54,8 @@ class SchedulerApp:
     jobs: JobService
     dispatcher: Dispatcher
     polls: PollSessions
+    reports: ReportBatcher
+    keeper: LeaseKeeper
     credentials: CredentialStore
     changes: ChangeSignals
     outbox: OutboxDispatcher
@@ -118,9 +122,15 @@ class SchedulerApp:
             ),
             handoff=dispatcher.offer_within,
         )
+        reports = ReportBatcher(
+            GroupCommit(protocol, uow),
+            window_s=settings.reports.window_s,
+            max_batch=settings.reports.max_batch,
+        )
         polls = PollSessions(
             dispatcher,
             registry,
+            reports,
             max_streams=settings.streams.max_poll_streams,
             subscribe_timeout_s=settings.streams.poll_subscribe_timeout_s,
         )
@@ -135,6 +145,13 @@ class SchedulerApp:
             jobs,
             dispatcher,
             polls,
+            reports,
+            LeaseKeeper(
+                uow,
+                dispatcher,
+                interval_s=settings.lease.keep_alive_interval_s,
+                alive_s=settings.lease.stream_alive_s,
+            ),
             credentials,
             changes,
             outbox,
@@ -143,6 +160,7 @@ class SchedulerApp:
 
     async def start(self) -> None:
         self.dispatcher.start()
+        self.keeper.start()
         self.outbox.start()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._reap_forever(), name="reaper"))
@@ -152,7 +170,9 @@ class SchedulerApp:
         """Let the background loops finish what they are doing (a cancel in the middle of a
         statement could leave a connection mid-transaction), then close the pool."""
         self._stopping.set()
+        await self.reports.drain()
         await self.dispatcher.stop()
+        await self.keeper.stop()
         await self.outbox.stop()
         _done, late = await asyncio.wait(self._tasks, timeout=10) if self._tasks else (set(), set())
         for task in late:

@@ -97,6 +97,13 @@ class SchedulerSettings(BaseSettings):
 
     #: Seconds in-flight RPCs get to finish on SIGTERM/SIGINT.
     shutdown_grace_s: float = Field(default=10.0, ge=0)
+    #: Reports sent on Poll streams are gathered this long (or up to report_batch_max of them)
+    #: and applied in one transaction.
+    report_batch_window_ms: float = Field(default=2.0, ge=0, le=100)
+    report_batch_max: int = Field(default=200, ge=1, le=2_000)
+    #: A Poll stream that sent nothing for this long no longer keeps its runtime's leases alive
+    #: (runtimes send a keepalive every few seconds).
+    stream_alive_s: float = Field(default=15.0, gt=0)
 
     # -- by concern ----------------------------------------------------------------------------
 
@@ -106,7 +113,13 @@ class SchedulerSettings(BaseSettings):
 
     @property
     def lease(self) -> LeaseSettings:
-        return LeaseSettings(self.lease_ttl_s, self.lease_grace_s, self.reaper_interval_s)
+        return LeaseSettings(
+            self.lease_ttl_s, self.lease_grace_s, self.reaper_interval_s, self.stream_alive_s
+        )
+
+    @property
+    def reports(self) -> ReportSettings:
+        return ReportSettings(self.report_batch_window_ms / 1000, self.report_batch_max)
 
     @property
     def dispatch(self) -> DispatchSettings:
@@ -166,6 +179,19 @@ class LeaseSettings:
     #: How long past ``lockUntil`` the reaper waits before taking a lease back.
     grace_s: float
     reaper_interval_s: float
+    #: How long a silent Poll stream still keeps its runtime's leases alive.
+    stream_alive_s: float
+
+    @property
+    def keep_alive_interval_s(self) -> float:
+        """Streams extend their leases three times per lease, so one missed round costs none."""
+        return self.ttl_s / 3
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSettings:
+    window_s: float
+    max_batch: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,9 @@ class ClientRuntime:
     def __post_init__(self) -> None:
         self.stub = runtime_service_pb2_grpc.RuntimeServiceStub(self.channel)
         self.metadata = bearer(self.token)
-        self._credits: asyncio.Queue[int] = asyncio.Queue()
+        self._sending: asyncio.Queue[rt.PollRequest] = asyncio.Queue()
+        self._acks: dict[int, asyncio.Future[rt.ReportAck]] = {}
+        self._next_report = 0
         self._call: Any = None
         self._reader: asyncio.Task[None] | None = None
 
@@ -55,19 +57,48 @@ class ClientRuntime:
             )
         )
         while True:
-            slots = await self._credits.get()
-            yield rt.PollRequest(credit=rt.PollCredit(slots=slots))
+            yield await self._sending.get()
 
     async def _read(self) -> None:
         async for message in self._call:
-            if message.WhichOneof("kind") == "lease":
+            kind = message.WhichOneof("kind")
+            if kind == "lease":
                 self.received.append((message.lease.job_id, message.lease.attempt_no))
                 self.leases.put_nowait(message.lease)
+            elif kind == "ack":
+                self._acks.pop(message.ack.report_id).set_result(message.ack)
             else:
                 self.cancels.put_nowait(message.cancel)
 
     def credit(self, slots: int = 1) -> None:
-        self._credits.put_nowait(slots)
+        self._sending.put_nowait(rt.PollRequest(credit=rt.PollCredit(slots=slots)))
+
+    def keepalive(self) -> None:
+        self._sending.put_nowait(rt.PollRequest(keepalive=rt.PollKeepalive()))
+
+    async def report(self, report: rt.PollReport, within_s: float = WAIT_S) -> rt.ReportAck:
+        """Send ``report`` on the stream (its report_id is set here) and wait for its ack."""
+        self._next_report += 1
+        report.report_id = self._next_report
+        ack: asyncio.Future[rt.ReportAck] = asyncio.get_running_loop().create_future()
+        self._acks[report.report_id] = ack
+        self._sending.put_nowait(rt.PollRequest(report=report))
+        return await asyncio.wait_for(ack, within_s)
+
+    def result_request(self, lease: types_pb2.Lease, output: Any) -> rt.SubmitResultRequest:
+        return rt.SubmitResultRequest(
+            job_id=lease.job_id,
+            attempt_no=lease.attempt_no,
+            runtime_instance_id=self.instance_id,
+            output_hash=output_hash(output),
+            output_json=json.dumps(output),
+            usage=types_pb2.Usage(
+                model_name="scripted", prompt_tokens=10, completion_tokens=5, latency_ms=3
+            ),
+        )
+
+    async def submit_on_stream(self, lease: types_pb2.Lease, output: Any) -> rt.ReportAck:
+        return await self.report(rt.PollReport(result=self.result_request(lease, output)))
 
     async def next_lease(self, within_s: float = WAIT_S) -> types_pb2.Lease:
         return await asyncio.wait_for(self.leases.get(), within_s)
@@ -99,18 +130,7 @@ class ClientRuntime:
 
     async def submit(self, lease: types_pb2.Lease, output: Any) -> rt.SubmitResultResponse:
         return await self.stub.SubmitResult(
-            rt.SubmitResultRequest(
-                job_id=lease.job_id,
-                attempt_no=lease.attempt_no,
-                runtime_instance_id=self.instance_id,
-                output_hash=output_hash(output),
-                output_json=json.dumps(output),
-                usage=types_pb2.Usage(
-                    model_name="scripted", prompt_tokens=10, completion_tokens=5, latency_ms=3
-                ),
-            ),
-            metadata=self.metadata,
-            timeout=WAIT_S,
+            self.result_request(lease, output), metadata=self.metadata, timeout=WAIT_S
         )
 
     async def fail(

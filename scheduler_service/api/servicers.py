@@ -9,16 +9,14 @@ from typing import Any
 
 import grpc
 
-from scheduler_service.api import convert
+from scheduler_service.api import convert, runtime_convert
 from scheduler_service.app import SchedulerApp
 from scheduler_service.errors import InvalidRequestError
 from scheduler_service.jobs.commands import CreateJobCommand, JobFilter
 from scheduler_service.jobs.stats import queue_stats, redrive_dead_events
 from scheduler_service.outbox.events import EventType
 from scheduler_service.outbox.log import follow, latest_position
-from scheduler_service.protocol.dispatch import CancelNotice
-from scheduler_service.protocol.service import FailureReport, ResultSubmission
-from scheduler_service.protocol.session import Credit, Incoming, Subscribe, UnknownMessage
+from scheduler_service.protocol.session import Incoming
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
@@ -232,14 +230,7 @@ class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):
         incoming = _poll_messages(request_iterator)
         async with contextlib.aclosing(self._app.polls.serve(incoming)) as outgoing:
             async for message in outgoing:
-                if isinstance(message, CancelNotice):
-                    yield runtime_pb.PollResponse(
-                        cancel=runtime_pb.CancelNotice(
-                            job_id=message.job_id, attempt_no=message.attempt_no
-                        )
-                    )
-                else:
-                    yield runtime_pb.PollResponse(lease=convert.lease(message))
+                yield runtime_convert.poll_response(message)
 
     async def Lock(self, request: runtime_pb.LockRequest, context: Context) -> types_pb.Lease:
         payload = await self._app.protocol.lock(request.job_id, request.runtime_instance_id)
@@ -248,54 +239,27 @@ class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):
     async def Heartbeat(
         self, request: runtime_pb.HeartbeatRequest, context: Context
     ) -> runtime_pb.HeartbeatResponse:
+        report = runtime_convert.heartbeat_report(request)
         beat = await self._app.protocol.heartbeat(
-            request.job_id,
-            request.attempt_no,
-            request.runtime_instance_id,
-            request.progress,
-            request.checkpoint,
+            report.job_id,
+            report.attempt_no,
+            report.runtime_instance_id,
+            report.progress,
+            report.checkpoint,
         )
-        return runtime_pb.HeartbeatResponse(
-            lock_until=convert.timestamp(beat.lock_until), cancel_requested=beat.cancel_requested
-        )
+        return runtime_convert.heartbeat_response(beat)
 
     async def SubmitResult(
         self, request: runtime_pb.SubmitResultRequest, context: Context
     ) -> runtime_pb.SubmitResultResponse:
-        outcome = await self._app.protocol.submit_result(
-            ResultSubmission(
-                job_id=request.job_id,
-                attempt_no=request.attempt_no,
-                runtime_instance_id=request.runtime_instance_id,
-                output_hash=request.output_hash,
-                output_json=request.output_json,
-                usage=convert.usage(request.usage, request.HasField("usage")),
-            )
-        )
-        return runtime_pb.SubmitResultResponse(
-            result_idempotency_key=outcome.result_idempotency_key, duplicate=outcome.duplicate
-        )
+        submission = runtime_convert.result_submission(request)
+        return runtime_convert.submit_response(await self._app.protocol.submit_result(submission))
 
     async def SubmitFailure(
         self, request: runtime_pb.SubmitFailureRequest, context: Context
     ) -> runtime_pb.SubmitFailureResponse:
-        outcome = await self._app.protocol.submit_failure(
-            FailureReport(
-                job_id=request.job_id,
-                attempt_no=request.attempt_no,
-                runtime_instance_id=request.runtime_instance_id,
-                error_code=request.error_code,
-                retryable=request.retryable,
-                public_message=request.public_error_message,
-                internal_message=request.internal_error_message,
-                retry_after_ms=request.retry_after.ToMilliseconds(),
-                usage=convert.usage(request.usage, request.HasField("usage")),
-            )
-        )
-        return runtime_pb.SubmitFailureResponse(
-            lifecycle_status=outcome.status.value,
-            next_attempt_at=convert.timestamp(outcome.next_attempt_at),
-        )
+        report = runtime_convert.failure_report(request)
+        return runtime_convert.failure_response(await self._app.protocol.submit_failure(report))
 
     async def ResolveCredential(
         self, request: runtime_pb.ResolveCredentialRequest, context: Context
@@ -311,18 +275,7 @@ async def _poll_messages(
 ) -> AsyncIterator[Incoming]:
     # A generator function, not an expression: nothing touches the stream until it is read.
     async for request in requests:
-        yield _poll_message(request)
-
-
-def _poll_message(request: runtime_pb.PollRequest) -> Incoming:
-    match request.WhichOneof("kind"):
-        case "subscribe":
-            sub = request.subscribe
-            return Subscribe(sub.runtime_instance_id, tuple(sub.job_types), sub.slots)
-        case "credit":
-            return Credit(request.credit.slots)
-        case kind:
-            return UnknownMessage(str(kind))
+        yield runtime_convert.poll_message(request)
 
 
 __all__ = ["AdminServicer", "JobServicer", "RuntimeServicer"]

@@ -29,7 +29,9 @@ __all__ = [
     "ServerInterceptor",
     "StatusInterceptor",
     "abort_with",
+    "rich_status",
     "status_code_of",
+    "status_of",
 ]
 
 log = logging.getLogger(__name__)
@@ -50,15 +52,46 @@ def status_code_of(exc: SchedulerError) -> StatusCode:
     return code
 
 
-async def abort_with(
-    context: Context, code: StatusCode, reason: ErrorCode, message: str, **metadata: str
-) -> NoReturn:
+def rich_status(
+    code: StatusCode, reason: ErrorCode, message: str, **metadata: str
+) -> status_pb2.Status:
+    """The ``google.rpc.Status`` of an answer: code, message and the catalogue's ErrorInfo."""
     info = error_details_pb2.ErrorInfo(reason=reason.value, domain=ERROR_DOMAIN, metadata=metadata)
     detail = any_pb2.Any()
     detail.Pack(info)
-    status = status_pb2.Status(code=code.value[0], message=message, details=[detail])
+    return status_pb2.Status(code=code.value[0], message=message, details=[detail])
+
+
+def status_of(exc: BaseException, method: str) -> tuple[StatusCode, status_pb2.Status]:
+    """What a call that raised ``exc`` answers: a scheduler error's own status, anything else
+    INTERNAL with an error id (logged with the stack, never sent)."""
+    if isinstance(exc, SchedulerError):
+        field = exc.field if isinstance(exc, InvalidRequestError) and exc.field else ""
+        metadata = {"field": field} if field else {}
+        code = status_code_of(exc)
+        return code, rich_status(code, exc.code, exc.message, **metadata)
+    error_id = uuid.uuid4().hex[:12]
+    log.error(
+        "unexpected error",
+        exc_info=exc,
+        extra={"action": "rpc_error", "method": method, "errorId": error_id},
+    )
+    return StatusCode.INTERNAL, rich_status(
+        StatusCode.INTERNAL, ErrorCode.INTERNAL, f"internal error {error_id}"
+    )
+
+
+async def abort_with(
+    context: Context, code: StatusCode, reason: ErrorCode, message: str, **metadata: str
+) -> NoReturn:
+    await _abort(context, code, rich_status(code, reason, message, **metadata))
+
+
+async def _abort(context: Context, code: StatusCode, status: status_pb2.Status) -> NoReturn:
     await context.abort(
-        code, message, trailing_metadata=(("grpc-status-details-bin", status.SerializeToString()),)
+        code,
+        status.message,
+        trailing_metadata=(("grpc-status-details-bin", status.SerializeToString()),),
     )
 
 
@@ -74,21 +107,9 @@ class _Call:
         if isinstance(exc, grpc.aio.AbortError):
             self.code = _aborted_code(context)
             raise exc
-        if isinstance(exc, SchedulerError):
-            self.code = exc.status
-            field = exc.field if isinstance(exc, InvalidRequestError) and exc.field else ""
-            metadata = {"field": field} if field else {}
-            await abort_with(context, status_code_of(exc), exc.code, exc.message, **metadata)
-        self.code = "INTERNAL"
-        error_id = uuid.uuid4().hex[:12]
-        log.error(
-            "unexpected error",
-            exc_info=exc,
-            extra={"action": "rpc_error", "method": self.method, "errorId": error_id},
-        )
-        await abort_with(
-            context, StatusCode.INTERNAL, ErrorCode.INTERNAL, f"internal error {error_id}"
-        )
+        code, status = status_of(exc, self.method)
+        self.code = code.name
+        await _abort(context, code, status)
 
     def done(self) -> None:
         metrics.RPCS.labels(self.method, self.code).inc()

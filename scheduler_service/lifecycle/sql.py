@@ -40,6 +40,7 @@ from scheduler_service.lifecycle.state_machine import (
     sources_of,
 )
 from scheduler_service.lifecycle.transitions import (
+    KEEP_ALIVE,
     LOCK,
     Guard,
     KeepOrNow,
@@ -182,6 +183,21 @@ def write_many_statement(
         update(jobs)
         .where(_c.id.in_(ids), _c.lifecycleStatus == source.status.value, *guards)
         .values(values)
+    )
+
+
+@functools.cache
+def keep_alive_statement() -> Update:
+    """KEEP_ALIVE for every lease held by the runtimes ``b_holders``."""
+    (source,) = KEEP_ALIVE.sources
+    return (
+        update(jobs)
+        .where(
+            _c.lockedBy.in_(bindparam("b_holders", expanding=True)),
+            _c.lifecycleStatus == source.status.value,
+            *(_GUARDS[g]() for g in sorted(source.guards)),
+        )
+        .values(set_clause(KEEP_ALIVE, frozenset()))
     )
 
 

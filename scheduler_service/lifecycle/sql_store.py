@@ -120,6 +120,14 @@ class SqlJobStore(JobStore):
             self._lease.grace_ms,
         )
 
+    async def keep_alive(self, holders: Collection[str]) -> int:
+        bound = {
+            "b_holders": sorted(holders),
+            "b_lease_ttl_ms": self._lease.ttl_ms,
+            "b_grace_ms": self._lease.grace_ms,
+        }
+        return int((await self._conn.execute(sql.keep_alive_statement(), bound)).rowcount)
+
     async def succeed_many(self, items: Sequence[Success]) -> None:
         params: dict[str, Any] = {}
         for k, item in enumerate(items):

@@ -142,6 +142,11 @@ class JobStore(ABC):
     async def lock_rows(self, job_ids: Collection[str]) -> LockedRows:
         """The jobs ``job_ids`` (those that exist), locked until the transaction ends."""
 
+    @abstractmethod
+    async def keep_alive(self, holders: Collection[str]) -> int:
+        """KEEP_ALIVE: extend every lease the runtimes ``holders`` hold (within its grace);
+        returns how many."""
+
     # -- batches: set-based where the adapter can, one write at a time otherwise ----------------
 
     async def succeed_many(self, items: Sequence[Success]) -> None:

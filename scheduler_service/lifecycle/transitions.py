@@ -43,6 +43,7 @@ __all__ = [
     "EXPIRE",
     "FAIL",
     "HEARTBEAT",
+    "KEEP_ALIVE",
     "LOCK",
     "RELEASE",
     "REQUEST_CANCEL",
@@ -283,6 +284,15 @@ REQUEST_CANCEL = LifecycleWrite(
     {"cancelRequestedAt": KeepOrNow()},
     Miss.QUIET,
 )
+#: A Poll stream that is alive keeps every lease of its runtime alive: one statement per replica
+#: per interval, whatever the number of leases (compiled over ``lockedBy IN (...)``).
+KEEP_ALIVE = LifecycleWrite(
+    "keep_alive",
+    None,
+    _one(R, G.WITHIN_GRACE),
+    {"lockUntil": Now("lease_ttl_ms")},
+    Miss.QUIET,
+)
 EXPIRE = LifecycleWrite(
     "expire",
     Operation.EXPIRE,
@@ -305,6 +315,7 @@ WRITES: tuple[LifecycleWrite, ...] = (
     CANCEL,
     CANCEL_QUEUED,
     REQUEST_CANCEL,
+    KEEP_ALIVE,
     EXPIRE,
 )
 

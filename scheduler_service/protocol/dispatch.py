@@ -21,9 +21,10 @@ from scheduler_service import metrics
 from scheduler_service.lifecycle.records import LeasePayload
 from scheduler_service.loops import RoundLoop
 from scheduler_service.ports import Transaction
+from scheduler_service.protocol.group_commit import Answer
 from scheduler_service.protocol.service import RuntimeProtocol
 
-__all__ = ["CancelNotice", "Dispatcher", "StreamSession"]
+__all__ = ["Ack", "CancelNotice", "Dispatcher", "StreamSession"]
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,16 @@ class CancelNotice:
     attempt_no: int
 
 
-Message = LeasePayload | CancelNotice
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """The answer to one report sent on the stream: its outcome, or the error its unary call
+    would raise."""
+
+    report_id: int
+    answer: Answer
+
+
+Message = LeasePayload | CancelNotice | Ack
 
 
 @dataclass(eq=False)
@@ -50,9 +60,15 @@ class StreamSession:
     held: OrderedDict[str, int] = field(default_factory=OrderedDict)
     cancels_sent: set[tuple[str, int]] = field(default_factory=set)
     closed: bool = False
+    #: When the runtime last sent anything (event-loop time); a silent stream's leases are not
+    #: kept alive.
+    last_seen: float = field(default_factory=lambda: asyncio.get_running_loop().time())
 
     def __post_init__(self) -> None:
         self.credits = self.slots
+
+    def seen(self) -> None:
+        self.last_seen = asyncio.get_running_loop().time()
 
     def add_credit(self, slots: int) -> None:
         # A runtime cannot hold more than it subscribed with, whatever credits it sends.
@@ -98,6 +114,10 @@ class Dispatcher(RoundLoop):
         if session in self._sessions:
             self._sessions.remove(session)
             metrics.POLL_STREAMS.set(len(self._sessions))
+
+    def sessions(self) -> list[StreamSession]:
+        """The open streams attached here."""
+        return [s for s in self._sessions if not s.closed]
 
     def subscribed(self) -> list[str]:
         """Runtime instance ids of the streams attached here (for tests and diagnostics)."""

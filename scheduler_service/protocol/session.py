@@ -22,11 +22,22 @@ from scheduler_service.errors import (
     LimitExceededError,
 )
 from scheduler_service.lifecycle.records import LeasePayload
-from scheduler_service.protocol.dispatch import CancelNotice, Dispatcher, StreamSession
+from scheduler_service.protocol.dispatch import Ack, CancelNotice, Dispatcher, StreamSession
+from scheduler_service.protocol.group_commit import Report, ReportBatcher
 from scheduler_service.registry import JobRegistry
 from shared.error_codes import ErrorCode
 
-__all__ = ["Credit", "Incoming", "Outgoing", "PollSessions", "Subscribe", "UnknownMessage"]
+__all__ = [
+    "Ack",
+    "Credit",
+    "Incoming",
+    "Keepalive",
+    "Outgoing",
+    "PollSessions",
+    "ReportMessage",
+    "Subscribe",
+    "UnknownMessage",
+]
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +49,26 @@ class Subscribe:
     runtime_instance_id: str
     job_types: tuple[str, ...]
     slots: int
+    #: (job id, attempt) of leases the runtime still runs, after a reconnect.
+    held: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Credit:
     slots: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReportMessage:
+    """A result, failure or heartbeat sent on the stream; answered by an :class:`Ack`."""
+
+    report_id: int
+    report: Report
+
+
+@dataclass(frozen=True, slots=True)
+class Keepalive:
+    """The runtime is alive (it sends one at least every keepalive interval)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +78,8 @@ class UnknownMessage:
     kind: str
 
 
-Incoming = Subscribe | Credit | UnknownMessage
-Outgoing = LeasePayload | CancelNotice
+Incoming = Subscribe | Credit | ReportMessage | Keepalive | UnknownMessage
+Outgoing = LeasePayload | CancelNotice | Ack
 
 
 class PollSessions:
@@ -63,12 +89,14 @@ class PollSessions:
         self,
         dispatcher: Dispatcher,
         registry: JobRegistry,
+        reports: ReportBatcher,
         *,
         max_streams: int,
         subscribe_timeout_s: float,
     ) -> None:
         self._dispatcher = dispatcher
         self._registry = registry
+        self._reports = reports
         self._max_streams = max_streams
         self._subscribe_timeout_s = subscribe_timeout_s
         self._open = 0
@@ -118,12 +146,16 @@ class PollSessions:
                 f"job_types must name registered job types (unknown: {unknown})",
                 field="job_types",
             )
-        return StreamSession(sub.runtime_instance_id, frozenset(sub.job_types), sub.slots)
+        session = StreamSession(sub.runtime_instance_id, frozenset(sub.job_types), sub.slots)
+        for job_id, attempt_no in sub.held[:MAX_SLOTS]:
+            # Kept alive with the stream's other leases, and their cancel notices come here.
+            session.held[job_id] = attempt_no
+        return session
 
     async def _run(
         self, session: StreamSession, incoming: AsyncIterator[Incoming]
     ) -> AsyncGenerator[Outgoing, None]:
-        reader = asyncio.get_running_loop().create_task(self._read_credits(session, incoming))
+        reader = asyncio.get_running_loop().create_task(self._read(session, incoming))
         undelivered: LeasePayload | None = None
         self._dispatcher.attach(session)
         log.info(
@@ -149,17 +181,38 @@ class PollSessions:
                 extra={"action": "poll_end", "runtimeId": session.runtime_instance_id},
             )
 
-    async def _read_credits(
-        self, session: StreamSession, incoming: AsyncIterator[Incoming]
-    ) -> None:
-        async for message in incoming:
-            if not isinstance(message, Credit) or message.slots <= 0:
-                # A bad message ends the stream with INVALID_ARGUMENT.
-                raise InvalidRequestError(
-                    "after subscribe, Poll messages must be credit with slots ≥ 1"
-                )
-            session.add_credit(message.slots)
-            self._dispatcher.notify()
+    async def _read(self, session: StreamSession, incoming: AsyncIterator[Incoming]) -> None:
+        answering: set[asyncio.Task[None]] = set()
+        try:
+            async for message in incoming:
+                session.seen()
+                match message:
+                    case Credit(slots=slots) if slots > 0:
+                        session.add_credit(slots)
+                        self._dispatcher.notify()
+                    case ReportMessage():
+                        task = asyncio.get_running_loop().create_task(
+                            self._answer(session, message)
+                        )
+                        answering.add(task)
+                        task.add_done_callback(answering.discard)
+                    case Keepalive():
+                        pass
+                    case _:
+                        # A bad message ends the stream with INVALID_ARGUMENT.
+                        raise InvalidRequestError(
+                            "after subscribe, Poll messages must be credit (slots ≥ 1), report "
+                            "or keepalive"
+                        )
+        finally:
+            # Reports already taken are applied whatever happens to the stream; only their
+            # acks are lost (the runtime repeats them as unary calls, keyed idempotently).
+            await asyncio.gather(*answering, return_exceptions=True)
+
+    async def _answer(self, session: StreamSession, message: ReportMessage) -> None:
+        answer = await self._reports.submit(message.report)
+        if not session.closed:
+            session.outgoing.put_nowait(Ack(message.report_id, answer))
 
 
 async def _next_message(session: StreamSession, reader: asyncio.Task[None]) -> Outgoing | None:

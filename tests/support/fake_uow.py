@@ -34,6 +34,7 @@ from scheduler_service.lifecycle.records import (
 from scheduler_service.lifecycle.state_machine import LifecycleStatus, legacy_status_of
 from scheduler_service.lifecycle.store import JobStore
 from scheduler_service.lifecycle.transitions import (
+    KEEP_ALIVE,
     LOCK,
     Guard,
     KeepOrNow,
@@ -202,6 +203,14 @@ class FakeJobStore(JobStore):
             self._ttl_ms,
             self._grace_ms,
         )
+
+    async def keep_alive(self, holders: Collection[str]) -> int:
+        kept = 0
+        for row in self.state.jobs.values():
+            if row["lockedBy"] in holders and self._matches(KEEP_ALIVE, row, set(), {}):
+                self._set(KEEP_ALIVE, row, {})
+                kept += 1
+        return kept
 
     async def get(self, job_id: str) -> JobRecord | None:
         row = self.state.jobs.get(job_id)

@@ -1,0 +1,158 @@
+"""The runtime protocol's messages to domain values and back (the Poll stream and the unary
+calls share them, so a report's ack is exactly the unary call's answer)."""
+
+from __future__ import annotations
+
+from google.rpc import status_pb2
+
+from scheduler_service.api import convert
+from scheduler_service.api.status import status_of
+from scheduler_service.lifecycle.records import HeartbeatOutcome
+from scheduler_service.protocol.dispatch import Ack, CancelNotice
+from scheduler_service.protocol.group_commit import HeartbeatReport, Report
+from scheduler_service.protocol.service import (
+    FailureOutcome,
+    FailureReport,
+    ResultSubmission,
+    SubmitOutcome,
+)
+from scheduler_service.protocol.session import (
+    Credit,
+    Incoming,
+    Keepalive,
+    Outgoing,
+    ReportMessage,
+    Subscribe,
+    UnknownMessage,
+)
+from shared.gen.aijob.v1 import runtime_service_pb2 as rt
+
+__all__ = [
+    "failure_report",
+    "failure_response",
+    "heartbeat_report",
+    "heartbeat_response",
+    "poll_message",
+    "poll_response",
+    "result_submission",
+    "submit_response",
+]
+
+
+def result_submission(request: rt.SubmitResultRequest) -> ResultSubmission:
+    return ResultSubmission(
+        job_id=request.job_id,
+        attempt_no=request.attempt_no,
+        runtime_instance_id=request.runtime_instance_id,
+        output_hash=request.output_hash,
+        output_json=request.output_json,
+        usage=convert.usage(request.usage, request.HasField("usage")),
+    )
+
+
+def failure_report(request: rt.SubmitFailureRequest) -> FailureReport:
+    return FailureReport(
+        job_id=request.job_id,
+        attempt_no=request.attempt_no,
+        runtime_instance_id=request.runtime_instance_id,
+        error_code=request.error_code,
+        retryable=request.retryable,
+        public_message=request.public_error_message,
+        internal_message=request.internal_error_message,
+        retry_after_ms=request.retry_after.ToMilliseconds(),
+        usage=convert.usage(request.usage, request.HasField("usage")),
+    )
+
+
+def heartbeat_report(request: rt.HeartbeatRequest) -> HeartbeatReport:
+    return HeartbeatReport(
+        request.job_id,
+        request.attempt_no,
+        request.runtime_instance_id,
+        request.progress,
+        request.checkpoint,
+    )
+
+
+def submit_response(outcome: SubmitOutcome) -> rt.SubmitResultResponse:
+    return rt.SubmitResultResponse(
+        result_idempotency_key=outcome.result_idempotency_key, duplicate=outcome.duplicate
+    )
+
+
+def failure_response(outcome: FailureOutcome) -> rt.SubmitFailureResponse:
+    return rt.SubmitFailureResponse(
+        lifecycle_status=outcome.status.value,
+        next_attempt_at=convert.timestamp(outcome.next_attempt_at),
+    )
+
+
+def heartbeat_response(outcome: HeartbeatOutcome) -> rt.HeartbeatResponse:
+    return rt.HeartbeatResponse(
+        lock_until=convert.timestamp(outcome.lock_until),
+        cancel_requested=outcome.cancel_requested,
+    )
+
+
+def poll_message(request: rt.PollRequest) -> Incoming:
+    match request.WhichOneof("kind"):
+        case "subscribe":
+            sub = request.subscribe
+            held = tuple((ref.job_id, ref.attempt_no) for ref in sub.held)
+            return Subscribe(sub.runtime_instance_id, tuple(sub.job_types), sub.slots, held)
+        case "credit":
+            return Credit(request.credit.slots)
+        case "report":
+            report = _report(request.report)
+            if report is None:
+                return UnknownMessage("report")
+            return ReportMessage(request.report.report_id, report)
+        case "keepalive":
+            return Keepalive()
+        case kind:
+            return UnknownMessage(str(kind))
+
+
+def _report(message: rt.PollReport) -> Report | None:
+    match message.WhichOneof("report"):
+        case "result":
+            return result_submission(message.result)
+        case "failure":
+            return failure_report(message.failure)
+        case "heartbeat":
+            return heartbeat_report(message.heartbeat)
+    return None
+
+
+def poll_response(message: Outgoing) -> rt.PollResponse:
+    match message:
+        case CancelNotice():
+            return rt.PollResponse(
+                cancel=rt.CancelNotice(job_id=message.job_id, attempt_no=message.attempt_no)
+            )
+        case Ack():
+            return rt.PollResponse(ack=_ack(message))
+    return rt.PollResponse(lease=convert.lease(message))
+
+
+def _ack(ack: Ack) -> rt.ReportAck:
+    answer = ack.answer
+    match answer:
+        case SubmitOutcome():
+            return rt.ReportAck(
+                report_id=ack.report_id, status=status_pb2.Status(), result=submit_response(answer)
+            )
+        case FailureOutcome():
+            return rt.ReportAck(
+                report_id=ack.report_id,
+                status=status_pb2.Status(),
+                failure=failure_response(answer),
+            )
+        case HeartbeatOutcome():
+            return rt.ReportAck(
+                report_id=ack.report_id,
+                status=status_pb2.Status(),
+                heartbeat=heartbeat_response(answer),
+            )
+    _code, status = status_of(answer, "Poll.report")
+    return rt.ReportAck(report_id=ack.report_id, status=status)

@@ -1,0 +1,53 @@
+"""Stream liveness: a Poll stream that is alive keeps its runtime's leases alive.
+
+Every interval, one statement per replica extends every lease held by a runtime whose stream here
+has sent anything (a keepalive, a credit, a report) within the alive window, so a job needs no
+per-job heartbeat to stay leased; per-job heartbeats carry progress and checkpoints only. A frozen
+or partitioned runtime stops sending, its stream goes quiet, and its leases run out as before
+(fenced by attempt and holder, reaped after their grace).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from scheduler_service.loops import RoundLoop
+from scheduler_service.ports import UnitOfWork
+from scheduler_service.protocol.dispatch import Dispatcher
+
+__all__ = ["LeaseKeeper"]
+
+log = logging.getLogger(__name__)
+
+
+class LeaseKeeper(RoundLoop):
+    def __init__(
+        self, uow: UnitOfWork, dispatcher: Dispatcher, *, interval_s: float, alive_s: float
+    ) -> None:
+        super().__init__("lease-keeper", interval_s)
+        self._uow = uow
+        self._dispatcher = dispatcher
+        self._alive_s = alive_s
+
+    def alive_holders(self) -> set[str]:
+        """Runtime instances whose stream here spoke within the alive window."""
+        now = asyncio.get_running_loop().time()
+        return {
+            session.runtime_instance_id
+            for session in self._dispatcher.sessions()
+            if now - session.last_seen <= self._alive_s
+        }
+
+    async def keep_once(self) -> int:
+        holders = self.alive_holders()
+        if not holders:
+            return 0
+        return await self._uow.run(lambda tx: tx.jobs.keep_alive(holders))
+
+    async def _round(self) -> None:
+        try:
+            await self.keep_once()
+        except Exception:
+            # The database may be briefly unreachable; leases have their grace period.
+            log.exception("keeping leases alive failed", extra={"action": "keep_alive_error"})
