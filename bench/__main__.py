@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 
-from bench import lease_latency, peer, scale, throughput
+from bench import inflight, lease_latency, peer, scale, throughput
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -39,10 +39,17 @@ def table(f: Figures) -> str:
     rows = [
         _row("MariaDB ceiling (3 commits/job, 20 connections)", f["ceiling_jobs_per_s"], "jobs/s"),
         _row("ours: CreateJob, 32 callers", f["ours_create_jobs_per_s"], "jobs/s"),
-        _row("ours: drain, 1 scheduler, 4 runtimes x 32", f["ours_jobs_per_s"], "jobs/s"),
+        _row(
+            "MariaDB batched ceiling (50 jobs/transaction)",
+            f["batched_ceiling_jobs_per_s"],
+            "jobs/s",
+        ),
+        _row("ours: drain, reports on the stream, 4 x 32", f["ours_jobs_per_s"], "jobs/s"),
+        _row("ours: drain, unary SubmitResult, 4 x 32", f["ours_unary_jobs_per_s"], "jobs/s"),
         _row("PostgreSQL ceiling (same design and loop)", f["pg_ceiling_jobs_per_s"], "jobs/s"),
         _row("peer: PgQueuer drain, 4 x 32", peer_value, "jobs/s"),
         _row("ours / MariaDB ceiling", f["ours_vs_ceiling"], "", "goal >= 0.70"),
+        _row("ours / batched ceiling", f["ours_vs_batched_ceiling"], ""),
         _row("ours / peer", f["ours_vs_peer"], "", "goal >= 1.00"),
         _row("peer / PostgreSQL ceiling", f["peer_vs_pg_ceiling"], ""),
         _row(
@@ -78,6 +85,10 @@ def table(f: Figures) -> str:
         _row(f"{scale.IDLE_STREAMS} idle Poll streams: RSS", f["idle_streams_rss_mib"], "MiB"),
         _row("  per stream", f["idle_streams_rss_per_stream_kib"], "KiB"),
         _row("  CPU at rest", f["idle_streams_cpu_percent"], "% core"),
+        _row("in-flight leases held on 100 streams", f["inflight_leases"], ""),
+        _row("  scheduler CPU", f["inflight_scheduler_cpu_percent"], "% core", "goal <= 10"),
+        _row("  database statements/s", f["inflight_db_statements_per_s"], "/s"),
+        _row("  spurious reaps", f["inflight_spurious_reaps"], "", "goal 0"),
     ]
     return "\n".join(rows)
 
@@ -92,8 +103,12 @@ async def main() -> None:
     figures.update(await peer.main(throughput.JOBS))
     figures.update(await lease_latency.main())
     figures.update(await scale.main())
+    figures.update(await inflight.main())
     figures["ours_vs_ceiling"] = _ratio(figures["ours_jobs_per_s"], figures["ceiling_jobs_per_s"])
     figures["ours_vs_peer"] = _ratio(figures["ours_jobs_per_s"], figures["peer_jobs_per_s"])
+    figures["ours_vs_batched_ceiling"] = _ratio(
+        figures["ours_jobs_per_s"], figures["batched_ceiling_jobs_per_s"]
+    )
     figures["peer_vs_pg_ceiling"] = _ratio(
         figures["peer_jobs_per_s"], figures["pg_ceiling_jobs_per_s"]
     )

@@ -3,9 +3,12 @@
 * **ceiling** — a tight asyncmy loop doing only the minimum statements of a job's life on the same
   MariaDB (insert job + snapshot + outbox; CAS lock; CAS succeed + artifact + outbox), at the
   scheduler's connection concurrency (AIJOB_DB_POOL_SIZE, 20): the physical limit of the design.
+* **batched ceiling** — the same statements with 50 jobs per transaction (multi-row inserts, one
+  UPDATE per step for the whole batch): the physical limit of a batched design.
 * **ours** — N ``synthetic_echo`` jobs created through CreateJob (reported on its own), then
   drained by K runtimes (4 x 32 slots) over real gRPC from one scheduler process, counted when
-  each result commits (SubmitResult answered).
+  each result commits: reported on the Poll stream and acked (``ours``), and again with the unary
+  SubmitResult (``ours_unary``).
 
     python -m bench.throughput          # AIJOB_BENCH_JOBS (default 5000)
 """
@@ -96,6 +99,67 @@ async def ceiling(url: str, jobs: int) -> float:
         await pool.wait_closed()
 
 
+BATCH = 50
+
+
+def _values(rows: int, one: str) -> str:
+    return ", ".join([one] * rows)
+
+
+async def batched_ceiling(url: str, jobs: int) -> float:
+    """Jobs per second for the same statements, ``BATCH`` jobs per transaction."""
+    parsed = make_url(url)
+    pool = await asyncmy.create_pool(
+        host=parsed.host,
+        port=parsed.port or 3306,
+        user=parsed.username,
+        password=parsed.password or "",
+        db=parsed.database,
+        minsize=CONNECTIONS,
+        maxsize=CONNECTIONS,
+        autocommit=False,
+    )
+    head = [statement.split(" VALUES ")[0] for statement in _CREATE]
+    tuples = [statement.split(" VALUES ")[1] for statement in _CREATE]
+    art_head, art_tuple = _SUCCEED[1].split(" VALUES ")
+    out_head, out_tuple = _SUCCEED[2].split(" VALUES ")
+
+    async def one_batch(conn: Any) -> None:
+        ids = [str(uuid.uuid4()) for _ in range(BATCH)]
+        marks = ", ".join(["%s"] * BATCH)
+        async with conn.cursor() as cur:
+            await cur.execute(f"{head[0]} VALUES {_values(BATCH, tuples[0])}", ids)
+            await cur.execute(
+                f"{head[1]} VALUES {_values(BATCH, tuples[1])}",
+                [v for i in ids for v in (str(uuid.uuid4()), i)],
+            )
+            await cur.execute(
+                f"{head[2]} VALUES {_values(BATCH, tuples[2])}",
+                [v for i in ids for v in (i, f"enqueue:{i}")],
+            )
+            await conn.commit()
+            await cur.execute(_LOCK.replace("id=%s", f"id IN ({marks})"), ids)
+            assert cur.rowcount == BATCH
+            await conn.commit()
+            await cur.execute(_SUCCEED[0].replace("id=%s", f"id IN ({marks})"), ids)
+            assert cur.rowcount == BATCH
+            await cur.execute(
+                f"{art_head} VALUES {_values(BATCH, art_tuple)}",
+                [v for i in ids for v in (str(uuid.uuid4()), i, i)],
+            )
+            await cur.execute(
+                f"{out_head} VALUES {_values(BATCH, out_tuple)}",
+                [v for i in ids for v in (i, f"completed:{i}")],
+            )
+            await conn.commit()
+
+    try:
+        return BATCH * await jobs_per_second(pool, CONNECTIONS, jobs // BATCH, one_batch)
+    finally:
+        pool.close()
+        await pool.wait_closed()
+
+
 @dataclass(frozen=True)
 class Drain:
     create_jobs_per_s: float
@@ -103,15 +167,22 @@ class Drain:
 
 
 async def drain(
-    url: str, jobs: int, *, runtimes: int = RUNTIMES, replicas: int = 1, slots: int = SLOTS
+    url: str,
+    jobs: int,
+    *,
+    runtimes: int = RUNTIMES,
+    replicas: int = 1,
+    slots: int = SLOTS,
+    stream: bool = True,
 ) -> Drain:
     """Create ``jobs`` through CreateJob (32 callers), then drain them with ``runtimes`` runtimes
-    spread over ``replicas`` scheduler processes, counting each job when its result commits."""
+    spread over ``replicas`` scheduler processes, counting each job when its result commits
+    (reported on the Poll stream, or with unary SubmitResult calls)."""
     with scheduler_processes(url, replicas) as addresses:
         channels = [grpc.aio.insecure_channel(address) for address in addresses]
         try:
             create_rate = await _create(channels, jobs)
-            drain_rate = await _drain(channels, jobs, runtimes, slots)
+            drain_rate = await _drain(channels, jobs, runtimes, slots, stream)
         finally:
             for channel in channels:
                 await channel.close(None)
@@ -131,7 +202,9 @@ async def _create(channels: list[grpc.aio.Channel], jobs: int) -> float:
     return jobs / (time.perf_counter() - started)
 
 
-async def _drain(channels: list[grpc.aio.Channel], jobs: int, count: int, slots: int) -> float:
+async def _drain(
+    channels: list[grpc.aio.Channel], jobs: int, count: int, slots: int, stream: bool
+) -> float:
     done = asyncio.Event()
     finished = 0
     runtimes = [
@@ -141,7 +214,11 @@ async def _drain(channels: list[grpc.aio.Channel], jobs: int, count: int, slots:
 
     async def finish(runtime: ClientRuntime, lease: Any) -> None:
         nonlocal finished
-        await runtime.submit(lease, echo_output(lease))
+        if stream:
+            ack = await runtime.submit_on_stream(lease, echo_output(lease))
+            assert ack.status.code == 0, ack.status
+        else:
+            await runtime.submit(lease, echo_output(lease))
         runtime.credit()
         finished += 1
         if finished == jobs:
@@ -172,16 +249,24 @@ async def main(jobs: int = JOBS) -> dict[str, float]:
     async with throwaway_database() as url:
         ceiling_rate = await ceiling(url, jobs)
     async with throwaway_database() as url:
-        ours = await drain(url, jobs)
+        batched_rate = await batched_ceiling(url, jobs)
+    async with throwaway_database() as url:
+        ours = await drain(url, jobs, stream=True)
+    async with throwaway_database() as url:
+        unary = await drain(url, jobs, stream=False)
     print(f"\nthroughput, {jobs} synthetic_echo jobs, MariaDB, 1 scheduler, {RUNTIMES}x{SLOTS}\n")
     print(f"{'ceiling (3 commits/job, 20 connections)':44} {ceiling_rate:10.0f} jobs/s")
+    print(f"{'batched ceiling (50 jobs/transaction)':44} {batched_rate:10.0f} jobs/s")
     print(f"{'ours: CreateJob, 32 callers':44} {ours.create_jobs_per_s:10.0f} jobs/s")
-    print(f"{'ours: drain (lease → result committed)':44} {ours.drain_jobs_per_s:10.0f} jobs/s")
+    print(f"{'ours: drain, reports on the stream':44} {ours.drain_jobs_per_s:10.0f} jobs/s")
+    print(f"{'ours: drain, unary SubmitResult':44} {unary.drain_jobs_per_s:10.0f} jobs/s")
     return {
         "jobs": float(jobs),
         "ceiling_jobs_per_s": ceiling_rate,
+        "batched_ceiling_jobs_per_s": batched_rate,
         "ours_create_jobs_per_s": ours.create_jobs_per_s,
         "ours_jobs_per_s": ours.drain_jobs_per_s,
+        "ours_unary_jobs_per_s": unary.drain_jobs_per_s,
     }
 
 

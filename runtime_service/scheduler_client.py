@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from typing import Any
@@ -12,10 +13,11 @@ from google.protobuf import duration_pb2, json_format
 
 from runtime_service.failures import JobFailure
 from runtime_service.pipeline import HeartbeatReply, LeaseInput, LeaseLost, Usage
+from runtime_service.stream_reports import StreamBroken, StreamReports
 from shared.canonical_json import output_hash
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.gen.aijob.v1 import runtime_service_pb2_grpc, types_pb2
-from shared.status_details import error_reason
+from shared.status_details import error_from_status, error_reason
 
 __all__ = ["GrpcSchedulerClient", "lease_input"]
 
@@ -57,26 +59,44 @@ def _usage(usage: Usage | None) -> types_pb2.Usage | None:
 
 
 class GrpcSchedulerClient:
-    def __init__(self, channel: grpc.aio.Channel, token: str, instance_id: str) -> None:
+    def __init__(
+        self,
+        channel: grpc.aio.Channel,
+        token: str,
+        instance_id: str,
+        stream: StreamReports | None = None,
+    ) -> None:
         self.stub = runtime_service_pb2_grpc.RuntimeServiceStub(channel)
         self.metadata = (("authorization", f"Bearer {token}"),)
         self.instance_id = instance_id
+        #: The Poll stream, when one is up: reports go on it and fall back to unary calls.
+        self.stream = stream or StreamReports()
 
-    async def _unary(self, method: Any, request: Any) -> Any:
+    async def _unary(self, method: Any, request: Any, kind: str = "") -> Any:
         try:
+            if kind:
+                with contextlib.suppress(StreamBroken):
+                    return await self._on_stream(kind, request)
             return await method(request, metadata=self.metadata, timeout=CALL_TIMEOUT_S)
         except grpc.aio.AioRpcError as error:
             if error_reason(error) in {"LEASE_LOST", "JOB_ALREADY_TERMINAL", "PERMISSION_DENIED"}:
                 raise LeaseLost(error_reason(error)) from None
             raise
 
-    async def _report(self, method: Any, request: Any) -> Any:
+    async def _on_stream(self, kind: str, request: Any) -> Any:
+        """The report on the Poll stream; its ack's status raised as the unary call would."""
+        ack = await self.stream.send(rt.PollReport(**{kind: request}), CALL_TIMEOUT_S)
+        if ack.status.code != 0:
+            raise error_from_status(ack.status)
+        return getattr(ack, kind)
+
+    async def _report(self, method: Any, request: Any, kind: str) -> Any:
         """``_unary`` retried with backoff through transient outages, for up to REPORT_RETRY_S."""
         deadline = asyncio.get_running_loop().time() + REPORT_RETRY_S
         backoff = 0.2
         while True:
             try:
-                return await self._unary(method, request)
+                return await self._unary(method, request, kind)
             except grpc.aio.AioRpcError as error:
                 now = asyncio.get_running_loop().time()
                 if error.code() not in _TRANSIENT or now + backoff > deadline:
@@ -97,6 +117,7 @@ class GrpcSchedulerClient:
                 runtime_instance_id=self.instance_id,
                 progress=progress,
             ),
+            "heartbeat",
         )
         return HeartbeatReply(cancel_requested=reply.cancel_requested)
 
@@ -111,6 +132,7 @@ class GrpcSchedulerClient:
                 output_json=json.dumps(output, ensure_ascii=False),
                 usage=_usage(usage),
             ),
+            "result",
         )
 
     async def submit_failure(
@@ -131,6 +153,7 @@ class GrpcSchedulerClient:
                 retry_after=retry_after,
                 usage=_usage(usage),
             ),
+            "failure",
         )
 
     async def resolve_credential(self, lease: LeaseInput) -> str:

@@ -35,8 +35,12 @@ class RuntimeSettings(BaseSettings):
     )
     model_base_url: str = DEEPSEEK_BASE_URL
     model_name: str = "deepseek-chat"
-    #: Seconds between heartbeats of a running job.
+    #: Seconds between heartbeats of a running job (progress; on the Poll stream the stream
+    #: itself keeps the lease alive).
     heartbeat_s: float = Field(default=20.0, gt=0)
+    #: Seconds between keepalives on the Poll stream; keep it well under the scheduler's
+    #: AIJOB_STREAM_ALIVE_S.
+    stream_keepalive_s: float = Field(default=3.0, gt=0)
     #: On SIGTERM, how long in-flight jobs may still finish before they are handed back.
     drain_grace_s: float = Field(default=30.0, ge=0)
     #: Price table, micro-units per million tokens (prompt, completion).

@@ -1,7 +1,10 @@
 """The runtime process: one Poll stream to a scheduler, each lease run as an asyncio task.
 
-Slots go back to the scheduler as ``credit`` when a job is reported. When the stream or the
-scheduler goes away it reconnects with backoff (in-flight jobs carry on: they use unary calls).
+Slots go back to the scheduler as ``credit`` when a job is reported. Results, failures and
+progress go on the stream too (acked one by one, applied by the scheduler in group commits), with
+a keepalive every few seconds that keeps every lease of this runtime alive. When the stream or the
+scheduler goes away it reconnects with backoff, naming the leases it still runs; in-flight jobs
+carry on, reporting through unary calls until the stream is back.
 On SIGTERM it drains: the stream closes (the scheduler gives back leases it had not delivered),
 in-flight jobs get ``drain_grace_s`` to finish, the rest are reported as retryable
 RUNTIME_SHUTDOWN failures, and the process exits 0.
@@ -76,7 +79,7 @@ class Runtime:
             heartbeat_s=settings.heartbeat_s,
         )
         self._tasks: set[asyncio.Task[str]] = set()
-        self._credits: asyncio.Queue[int] = asyncio.Queue()
+        self._outgoing: asyncio.Queue[rt.PollRequest] | None = None
         self.connected = False
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -108,30 +111,46 @@ class Runtime:
         while free < 1 and not stop.is_set():  # every slot busy: reconnect once one frees up
             await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
             free = self.settings.runtime_slots - len(self._tasks)
-        self._credits = asyncio.Queue()
-        call = self._client.stub.Poll(self._requests(free), metadata=self._client.metadata)
+        outgoing: asyncio.Queue[rt.PollRequest] = asyncio.Queue()
+        self._outgoing = outgoing
+        call = self._client.stub.Poll(
+            self._requests(free, outgoing), metadata=self._client.metadata
+        )
+        self._client.stream.attach(outgoing)
         stopper = asyncio.ensure_future(stop.wait())
         reader = asyncio.ensure_future(self._read(call))
+        keepalive = asyncio.ensure_future(self._keepalives(outgoing))
         try:
             await asyncio.wait({stopper, reader}, return_when=asyncio.FIRST_COMPLETED)
             if reader.done():
                 reader.result()  # raises the stream's error, if any
         finally:
+            self._outgoing = None
+            self._client.stream.detach()
             call.cancel()
-            for task in (stopper, reader):
+            for task in (stopper, reader, keepalive):
                 task.cancel()
-            await asyncio.gather(stopper, reader, return_exceptions=True)
+            await asyncio.gather(stopper, reader, keepalive, return_exceptions=True)
 
-    async def _requests(self, slots: int) -> AsyncIterator[rt.PollRequest]:
+    async def _keepalives(self, outgoing: asyncio.Queue[rt.PollRequest]) -> None:
+        while True:
+            await asyncio.sleep(self.settings.stream_keepalive_s)
+            outgoing.put_nowait(rt.PollRequest(keepalive=rt.PollKeepalive()))
+
+    async def _requests(
+        self, slots: int, outgoing: asyncio.Queue[rt.PollRequest]
+    ) -> AsyncIterator[rt.PollRequest]:
+        held = [rt.LeaseRef(job_id=j, attempt_no=a) for j, a in self.runner.in_flight()]
         yield rt.PollRequest(
             subscribe=rt.PollSubscribe(
                 runtime_instance_id=self.settings.runtime_instance_id,
                 job_types=self.job_types,
                 slots=slots,
+                held=held,
             )
         )
         while True:
-            yield rt.PollRequest(credit=rt.PollCredit(slots=await self._credits.get()))
+            yield await outgoing.get()
 
     async def _read(self, call: grpc.aio.StreamStreamCall[rt.PollRequest, rt.PollResponse]) -> None:
         log.info(
@@ -151,6 +170,8 @@ class Runtime:
                 task.add_done_callback(self._finished)
             case "cancel":
                 self.runner.cancel(message.cancel.job_id, message.cancel.attempt_no)
+            case "ack":
+                self._client.stream.acked(message.ack)
             case kind:
                 # A kind this runtime does not know (a newer scheduler): refused, never guessed at.
                 log.warning(
@@ -160,7 +181,8 @@ class Runtime:
 
     def _finished(self, task: asyncio.Task[str]) -> None:
         self._tasks.discard(task)
-        self._credits.put_nowait(1)
+        if self._outgoing is not None:
+            self._outgoing.put_nowait(rt.PollRequest(credit=rt.PollCredit(slots=1)))
 
     async def _drain(self) -> None:
         if not self._tasks:

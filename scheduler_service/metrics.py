@@ -32,6 +32,16 @@ LEASE_EXPIRIES = Counter(
 RETRIES = Counter("aijob_retries_total", "Failed attempts requeued for another try", ["error_code"])
 OUTCOMES = Counter("aijob_job_outcomes_total", "Jobs reaching a terminal state", ["status"])
 RPCS = Counter("aijob_rpc_total", "RPCs answered", ["method", "code"])
+REPORTS = Counter(
+    "aijob_reports_total",
+    "Reports (result, failure, heartbeat) answered on Poll streams, by the code of their ack",
+    ["kind", "code"],
+)
+REPORT_BATCH = Histogram(
+    "aijob_report_batch_size",
+    "Reports applied together in one group commit",
+    buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500),
+)
 RPC_LATENCY = Histogram("aijob_rpc_duration_seconds", "RPC handling time", ["method"])
 
 

@@ -7,7 +7,14 @@ from typing import Any, cast
 import grpc
 from google.rpc import error_details_pb2, status_pb2
 
-__all__ = ["error_reason"]
+__all__ = ["error_from_status", "error_reason"]
+
+
+def error_from_status(status: status_pb2.Status) -> grpc.aio.AioRpcError:
+    """The error a unary call would have raised with ``status`` (a report's ack on a stream)."""
+    code = next((c for c in grpc.StatusCode if c.value[0] == status.code), grpc.StatusCode.UNKNOWN)
+    trailing = grpc.aio.Metadata(("grpc-status-details-bin", status.SerializeToString()))
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), trailing, status.message, None)
 
 
 def error_reason(error: grpc.aio.AioRpcError) -> str:

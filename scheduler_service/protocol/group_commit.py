@@ -19,6 +19,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from scheduler_service import metrics
 from scheduler_service.errors import (
     DatabaseUnavailableError,
     JobNotFoundError,
@@ -297,6 +298,7 @@ class ReportBatcher:
             task.add_done_callback(self._running.discard)
 
     async def _apply(self, batch: list[tuple[Report, asyncio.Future[Answer]]]) -> None:
+        metrics.REPORT_BATCH.observe(len(batch))
         try:
             answers = await self._group.apply([report for report, _ in batch])
         except Exception as exc:  # every report of the batch gets the failure

@@ -15,15 +15,17 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 
-from scheduler_service import validation
+from scheduler_service import metrics, validation
 from scheduler_service.errors import (
     DatabaseUnavailableError,
     InvalidRequestError,
     LimitExceededError,
+    SchedulerError,
 )
 from scheduler_service.lifecycle.records import LeasePayload
 from scheduler_service.protocol.dispatch import Ack, CancelNotice, Dispatcher, StreamSession
-from scheduler_service.protocol.group_commit import Report, ReportBatcher
+from scheduler_service.protocol.group_commit import HeartbeatReport, Report, ReportBatcher
+from scheduler_service.protocol.service import FailureReport, ResultSubmission
 from scheduler_service.registry import JobRegistry
 from shared.error_codes import ErrorCode
 
@@ -42,6 +44,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MAX_SLOTS = 1_000
+_KIND = {ResultSubmission: "result", FailureReport: "failure", HeartbeatReport: "heartbeat"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +214,10 @@ class PollSessions:
 
     async def _answer(self, session: StreamSession, message: ReportMessage) -> None:
         answer = await self._reports.submit(message.report)
+        code = answer.status if isinstance(answer, SchedulerError) else "OK"
+        if isinstance(answer, Exception) and not isinstance(answer, SchedulerError):
+            code = "INTERNAL"
+        metrics.REPORTS.labels(_KIND[type(message.report)], code).inc()
         if not session.closed:
             session.outgoing.put_nowait(Ack(message.report_id, answer))
 

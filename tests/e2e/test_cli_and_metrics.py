@@ -143,7 +143,9 @@ def test_metrics_endpoints_count_the_work(stack: Stack) -> None:
     assert aijob(stack, "watch", job_id).returncode == 0
     scheduler = _scrape(int(stack.env["AIJOB_METRICS_LISTEN"].rsplit(":", 1)[1]))
     assert _value(scheduler, r'aijob_rpc_total\{code="OK",method="CreateJob"\}') >= 1
-    assert _value(scheduler, r'aijob_rpc_total\{code="OK",method="SubmitResult"\}') >= 1
+    # The runtime reports its result on its Poll stream, counted by the kind and code of its ack.
+    assert _value(scheduler, r'aijob_reports_total\{code="OK",kind="result"\}') >= 1
+    assert _value(scheduler, r"aijob_report_batch_size_count") >= 1
     assert _value(scheduler, r"aijob_leases_total") >= 1
     assert _value(scheduler, r"aijob_enqueue_to_lease_seconds_count") >= 1
     assert _value(scheduler, r'aijob_job_outcomes_total\{status="succeeded"\}') >= 1

@@ -7,6 +7,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 
 from aijob.harness.runtime_client import JobClient
 from runtime_service.scripted_model import ScriptedModelServer
@@ -77,3 +78,21 @@ async def test_no_prompt_snapshot_output_or_key_in_runtime_logs(
     log = (tmp_path / "rt-canary.log").read_text()
     assert "job succeeded" in log and "job failed" in log  # the runtime did log its work
     assert CANARY not in log
+
+
+async def test_a_runtime_reports_on_its_stream_not_by_unary_calls(
+    scheduler: RunningScheduler, launch: Launcher
+) -> None:
+    """Results go on the Poll stream (group-committed by the scheduler): the unary SubmitResult
+    is not called while the stream is up."""
+    unary_before = _rpc_count("SubmitResult")
+    launch(scheduler, "rt-streams", AIJOB_RUNTIME_SLOTS="4")
+    jobs = JobClient(scheduler.channel)
+    created = [(await jobs.create()).job_id for _ in range(8)]
+    for job_id in created:
+        await status_is(scheduler, job_id, "succeeded")
+    assert _rpc_count("SubmitResult") == unary_before
+
+
+def _rpc_count(method: str) -> float:
+    return REGISTRY.get_sample_value("aijob_rpc_total", {"method": method, "code": "OK"}) or 0.0
