@@ -118,6 +118,9 @@ async def batched_ceiling(url: str, jobs: int) -> float:
         minsize=CONNECTIONS,
         maxsize=CONNECTIONS,
         autocommit=False,
+        # Our sessions run READ COMMITTED (scheduler_service/db/engine.py); so does this loop,
+        # which without it deadlocks on the gap locks of its own multi-row inserts.
+        init_command="SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
     )
     head = [statement.split(" VALUES ")[0] for statement in _CREATE]
     tuples = [statement.split(" VALUES ")[1] for statement in _CREATE]

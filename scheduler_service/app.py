@@ -126,6 +126,7 @@ class SchedulerApp:
             GroupCommit(protocol, uow),
             window_s=settings.reports.window_s,
             max_batch=settings.reports.max_batch,
+            stall_after_commit_s=settings.reports.fault_stall_s,
         )
         polls = PollSessions(
             dispatcher,

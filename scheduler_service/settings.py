@@ -101,6 +101,9 @@ class SchedulerSettings(BaseSettings):
     #: and applied in one transaction.
     report_batch_window_ms: float = Field(default=2.0, ge=0, le=100)
     report_batch_max: int = Field(default=200, ge=1, le=2_000)
+    #: Fault injection for chaos tests only: hold the acks of a committed report batch this long.
+    #: Leave at 0.
+    fault_report_stall_ms: int = Field(default=0, ge=0)
     #: A Poll stream that sent nothing for this long no longer keeps its runtime's leases alive
     #: (runtimes send a keepalive every few seconds).
     stream_alive_s: float = Field(default=15.0, gt=0)
@@ -119,7 +122,11 @@ class SchedulerSettings(BaseSettings):
 
     @property
     def reports(self) -> ReportSettings:
-        return ReportSettings(self.report_batch_window_ms / 1000, self.report_batch_max)
+        return ReportSettings(
+            self.report_batch_window_ms / 1000,
+            self.report_batch_max,
+            self.fault_report_stall_ms / 1000,
+        )
 
     @property
     def dispatch(self) -> DispatchSettings:
@@ -192,6 +199,7 @@ class LeaseSettings:
 class ReportSettings:
     window_s: float
     max_batch: int
+    fault_stall_s: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,10 @@ outbox event was published once, at its own position, with no gap.
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,9 +49,12 @@ class Replica:
     starts: int = 0
 
     def start(self) -> None:
+        self.start_with()
+
+    def start_with(self, **env: str) -> None:
         self.starts += 1
         log = self.log_dir / f"{self.name}-{self.starts}.log"
-        self.process = launch_scheduler(self.url, self.address, log, **REPLICA_ENV)
+        self.process = launch_scheduler(self.url, self.address, log, **REPLICA_ENV, **env)
         wait_until_serving(self.address)
 
     def kill(self) -> None:
@@ -125,3 +130,41 @@ async def test_a_rolling_restart_of_both_replicas_loses_nothing(
     await wait_until_succeeded(mysql_url, total)
     await wait_until_published(mysql_url, 2 * total)
     assert_every_job_once(await read_ledger(mysql_url), total)
+
+
+async def test_a_replica_killed_with_acks_in_flight_loses_nothing(
+    mysql_url: str, tmp_path: Path, launch: Launcher
+) -> None:
+    """The replica holds every committed batch's acks for 2 s (fault injection) and is killed
+    while results it committed are still unacknowledged: the runtimes repeat those reports as
+    unary calls once it is back (answered as duplicates), and the ledger is whole."""
+    total = 400
+    stalling = Replica(mysql_url, tmp_path, "stalling")
+    stalling.start_with(AIJOB_FAULT_REPORT_STALL_MS="2000")
+    try:
+        await _create([stalling, stalling], total)
+        for index in range(2):
+            launch(stalling.address, f"rt-acks-{index}", AIJOB_RUNTIME_SLOTS="8")
+        # Results are committed and then held back 2 s: once some have committed, acks are in
+        # flight until at least then.
+        await wait_until_succeeded(mysql_url, total // 4)
+        stalling.kill()
+        metrics = f"127.0.0.1:{free_port()}"
+        stalling.start_with(AIJOB_METRICS_LISTEN=metrics)  # without the fault
+        await wait_until_succeeded(mysql_url, total)
+        await wait_until_published(mysql_url, 2 * total)
+        assert_every_job_once(await read_ledger(mysql_url), total)
+        # The reports whose acks died with the replica came back as unary calls.
+        assert _unary_results(metrics) >= 1
+    finally:
+        if stalling.process is not None and stalling.process.poll() is None:
+            stalling.stop()
+
+
+def _unary_results(metrics_address: str) -> float:
+    with urllib.request.urlopen(f"http://{metrics_address}/metrics", timeout=10) as response:
+        body = response.read().decode()
+    found = re.search(
+        r'^aijob_rpc_total\{code="OK",method="SubmitResult"\} ([0-9.e+]+)$', body, re.M
+    )
+    return float(found.group(1)) if found else 0.0
