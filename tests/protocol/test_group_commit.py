@@ -3,6 +3,7 @@ batch of results is written with one statement per table, not one per job."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections import Counter
@@ -29,10 +30,14 @@ pytestmark = pytest.mark.mysql
 
 @contextmanager
 def statements(engine: AsyncEngine) -> Iterator[Counter[str]]:
-    """Counts the statements run on ``engine`` by their first two words and table."""
+    """Counts the statements this task runs on ``engine``, by verb and table (the scheduler's
+    background loops share the engine and are not counted)."""
     seen: Counter[str] = Counter()
+    mine = asyncio.current_task()
 
     def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if asyncio.current_task() is not mine:
+            return
         table = re.search(r"\b(?:FROM|INTO|UPDATE)\s+`?(\w+)", statement, re.IGNORECASE)
         seen[f"{statement.split(maxsplit=1)[0].upper()} {table.group(1) if table else ''}"] += 1
 
