@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, cast
 
-from sqlalchemy import Table, Update, bindparam, select, update
+from sqlalchemy import BindParameter, Table, Update, bindparam, case, select, update
 
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import OutboxEvent, OutboxSequence
@@ -206,24 +206,6 @@ class OutboxDispatcher(RoundLoop):
             },
         )
 
-    @functools.cached_property
-    def _publish_one(self) -> Update:
-        """processing → published for event ``b_id`` claimed by ``b_owner``, at ``publishedSeq``."""
-        return (
-            update(_outbox)
-            .where(
-                _o.id == bindparam("b_id"),
-                _o.status == _PROCESSING,
-                _o.lockedBy == bindparam("b_owner"),
-            )
-            .values(
-                status=OutboxStatus.PUBLISHED.value,
-                publishedAt=db_now(),
-                lockedBy=None,
-                lockedAt=None,
-            )
-        )
-
     async def publish(self, events: Sequence[ClaimedEvent]) -> int:
         """Mark delivered events published with commit-ordered positions; returns how many."""
 
@@ -236,18 +218,24 @@ class OutboxDispatcher(RoundLoop):
                     .with_for_update()
                 )
             ).scalar_one()
-            published = 0
-            for event in events:
-                result = await tx.conn.execute(
-                    self._publish_one,
-                    {
-                        "b_id": event.id,
-                        "b_owner": self._instance_id,
-                        "publishedSeq": current + published + 1,
-                    },
-                )
-                # A claim released as stale and taken by another replica is theirs now.
-                published += result.rowcount
+            # A claim released as stale and taken by another replica is theirs now: only the
+            # events still ours get positions, contiguous, in id order, in one UPDATE.
+            ours = list(
+                (
+                    await tx.conn.execute(
+                        _SELECT_STILL_OURS,
+                        {"b_ids": [e.id for e in events], "b_owner": self._instance_id},
+                    )
+                ).scalars()
+            )
+            published = len(ours)
+            if ours:
+                params: dict[str, Any] = {"b_owner": self._instance_id}
+                for k, event_id in enumerate(ours):
+                    params |= {f"i{k}": event_id, f"p{k}": current + k + 1}
+                matched = (await tx.conn.execute(_publish_many(len(ours)), params)).rowcount
+                if matched != published:
+                    raise RuntimeError(f"published {matched} of {published} locked events")
             await tx.conn.execute(
                 update(_sequence)
                 .where(_sequence.c.name == _PUBLISHED_SEQUENCE)
@@ -261,7 +249,36 @@ class OutboxDispatcher(RoundLoop):
         return count
 
 
+@functools.cache
+def _publish_many(rows: int) -> Update:
+    """processing → published for the events ``i0``… claimed by ``b_owner``, each at its
+    position ``p0``…: one statement for the whole batch."""
+    ids: list[BindParameter[Any]] = [bindparam(f"i{k}") for k in range(rows)]
+    position = case(*[(_o.id == ids[k], bindparam(f"p{k}")) for k in range(rows)])
+    return (
+        update(_outbox)
+        .where(_o.id.in_(ids), _o.status == _PROCESSING, _o.lockedBy == bindparam("b_owner"))
+        .values(
+            status=OutboxStatus.PUBLISHED.value,
+            publishedAt=db_now(),
+            lockedBy=None,
+            lockedAt=None,
+            publishedSeq=position,
+        )
+    )
+
+
 # Built once: statement construction costs more than executing a cached statement.
+_SELECT_STILL_OURS = (
+    select(_o.id)
+    .where(
+        _o.id.in_(bindparam("b_ids", expanding=True)),
+        _o.status == _PROCESSING,
+        _o.lockedBy == bindparam("b_owner"),
+    )
+    .order_by(_o.id)
+    .with_for_update()
+)
 _SELECT_CLAIMABLE = (
     select(_o.id)
     .where(_o.status == _PENDING, _o.availableAt <= db_now())
