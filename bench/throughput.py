@@ -62,10 +62,10 @@ _SUCCEED = [
 ]
 
 
-async def ceiling(url: str, jobs: int) -> float:
-    """Jobs per second for the minimum statements of a job's life (three commits per job)."""
+async def _pool(url: str, **options: Any) -> Any:
+    """An asyncmy pool of CONNECTIONS connections to ``url``, autocommit off."""
     parsed = make_url(url)
-    pool = await asyncmy.create_pool(
+    return await asyncmy.create_pool(
         host=parsed.host,
         port=parsed.port or 3306,
         user=parsed.username,
@@ -74,7 +74,13 @@ async def ceiling(url: str, jobs: int) -> float:
         minsize=CONNECTIONS,
         maxsize=CONNECTIONS,
         autocommit=False,
+        **options,
     )
+
+
+async def ceiling(url: str, jobs: int) -> float:
+    """Jobs per second for the minimum statements of a job's life (three commits per job)."""
+    pool = await _pool(url)
 
     async def one_job(conn: Any) -> None:
         job_id = str(uuid.uuid4())
@@ -108,20 +114,9 @@ def _values(rows: int, one: str) -> str:
 
 async def batched_ceiling(url: str, jobs: int) -> float:
     """Jobs per second for the same statements, ``BATCH`` jobs per transaction."""
-    parsed = make_url(url)
-    pool = await asyncmy.create_pool(
-        host=parsed.host,
-        port=parsed.port or 3306,
-        user=parsed.username,
-        password=parsed.password or "",
-        db=parsed.database,
-        minsize=CONNECTIONS,
-        maxsize=CONNECTIONS,
-        autocommit=False,
-        # Our sessions run READ COMMITTED (scheduler_service/db/engine.py); so does this loop,
-        # which without it deadlocks on the gap locks of its own multi-row inserts.
-        init_command="SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
-    )
+    # Our sessions run READ COMMITTED (scheduler_service/db/engine.py); so does this loop, which
+    # without it deadlocks on the gap locks of its own multi-row inserts.
+    pool = await _pool(url, init_command="SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
     head = [statement.split(" VALUES ")[0] for statement in _CREATE]
     tuples = [statement.split(" VALUES ")[1] for statement in _CREATE]
     art_head, art_tuple = _SUCCEED[1].split(" VALUES ")
