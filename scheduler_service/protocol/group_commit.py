@@ -268,7 +268,11 @@ def _rounds(
 
 class ReportBatcher:
     """Gathers reports for at most ``window_s`` (or ``max_batch`` of them) and applies each
-    gathering as one group commit; a lone report waits no longer than the window."""
+    gathering as one group commit; a lone report waits no longer than the window.
+
+    At most ``max_in_flight`` batches run at once: while they do, reports keep gathering, so under
+    load the batches grow instead of the transactions multiplying (River's completer does the
+    same) and each job's share of a commit shrinks."""
 
     def __init__(
         self,
@@ -276,6 +280,7 @@ class ReportBatcher:
         *,
         window_s: float,
         max_batch: int,
+        max_in_flight: int = 1,
         stall_after_commit_s: float = 0.0,
     ) -> None:
         self._group = group
@@ -284,6 +289,7 @@ class ReportBatcher:
         self._stall_after_commit_s = stall_after_commit_s
         self._window_s = window_s
         self._max_batch = max_batch
+        self._max_in_flight = max_in_flight
         self._pending: list[tuple[Report, asyncio.Future[Answer]]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._running: set[asyncio.Task[None]] = set()
@@ -301,11 +307,19 @@ class ReportBatcher:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        batch, self._pending = self._pending, []
+        if len(self._running) >= self._max_in_flight:
+            return  # the running batch's end starts the next one
+        batch = self._pending[: self._max_batch]
+        self._pending = self._pending[self._max_batch :]
         if batch:
             task = asyncio.get_running_loop().create_task(self._apply(batch))
             self._running.add(task)
-            task.add_done_callback(self._running.discard)
+            task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        if self._pending:
+            self._flush()  # these have waited at least as long as the window already
 
     async def _apply(self, batch: list[tuple[Report, asyncio.Future[Answer]]]) -> None:
         metrics.REPORT_BATCH.observe(len(batch))
@@ -322,5 +336,5 @@ class ReportBatcher:
     async def drain(self) -> None:
         """Apply what is waiting and let running batches finish (on shutdown)."""
         self._flush()
-        if self._running:
+        while self._running:
             await asyncio.gather(*self._running, return_exceptions=True)
