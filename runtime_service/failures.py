@@ -3,6 +3,8 @@ SDK exceptions to it. The runtime never retries by itself: the scheduler decides
 
 from __future__ import annotations
 
+import math
+
 import openai
 
 from shared.error_codes import ErrorCode, is_retryable
@@ -30,12 +32,24 @@ class JobFailure(Exception):
         self.retryable = is_retryable(code) if retryable is None else retryable
 
 
+#: A provider's Retry-After longer than this is read as this (the scheduler caps it too).
+MAX_RETRY_AFTER_MS = 600_000
+
+
 def _retry_after_ms(error: openai.APIStatusError) -> int:
-    value = error.response.headers.get("retry-after", "")
+    return retry_after_ms(error.response.headers.get("retry-after", ""))
+
+
+def retry_after_ms(value: str) -> int:
+    """Milliseconds a Retry-After header asks for: 0 when absent or unreadable (a date, NaN),
+    capped at MAX_RETRY_AFTER_MS (``1e9`` or ``inf`` must not park a job for ever)."""
     try:
-        return max(0, round(float(value) * 1000))
+        seconds = float(value)
     except ValueError:
         return 0
+    if math.isnan(seconds) or seconds <= 0:
+        return 0
+    return round(min(seconds * 1000, MAX_RETRY_AFTER_MS))
 
 
 def failure_from_openai(error: openai.OpenAIError) -> JobFailure:  # noqa: PLR0911 - one case a line

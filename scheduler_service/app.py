@@ -83,7 +83,12 @@ class SchedulerApp:
                 grace_ms=round(settings.lease.grace_s * 1000),
             ),
         )
-        protocol = RuntimeProtocol(uow, registry, max_output_bytes=settings.limits.max_output_bytes)
+        protocol = RuntimeProtocol(
+            uow,
+            registry,
+            max_output_bytes=settings.limits.max_output_bytes,
+            max_retry_after_ms=settings.limits.max_retry_after_ms,
+        )
         changes = ChangeSignals()
         dispatcher = Dispatcher(
             protocol,

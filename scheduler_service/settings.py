@@ -101,6 +101,8 @@ class SchedulerSettings(BaseSettings):
     #: and applied in one transaction.
     report_batch_window_ms: float = Field(default=2.0, ge=0, le=100)
     report_batch_max: int = Field(default=200, ge=1, le=2_000)
+    #: Longest wait a failure's Retry-After may impose before the next attempt.
+    max_retry_after_s: float = Field(default=600.0, gt=0, le=86_400)
     #: Fault injection for chaos tests only: hold the acks of a committed report batch this long.
     #: Leave at 0.
     fault_report_stall_ms: int = Field(default=0, ge=0)
@@ -150,6 +152,7 @@ class SchedulerSettings(BaseSettings):
             daily_job_quota_per_user=self.daily_job_quota_per_user,
             max_snapshot_bytes=self.max_snapshot_bytes,
             max_output_bytes=self.max_output_bytes,
+            max_retry_after_ms=round(self.max_retry_after_s * 1000),
             max_receive_message_bytes=self.max_receive_message_bytes,
         )
 
@@ -225,6 +228,7 @@ class LimitSettings:
     daily_job_quota_per_user: int
     max_snapshot_bytes: int
     max_output_bytes: int
+    max_retry_after_ms: int
     max_receive_message_bytes: int
 
 

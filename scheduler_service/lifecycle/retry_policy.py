@@ -4,7 +4,8 @@ The scheduler is the one retry authority (docs/architecture.md, *Retries and the
 catalogue*): a failure is retried only if the runtime
 calls it retryable *and* the catalogue does, while attempts remain (some codes have a lower cap:
 INTERNAL_* is retried once). The wait is exponential backoff with full jitter, never shorter than
-the provider's Retry-After.
+the provider's Retry-After — which is capped, so that a provider (or a runtime) cannot park a
+job for days: a job's time in the queue stays bounded.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from dataclasses import dataclass
 from scheduler_service.registry.definitions import Backoff
 from shared.error_codes import spec_of
 
-__all__ = ["RetryDecision", "backoff_ms", "decide"]
+__all__ = ["MAX_RETRY_AFTER_MS", "RetryDecision", "backoff_ms", "decide"]
+
+#: Default cap on a provider's Retry-After (ten minutes).
+MAX_RETRY_AFTER_MS = 600_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +43,13 @@ def decide(
     retry_after_ms: int,
     backoff: Backoff,
     rng: random.Random,
+    max_retry_after_ms: int = MAX_RETRY_AFTER_MS,
 ) -> RetryDecision:
     spec = spec_of(error_code)
     limit = max_attempts if spec.max_attempts is None else min(max_attempts, spec.max_attempts)
     if not (retryable and spec.retryable and attempt_no < limit):
         return RetryDecision(retry=False)
     return RetryDecision(
-        retry=True, delay_ms=max(backoff_ms(attempt_no, backoff, rng), retry_after_ms)
+        retry=True,
+        delay_ms=max(backoff_ms(attempt_no, backoff, rng), min(retry_after_ms, max_retry_after_ms)),
     )

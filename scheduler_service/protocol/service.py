@@ -33,7 +33,7 @@ from scheduler_service.lifecycle.records import (
     LeasePayload,
     Usage,
 )
-from scheduler_service.lifecycle.retry_policy import decide
+from scheduler_service.lifecycle.retry_policy import MAX_RETRY_AFTER_MS, decide
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 from scheduler_service.lifecycle.transitions import holds_lease
 from scheduler_service.outbox.events import EventType
@@ -127,8 +127,10 @@ class RuntimeProtocol:
         *,
         max_output_bytes: int = 1024 * 1024,
         max_checkpoint_bytes: int = 64 * 1024,
+        max_retry_after_ms: int = MAX_RETRY_AFTER_MS,
         rng: random.Random | None = None,
     ) -> None:
+        self._max_retry_after_ms = max_retry_after_ms
         self._uow = uow
         self._registry = registry
         self._max_output_bytes = max_output_bytes
@@ -396,6 +398,7 @@ class RuntimeProtocol:
             retry_after_ms=retry_after_ms,
             backoff=self._backoff_of(job.jobType),
             rng=self._rng,
+            max_retry_after_ms=self._max_retry_after_ms,
         )
         if decision.retry:
             available_at = await tx.jobs.requeue_for_retry(

@@ -180,3 +180,15 @@ async def test_a_job_waiting_for_its_retry_cannot_be_locked(
     await protocol.submit_failure(failure(lease))
     with pytest.raises(JobLockConflictError, match="waiting for a retry"):
         await protocol.lock(lease.job_id, "rt-1")
+
+
+async def test_the_largest_retry_after_requeues_within_the_cap(
+    jobs: JobService, protocol: RuntimeProtocol, uow: FakeUnitOfWork
+) -> None:
+    lease = await _leased(jobs, protocol)
+    report = FailureReport(
+        lease.job_id, 1, "rt-1", "MODEL_RATE_LIMIT", True, "", "", 315_576_000_000_000, None
+    )
+    outcome = await protocol.submit_failure(report)
+    assert outcome.status is S.QUEUED and outcome.next_attempt_at is not None
+    assert (outcome.next_attempt_at - uow.clock.now).total_seconds() <= 600

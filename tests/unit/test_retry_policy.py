@@ -55,3 +55,18 @@ def test_retry_after_is_a_floor() -> None:
 def test_backoff_is_within_the_exponential_ceiling(attempt: int, seed: int) -> None:
     delay = backoff_ms(attempt, BACKOFF, random.Random(seed))
     assert 0 <= delay <= min(BACKOFF.cap_ms, BACKOFF.base_ms * 2 ** (attempt - 1))
+
+
+def test_a_provider_retry_after_is_capped() -> None:
+    """A Retry-After of years must not park a job (and count against its user) for years."""
+    decision = decide(
+        attempt_no=1,
+        max_attempts=3,
+        error_code="MODEL_RATE_LIMIT",
+        retryable=True,
+        retry_after_ms=2**62,
+        backoff=BACKOFF,
+        rng=random.Random(1),
+        max_retry_after_ms=600_000,
+    )
+    assert decision.retry and decision.delay_ms == 600_000
