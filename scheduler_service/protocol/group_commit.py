@@ -29,7 +29,6 @@ from scheduler_service.errors import (
 from scheduler_service.lifecycle.records import (
     Beat,
     HeartbeatOutcome,
-    JobError,
     JobRecord,
     LockedRows,
     Success,
@@ -39,6 +38,7 @@ from scheduler_service.lifecycle.state_machine import LifecycleStatus
 from scheduler_service.outbox.events import EventType, NewEvent
 from scheduler_service.ports import Transaction, UnitOfWork
 from scheduler_service.protocol.service import (
+    FailedAttempt,
     FailureOutcome,
     FailureReport,
     PreparedResult,
@@ -67,7 +67,7 @@ Report = ResultSubmission | FailureReport | HeartbeatReport
 Outcome = SubmitOutcome | FailureOutcome | HeartbeatOutcome
 #: A report's answer: its outcome, or the error its unary call would have raised.
 Answer = Outcome | Exception
-Prepared = PreparedResult | JobError | HeartbeatReport
+Prepared = PreparedResult | FailedAttempt | HeartbeatReport
 
 
 @dataclass
@@ -106,7 +106,7 @@ class GroupCommit:
             case ResultSubmission():
                 return self._protocol.prepare_result(report)
             case FailureReport():
-                return self._protocol.prepare_failure(report)
+                return self._protocol.failed_attempt(report)
         self._protocol.prepare_heartbeat(
             report.job_id,
             report.attempt_no,
@@ -155,19 +155,8 @@ class GroupCommit:
                 elif isinstance(prepared, HeartbeatReport):
                     writes.beats[index] = _judge_beat(job, prepared, locked)
                 else:
-                    assert isinstance(report, FailureReport)
                     # Written at once: failures are few, and each has its own decision.
-                    answers[index] = await self._protocol.settle_in(
-                        tx,
-                        job,
-                        report.job_id,
-                        report.attempt_no,
-                        prepared,
-                        retryable=report.retryable,
-                        retry_after_ms=report.retry_after_ms,
-                        runtime_instance_id=report.runtime_instance_id,
-                        usage=report.usage,
-                    )
+                    answers[index] = await self._protocol.settle_in(tx, job, prepared)
             except SchedulerError as exc:
                 answers[index] = exc
         return answers, writes

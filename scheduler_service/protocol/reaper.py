@@ -11,7 +11,7 @@ from scheduler_service.errors import JobNotFoundError, LifecycleError
 from scheduler_service.lifecycle.records import ExpiredLease, JobError
 from scheduler_service.outbox.events import EventType
 from scheduler_service.ports import Transaction, UnitOfWork
-from scheduler_service.protocol.service import RuntimeProtocol
+from scheduler_service.protocol.service import FailedAttempt, RuntimeProtocol
 from shared.error_codes import ErrorCode
 
 __all__ = ["Reaper"]
@@ -65,7 +65,13 @@ class Reaper:
         )
         try:
             outcome = await self._protocol.settle_failure(
-                lease.job_id, lease.attempt_no, error, retryable=not exhausted, overdue_only=True
+                FailedAttempt(
+                    lease.job_id,
+                    lease.attempt_no,
+                    error,
+                    retryable=not exhausted,
+                    overdue_only=True,
+                )
             )
         except (LifecycleError, JobNotFoundError):
             return False  # a heartbeat, a submit or another reaper got there first

@@ -44,6 +44,7 @@ from shared.canonical_json import output_hash, result_idempotency_key
 from shared.error_codes import ErrorCode
 
 __all__ = [
+    "FailedAttempt",
     "FailureOutcome",
     "FailureReport",
     "ResultSubmission",
@@ -103,6 +104,21 @@ class FailureReport:
     internal_message: str
     retry_after_ms: int
     usage: Usage | None
+
+
+@dataclass(frozen=True, slots=True)
+class FailedAttempt:
+    """One attempt to end as failed: by its runtime's report, or by the reaper (``overdue_only``:
+    only while the lease is still past its grace, so a heartbeat that lands first wins)."""
+
+    job_id: str
+    attempt_no: int
+    error: JobError
+    retryable: bool
+    retry_after_ms: int = 0
+    runtime_instance_id: str | None = None
+    usage: Usage | None = None
+    overdue_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,73 +334,45 @@ class RuntimeProtocol:
         )
 
     async def submit_failure(self, report: FailureReport) -> FailureOutcome:
-        error = self.prepare_failure(report)
-        return await self.settle_failure(
+        return await self.settle_failure(self.failed_attempt(report))
+
+    def failed_attempt(self, report: FailureReport) -> FailedAttempt:
+        """The attempt a runtime's failure report ends (its checks that need no database run)."""
+        return FailedAttempt(
             report.job_id,
             report.attempt_no,
-            error,
+            self.prepare_failure(report),
             retryable=report.retryable,
             retry_after_ms=report.retry_after_ms,
             runtime_instance_id=report.runtime_instance_id,
             usage=report.usage,
         )
 
-    async def settle_failure(
-        self,
-        job_id: str,
-        attempt_no: int,
-        error: JobError,
-        *,
-        retryable: bool,
-        retry_after_ms: int = 0,
-        runtime_instance_id: str | None = None,
-        usage: Usage | None = None,
-        overdue_only: bool = False,
-    ) -> FailureOutcome:
+    async def settle_failure(self, failed: FailedAttempt) -> FailureOutcome:
         """Requeue, fail or cancel one failed attempt, with its usage and outbox event."""
 
         async def settle(tx: Transaction) -> FailureOutcome:
-            return await self.settle_in(
-                tx,
-                await tx.jobs.get(job_id),
-                job_id,
-                attempt_no,
-                error,
-                retryable=retryable,
-                retry_after_ms=retry_after_ms,
-                runtime_instance_id=runtime_instance_id,
-                usage=usage,
-                overdue_only=overdue_only,
-            )
+            return await self.settle_in(tx, await tx.jobs.get(failed.job_id), failed)
 
         # A cancel request that lands between the read and the requeue makes the requeue's guard
         # refuse; the next round reads it and cancels instead.
         for _ in range(3):
             try:
-                return _counted(await self._uow.run(settle), error.code)
+                return _counted(await self._uow.run(settle), failed.error.code)
             except IllegalTransitionError:
                 continue
-        return _counted(await self._uow.run(settle), error.code)
+        return _counted(await self._uow.run(settle), failed.error.code)
 
     async def settle_in(
-        self,
-        tx: Transaction,
-        job: JobRecord | None,
-        job_id: str,
-        attempt_no: int,
-        error: JobError,
-        *,
-        retryable: bool,
-        retry_after_ms: int = 0,
-        runtime_instance_id: str | None = None,
-        usage: Usage | None = None,
-        overdue_only: bool = False,
+        self, tx: Transaction, job: JobRecord | None, failed: FailedAttempt
     ) -> FailureOutcome:
         """:meth:`settle_failure` inside ``tx``, given the job as read in it."""
+        job_id, attempt_no, error = failed.job_id, failed.attempt_no, failed.error
+        holder, usage, overdue_only = failed.runtime_instance_id, failed.usage, failed.overdue_only
         if job is None:
             raise JobNotFoundError(job_id)
-        if runtime_instance_id is not None:
-            _check_still_holder(job, attempt_no, runtime_instance_id)
+        if holder is not None:
+            _check_still_holder(job, attempt_no, holder)
         if job.cancelRequestedAt is not None:
             await tx.jobs.mark_cancelled(job_id, attempt_no=attempt_no, overdue_only=overdue_only)
             await tx.jobs.record_usage(job, attempt_no, usage, error.code)
@@ -394,8 +382,8 @@ class RuntimeProtocol:
             attempt_no=attempt_no,
             max_attempts=job.maxAttempts,
             error_code=error.code,
-            retryable=retryable,
-            retry_after_ms=retry_after_ms,
+            retryable=failed.retryable,
+            retry_after_ms=failed.retry_after_ms,
             backoff=self._backoff_of(job.jobType),
             rng=self._rng,
             max_retry_after_ms=self._max_retry_after_ms,
@@ -406,7 +394,7 @@ class RuntimeProtocol:
                 attempt_no,
                 error,
                 delay_ms=decision.delay_ms,
-                runtime_instance_id=runtime_instance_id,
+                runtime_instance_id=holder,
                 overdue_only=overdue_only,
             )
             await tx.jobs.record_usage(job, attempt_no, usage, error.code)
@@ -416,7 +404,7 @@ class RuntimeProtocol:
             job_id,
             attempt_no,
             error,
-            runtime_instance_id=runtime_instance_id,
+            runtime_instance_id=holder,
             overdue_only=overdue_only,
         )
         await tx.jobs.record_usage(job, attempt_no, usage, error.code)
