@@ -14,12 +14,37 @@ from shared.error_codes import ErrorCode
 
 HASH_PATTERN = re.compile(r"^[0-9a-f]{64}$")
 INSTANCE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,99}$")
+#: User ids come from the calling service; ASCII without spaces, so that no two spellings of one
+#: user (case, width, trailing spaces) can exist next to each other under the binary collation.
+USER_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+=/-]{0,190}$")
+#: Visible ASCII: any key a client generates (UUIDs, hashes, "order-17/retry") but no spaces.
+IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
 MAX_ATTEMPT_NO = 1_000
 
 
 def job_id(value: str, field: str = "job_id") -> str:
     if not is_valid_job_id(value):
         raise InvalidRequestError(f"{field} is not a valid job id", field=field)
+    return value
+
+
+def user_id(value: str, field: str = "x-user-id") -> str:
+    """A user id exactly as given (never trimmed or folded): ids compare byte for byte."""
+    if not USER_ID_PATTERN.fullmatch(value):
+        raise InvalidRequestError(
+            f"{field} must be 1-191 ASCII letters, digits or _.:@+=/- (no spaces), starting"
+            " with a letter or digit",
+            field=field,
+        )
+    return value
+
+
+def idempotency_key(value: str) -> str:
+    if value and not IDEMPOTENCY_KEY_PATTERN.fullmatch(value):
+        raise InvalidRequestError(
+            "idempotency_key must be 1-255 visible ASCII characters (no spaces)",
+            field="idempotency_key",
+        )
     return value
 
 

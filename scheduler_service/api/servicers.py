@@ -9,6 +9,7 @@ from typing import Any
 
 import grpc
 
+from scheduler_service import validation
 from scheduler_service.api import convert, runtime_convert
 from scheduler_service.app import SchedulerApp
 from scheduler_service.errors import InvalidRequestError
@@ -32,14 +33,10 @@ DEFAULT_EVENT_TYPES = (EventType.COMPLETED, EventType.FAILED, EventType.CANCELLE
 
 
 def _user_id(context: Context) -> str:
-    """The user a JobService call acts for (metadata ``x-user-id``); required."""
+    """The user a JobService call acts for (metadata ``x-user-id``), exactly as sent; required."""
     for key, value in context.invocation_metadata() or ():
-        if key == "x-user-id" and isinstance(value, str) and value.strip():
-            if len(value) > 191:
-                raise InvalidRequestError(
-                    "x-user-id is longer than 191 characters", field="x-user-id"
-                )
-            return value.strip()
+        if key == "x-user-id" and isinstance(value, str):
+            return validation.user_id(value)
     raise InvalidRequestError(
         "metadata x-user-id (the user acted for) is required", field="x-user-id"
     )
@@ -146,7 +143,7 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
         self, request: admin_pb.AdminListJobsRequest, context: Context
     ) -> job_pb.ListJobsResponse:
         filters = JobFilter(
-            user_id=request.user_id or None,
+            user_id=validation.user_id(request.user_id, "user_id") if request.user_id else None,
             job_type=request.job_type,
             lifecycle_status=request.lifecycle_status,
             queue_name=request.queue_name,

@@ -35,13 +35,16 @@ from scheduler_service.outbox.events import OutboxStatus
 #: DATETIME(3) on MySQL, like the legacy table; values are UTC (see scheduler_service.db.clock).
 #: Timestamps have no server default here: every insert sets them from the database clock.
 Timestamp: TypeEngine[datetime] = DateTime().with_variant(mysql.DATETIME(fsp=3), "mysql", "mariadb")
-#: Checkpoints and ciphertexts are small; BLOB holds 64 KiB.
+#: Ciphertexts are small; BLOB holds 64 KiB less one byte.
 Blob: TypeEngine[bytes] = LargeBinary().with_variant(mysql.BLOB(), "mysql", "mariadb")
+#: A checkpoint may be exactly 64 KiB, which BLOB cannot hold.
+MediumBlob: TypeEngine[bytes] = LargeBinary().with_variant(mysql.MEDIUMBLOB(), "mysql", "mariadb")
 
-#: Same character set and collation as the legacy table, so foreign keys to it are allowed.
+#: A binary collation: identifiers compare byte for byte (``ALICE`` is not ``alice``), and every
+#: table shares it so foreign keys between them hold (migration 0006).
 MYSQL_TABLE_ARGS: dict[str, Any] = {
     "mysql_charset": "utf8mb4",
-    "mysql_collate": "utf8mb4_unicode_ci",
+    "mysql_collate": "utf8mb4_bin",
 }
 ID = String(191)
 
@@ -122,7 +125,9 @@ class AiJob(Base):
     availableAt: Mapped[datetime | None] = mapped_column(Timestamp)
     deadlineAt: Mapped[datetime | None] = mapped_column(Timestamp)
     lastHeartbeatAt: Mapped[datetime | None] = mapped_column(Timestamp)
-    checkpoint: Mapped[bytes | None] = mapped_column(Blob)
+    checkpoint: Mapped[bytes | None] = mapped_column(MediumBlob)
+    #: SHA-256 (hex) of the current lease's token; the token itself is never stored.
+    leaseTokenHash: Mapped[str | None] = mapped_column(String(64))
 
     # Input and output.
     inputRef: Mapped[str | None] = mapped_column(String(255))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -71,7 +72,7 @@ class JobService:
         if cmd.idempotency_key:
             existing = await self._find_by_key(cmd)
             if existing is not None:
-                return self._same_request(existing, new_job), False
+                return self._same_request(existing, new_job, cmd), False
 
         async def insert(tx: Transaction) -> JobRecord:
             if enforce_limits:
@@ -99,7 +100,7 @@ class JobService:
             existing = await self._find_by_key(cmd) if cmd.idempotency_key else None
             if existing is None:
                 raise
-            return self._same_request(existing, new_job), False
+            return self._same_request(existing, new_job, cmd), False
 
     async def _check_limits(self, tx: Transaction, user_id: str) -> None:
         """Refuse a create over the user's caps (creates of one user serialise on a lock the store
@@ -118,10 +119,10 @@ class JobService:
 
     def _validate(self, cmd: CreateJobCommand) -> tuple[NewJob, dict[str, Any], dict[str, Any]]:
         definition = self._registry.get(cmd.job_type)
-        _bounded(cmd.user_id, "x-user-id", required=True)
+        validation.user_id(cmd.user_id)
+        validation.idempotency_key(cmd.idempotency_key)
         _bounded(cmd.target_type, "target_type", limit=32)
         _bounded(cmd.target_id, "target_id", limit=255)
-        _bounded(cmd.idempotency_key, "idempotency_key", limit=255)
         if len(canonical_json(cmd.snapshot)) > self._limits.max_snapshot_bytes:
             raise InvalidRequestError(
                 f"snapshot is larger than {self._limits.max_snapshot_bytes} bytes",
@@ -159,7 +160,13 @@ class JobService:
             target_type=cmd.target_type or None,
             target_id=cmd.target_id or None,
             idempotency_key=cmd.idempotency_key or None,
-            request_hash=cmd.fingerprint(),
+            request_hash=dataclasses.replace(
+                cmd,
+                priority=priority,
+                credential_mode=mode,
+                snapshot=snapshot.model_dump(mode="json"),
+                params=params.model_dump(mode="json"),
+            ).fingerprint(),
             credential_mode=mode,
             credential_id=cmd.credential_id or None,
             model_name=definition.model_name,
@@ -180,8 +187,11 @@ class JobService:
         return await self._uow.read(find)
 
     @staticmethod
-    def _same_request(existing: JobRecord, new_job: NewJob) -> JobRecord:
-        if existing.requestHash != new_job.request_hash:
+    def _same_request(existing: JobRecord, new_job: NewJob, cmd: CreateJobCommand) -> JobRecord:
+        """The first job when ``cmd`` asks for the same thing once defaults are applied (an
+        explicit default priority is the same request); rows written before defaults were part
+        of the fingerprint hold the literal request's."""
+        if existing.requestHash not in (new_job.request_hash, cmd.fingerprint()):
             raise IdempotencyKeyReusedError
         return existing
 
@@ -297,7 +307,7 @@ class JobService:
 
     async def cancel_user_jobs(self, user_id: str) -> tuple[int, int]:
         """Cancel a user's queued jobs and ask their running ones to stop (consent withdrawn)."""
-        _bounded(user_id, "user_id", required=True)
+        validation.user_id(user_id, "user_id")
         cancelled = requested = 0
         while batch := await self._uow.read(lambda tx: tx.jobs.awaiting_cancel(user_id, limit=500)):
             progressed = False
