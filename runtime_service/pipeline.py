@@ -11,7 +11,7 @@ import asyncio
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 import openai
@@ -47,6 +47,8 @@ class LeaseInput:
     prompt_version: str
     credential_mode: str
     output_schema_version: str = "v1"
+    #: Proof of holding the lease, sent back with every report; never logged.
+    lease_token: str = field(default="", repr=False)
 
 
 @dataclass

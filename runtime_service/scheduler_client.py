@@ -43,6 +43,7 @@ def lease_input(lease: types_pb2.Lease) -> LeaseInput:
         prompt_version=lease.prompt_version,
         credential_mode=lease.credential_mode,
         output_schema_version=lease.output_schema_version or "v1",
+        lease_token=lease.lease_token,
     )
 
 
@@ -116,6 +117,7 @@ class GrpcSchedulerClient:
                 attempt_no=lease.attempt_no,
                 runtime_instance_id=self.instance_id,
                 progress=progress,
+                lease_token=lease.lease_token,
             ),
             "heartbeat",
         )
@@ -131,6 +133,7 @@ class GrpcSchedulerClient:
                 output_hash=output_hash(output),
                 output_json=json.dumps(output, ensure_ascii=False),
                 usage=_usage(usage),
+                lease_token=lease.lease_token,
             ),
             "result",
         )
@@ -152,6 +155,7 @@ class GrpcSchedulerClient:
                 internal_error_message=failure.internal_message,
                 retry_after=retry_after,
                 usage=_usage(usage),
+                lease_token=lease.lease_token,
             ),
             "failure",
         )
@@ -164,6 +168,7 @@ class GrpcSchedulerClient:
                     job_id=lease.job_id,
                     attempt_no=lease.attempt_no,
                     runtime_instance_id=self.instance_id,
+                    lease_token=lease.lease_token,
                 ),
             )
         except grpc.aio.AioRpcError as error:

@@ -88,6 +88,7 @@ class SchedulerApp:
             registry,
             max_output_bytes=settings.limits.max_output_bytes,
             max_retry_after_ms=settings.limits.max_retry_after_ms,
+            user_key_runtimes=settings.user_key_runtimes,
         )
         changes = ChangeSignals()
         dispatcher = Dispatcher(

@@ -12,7 +12,8 @@ status it is answered with.
     ├── ResultAlreadyExistsError          ALREADY_EXISTS: the job succeeded with another result
     ├── IdempotencyKeyReusedError         ALREADY_EXISTS: same key, different request
     ├── LimitExceededError                RESOURCE_EXHAUSTED: a per-user cap or quota is used up
-    ├── NotLeaseHolderError               PERMISSION_DENIED
+    ├── RuntimeIdentityError              PERMISSION_DENIED
+    ├── UserKeyNotAllowedError            PERMISSION_DENIED
     ├── JobNotRetryableError              FAILED_PRECONDITION
     ├── CredentialUnavailableError        FAILED_PRECONDITION
     ├── DatabaseUnavailableError          UNAVAILABLE: the database cannot be reached; retry
@@ -117,7 +118,16 @@ class LimitExceededError(SchedulerError):
         self.code = code  # type: ignore[misc]
 
 
-class NotLeaseHolderError(SchedulerError):
+class RuntimeIdentityError(SchedulerError):
+    """A runtime token bound to an instance-id prefix named an instance outside it."""
+
+    code = ErrorCode.PERMISSION_DENIED
+    status = "PERMISSION_DENIED"
+
+
+class UserKeyNotAllowedError(SchedulerError):
+    """A runtime not allowed to use user keys asked for a user-key job or its key."""
+
     code = ErrorCode.PERMISSION_DENIED
     status = "PERMISSION_DENIED"
 

@@ -42,6 +42,11 @@ REPORT_BATCH = Histogram(
     "Reports applied together in one group commit",
     buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500),
 )
+REFUSED_CALLS = Counter(
+    "aijob_refused_calls_total",
+    "Calls refused by authentication or capacity (their log lines are rate-limited)",
+    ["code"],
+)
 RPC_LATENCY = Histogram("aijob_rpc_duration_seconds", "RPC handling time", ["method"])
 
 

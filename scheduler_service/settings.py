@@ -54,6 +54,12 @@ class SchedulerSettings(BaseSettings):
     service_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
     admin_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
     dev_tokens_file: str = DEV_TOKENS_FILE
+    #: Runtime tokens bound to an identity, comma-separated ``<instance-id prefix>=<token>``: a
+    #: call with one acts only for runtime instances whose id starts with the prefix.
+    runtime_identities: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
+    #: Instance-id prefixes of the runtimes allowed to run user-key jobs and read user keys,
+    #: comma-separated; empty allows every runtime.
+    user_key_runtimes: Annotated[list[str], NoDecode] = Field(default_factory=list)
     #: TLS: certificate and key of the server; with a client CA, clients must present a
     #: certificate it signed (mutual TLS).
     tls_cert: str = ""
@@ -90,7 +96,14 @@ class SchedulerSettings(BaseSettings):
     #: AES-256-GCM key (base64, 32 bytes) that encrypts users' model keys at rest.
     credential_key: SecretStr = SecretStr("")
 
-    @field_validator("runtime_tokens", "service_tokens", "admin_tokens", mode="before")
+    @field_validator(
+        "runtime_tokens",
+        "service_tokens",
+        "admin_tokens",
+        "runtime_identities",
+        "user_key_runtimes",
+        mode="before",
+    )
     @classmethod
     def _split_tokens(cls, value: object) -> object:
         return comma_list(value)

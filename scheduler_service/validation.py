@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from scheduler_service import identity
 from scheduler_service.errors import InvalidRequestError
 from scheduler_service.ids import is_valid_job_id
 from shared.error_codes import ErrorCode
@@ -55,11 +56,13 @@ def attempt_no(value: int) -> int:
 
 
 def instance_id(value: str) -> str:
+    """A well-formed runtime instance id that the caller's token may act for."""
     if not INSTANCE_ID_PATTERN.fullmatch(value):
         raise InvalidRequestError(
             "runtime_instance_id must be 1-100 letters, digits or _.:@/-",
             field="runtime_instance_id",
         )
+    identity.check_instance(value)
     return value
 
 

@@ -95,6 +95,7 @@ class ClientRuntime:
             usage=types_pb2.Usage(
                 model_name="scripted", prompt_tokens=10, completion_tokens=5, latency_ms=3
             ),
+            lease_token=lease.lease_token,
         )
 
     async def submit_on_stream(self, lease: types_pb2.Lease, output: Any) -> rt.ReportAck:
@@ -102,6 +103,11 @@ class ClientRuntime:
 
     async def next_lease(self, within_s: float = WAIT_S) -> types_pb2.Lease:
         return await asyncio.wait_for(self.leases.get(), within_s)
+
+    async def stream_end(self, within_s: float = WAIT_S) -> None:
+        """Wait for the Poll stream to end; raises the status it ended with."""
+        assert self._reader is not None, "connect() first"
+        await asyncio.wait_for(asyncio.shield(self._reader), within_s)
 
     async def next_cancel(self, within_s: float = WAIT_S) -> rt.CancelNotice:
         return await asyncio.wait_for(self.cancels.get(), within_s)
@@ -123,6 +129,7 @@ class ClientRuntime:
                 runtime_instance_id=self.instance_id,
                 progress=progress,
                 checkpoint=checkpoint,
+                lease_token=lease.lease_token,
             ),
             metadata=self.metadata,
             timeout=WAIT_S,
@@ -153,6 +160,7 @@ class ClientRuntime:
                 public_error_message="failed",
                 internal_error_message="details for operators",
                 retry_after=retry_after,
+                lease_token=lease.lease_token,
             ),
             metadata=self.metadata,
             timeout=WAIT_S,

@@ -5,22 +5,31 @@ runtime token, JobService a service token, AdminService an admin token. Health a
 open. No (or an unknown) token is UNAUTHENTICATED; a token of another role is PERMISSION_DENIED;
 a method of no known service is PERMISSION_DENIED. Tokens are compared in constant time, against
 every configured token, so timing does not tell which one nearly matched.
+
+A runtime token may be bound to an instance-id prefix: its calls then act only for instances
+whose id starts with it (scheduler_service/identity.py). Refusals are counted in
+``aijob_refused_calls_total``; their log lines are rate-limited, so a flood of bad calls cannot
+flood the log.
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
+import time
 from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 import grpc
 
+from scheduler_service import identity, metrics
+from scheduler_service.api.handlers import Behaviour, StreamBehaviour, rebuild
 from scheduler_service.api.status import Continuation, Handler, ServerInterceptor, abort_with
 from shared.error_codes import ErrorCode
 
-__all__ = ["AuthInterceptor", "Role", "TokenSet"]
+__all__ = ["AuthInterceptor", "Caller", "RefusalLog", "Role", "TokenSet"]
 
 log = logging.getLogger(__name__)
 
@@ -45,21 +54,68 @@ OPEN_SERVICES = frozenset(
 )
 
 
-class TokenSet:
-    def __init__(self, tokens: Mapping[Role, Iterable[str]]) -> None:
-        self._tokens = [(role, t.encode()) for role, values in tokens.items() for t in values if t]
+@dataclass(frozen=True, slots=True)
+class Caller:
+    role: Role
+    #: For a runtime token bound to an identity: the instance-id prefix it may act for.
+    instance_prefix: str | None = None
 
-    def role_of(self, token: str) -> Role | None:
+
+class TokenSet:
+    def __init__(
+        self,
+        tokens: Mapping[Role, Iterable[str]],
+        bound_runtimes: Iterable[tuple[str, str]] = (),
+    ) -> None:
+        """``tokens`` per role; ``bound_runtimes`` are (instance-id prefix, token) pairs of
+        runtime tokens that act only for instances with that prefix."""
+        self._tokens = [
+            (Caller(role), t.encode()) for role, values in tokens.items() for t in values if t
+        ] + [(Caller(Role.RUNTIME, prefix), t.encode()) for prefix, t in bound_runtimes if t]
+
+    def caller_of(self, token: str) -> Caller | None:
         presented = token.encode()
-        found: Role | None = None
-        for role, expected in self._tokens:
+        found: Caller | None = None
+        for caller, expected in self._tokens:
             # No early exit: every comparison runs whatever matched.
             if hmac.compare_digest(presented, expected):
-                found = role
+                found = caller
         return found
+
+    def role_of(self, token: str) -> Role | None:
+        caller = self.caller_of(token)
+        return None if caller is None else caller.role
 
     def __bool__(self) -> bool:
         return bool(self._tokens)
+
+
+class RefusalLog:
+    """One log line per refusal code per ``interval_s`` at most, saying how many calls it
+    stands for; every refusal is counted in the metric."""
+
+    def __init__(self, interval_s: float = 10.0) -> None:
+        self._interval_s = interval_s
+        self._last: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+
+    def refused(self, code: str, method: str) -> None:
+        metrics.REFUSED_CALLS.labels(code).inc()
+        now = time.monotonic()
+        last = self._last.get(code)
+        if last is not None and now - last < self._interval_s:
+            self._suppressed[code] = self._suppressed.get(code, 0) + 1
+            return
+        self._last[code] = now
+        log.info(
+            "call refused",
+            extra={
+                "action": "auth_refused",
+                "method": method,
+                "code": code,
+                "alsoRefused": self._suppressed.pop(code, 0),
+            },
+        )
 
 
 def _bearer(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:
@@ -71,8 +127,11 @@ def _bearer(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:
 
 
 class AuthInterceptor(ServerInterceptor):
-    def __init__(self, tokens: TokenSet, *, reflection: bool = True) -> None:
+    def __init__(
+        self, tokens: TokenSet, *, reflection: bool = True, refusals: RefusalLog | None = None
+    ) -> None:
         self._tokens = tokens
+        self._refusals = refusals or RefusalLog()
         self._open = (
             OPEN_SERVICES
             if reflection
@@ -91,57 +150,76 @@ class AuthInterceptor(ServerInterceptor):
         service = method.split("/")[1] if method.count("/") >= 2 else ""
         if handler is None or service in self._open:
             return handler  # type: ignore[return-value]
-        refusal = self._refusal(service, _bearer(handler_call_details.invocation_metadata))
-        if refusal is None:
-            return handler
-        code, reason, message = refusal
-        log.info(
-            "call refused", extra={"action": "auth_refused", "method": method, "code": code.name}
-        )
-        return _refusing(handler, code, reason, message)
+        token = _bearer(handler_call_details.invocation_metadata)
+        caller = self._tokens.caller_of(token)
+        refusal = _refusal(service, caller, token)
+        if refusal is not None:
+            code, reason, message = refusal
+            self._refusals.refused(code.name, method)
+            return _refusing(handler, code, reason, message)
+        if caller is not None and caller.instance_prefix is not None:
+            return _bound(handler, caller.instance_prefix)
+        return handler
 
-    def _refusal(self, service: str, token: str) -> tuple[grpc.StatusCode, ErrorCode, str] | None:
-        required = REQUIRED_ROLE.get(service)
-        if required is None:
-            return grpc.StatusCode.PERMISSION_DENIED, ErrorCode.PERMISSION_DENIED, "no access"
-        if not token:
-            return (
-                grpc.StatusCode.UNAUTHENTICATED,
-                ErrorCode.UNAUTHENTICATED,
-                "missing bearer token (authorization: Bearer <token>)",
-            )
-        role = self._tokens.role_of(token)
-        if role is None:
-            return grpc.StatusCode.UNAUTHENTICATED, ErrorCode.UNAUTHENTICATED, "unknown token"
-        if role is not required:
-            return (
-                grpc.StatusCode.PERMISSION_DENIED,
-                ErrorCode.PERMISSION_DENIED,
-                f"a {role.value} token cannot call {service}; it takes the {required.value} role",
-            )
-        return None
+
+def _refusal(
+    service: str, caller: Caller | None, token: str
+) -> tuple[grpc.StatusCode, ErrorCode, str] | None:
+    required = REQUIRED_ROLE.get(service)
+    if required is None:
+        return grpc.StatusCode.PERMISSION_DENIED, ErrorCode.PERMISSION_DENIED, "no access"
+    if not token:
+        return (
+            grpc.StatusCode.UNAUTHENTICATED,
+            ErrorCode.UNAUTHENTICATED,
+            "missing bearer token (authorization: Bearer <token>)",
+        )
+    if caller is None:
+        return grpc.StatusCode.UNAUTHENTICATED, ErrorCode.UNAUTHENTICATED, "unknown token"
+    if caller.role is not required:
+        return (
+            grpc.StatusCode.PERMISSION_DENIED,
+            ErrorCode.PERMISSION_DENIED,
+            f"a {caller.role.value} token cannot call {service}; it takes the {required.value}"
+            " role",
+        )
+    return None
+
+
+def _bound(handler: Handler, prefix: str) -> Handler:
+    """``handler`` acting only for runtime instances whose id starts with ``prefix``.
+
+    grpc.aio runs each call in a task of its own, so the binding set here ends with the call
+    (and is copied into the tasks the call starts, such as a Poll stream's reader)."""
+
+    def unary(behaviour: Behaviour) -> Behaviour:
+        async def call(request: Any, context: Any) -> Any:
+            identity.bind(prefix)
+            return await behaviour(request, context)
+
+        return call
+
+    def streaming(behaviour: StreamBehaviour) -> StreamBehaviour:
+        async def call(request: Any, context: Any) -> AsyncIterator[Any]:
+            identity.bind(prefix)
+            async for response in behaviour(request, context):
+                yield response
+
+        return call
+
+    return rebuild(handler, unary=unary, streaming=streaming)
 
 
 def _refusing(handler: Handler, code: grpc.StatusCode, reason: ErrorCode, message: str) -> Handler:
     """A handler of the same shape as ``handler`` that only refuses the call."""
 
-    async def unary(_request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+    async def refuse(_request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         await abort_with(context, code, reason, message)
 
-    async def streaming(
+    async def refuse_streaming(
         _request: Any, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[Any]:
         await abort_with(context, code, reason, message)
         yield  # pragma: no cover - makes this an async generator
 
-    kwargs = {
-        "request_deserializer": handler.request_deserializer,
-        "response_serializer": handler.response_serializer,
-    }
-    if handler.request_streaming and handler.response_streaming:
-        return grpc.stream_stream_rpc_method_handler(streaming, **kwargs)
-    if handler.request_streaming:
-        return grpc.stream_unary_rpc_method_handler(unary, **kwargs)
-    if handler.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(streaming, **kwargs)
-    return grpc.unary_unary_rpc_method_handler(unary, **kwargs)
+    return rebuild(handler, unary=lambda _: refuse, streaming=lambda _: refuse_streaming)

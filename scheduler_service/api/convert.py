@@ -60,6 +60,7 @@ def lease(payload: LeasePayload) -> types_pb2.Lease:
         credential_id=payload.credential_id,
         checkpoint=payload.checkpoint,
         output_schema_version=payload.output_schema_version,
+        lease_token=payload.lease_token,
     )
 
 

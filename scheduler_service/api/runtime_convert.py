@@ -47,6 +47,7 @@ def result_submission(request: rt.SubmitResultRequest) -> ResultSubmission:
         output_hash=request.output_hash,
         output_json=request.output_json,
         usage=convert.usage(request.usage, request.HasField("usage")),
+        lease_token=request.lease_token,
     )
 
 
@@ -61,6 +62,7 @@ def failure_report(request: rt.SubmitFailureRequest) -> FailureReport:
         internal_message=request.internal_error_message,
         retry_after_ms=request.retry_after.ToMilliseconds(),
         usage=convert.usage(request.usage, request.HasField("usage")),
+        lease_token=request.lease_token,
     )
 
 
@@ -71,6 +73,7 @@ def heartbeat_report(request: rt.HeartbeatRequest) -> HeartbeatReport:
         request.runtime_instance_id,
         request.progress,
         request.checkpoint,
+        request.lease_token,
     )
 
 

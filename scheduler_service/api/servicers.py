@@ -236,14 +236,7 @@ class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):
     async def Heartbeat(
         self, request: runtime_pb.HeartbeatRequest, context: Context
     ) -> runtime_pb.HeartbeatResponse:
-        report = runtime_convert.heartbeat_report(request)
-        beat = await self._app.protocol.heartbeat(
-            report.job_id,
-            report.attempt_no,
-            report.runtime_instance_id,
-            report.progress,
-            report.checkpoint,
-        )
+        beat = await self._app.protocol.heartbeat(runtime_convert.heartbeat_report(request))
         return runtime_convert.heartbeat_response(beat)
 
     async def SubmitResult(
@@ -262,7 +255,11 @@ class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):
         self, request: runtime_pb.ResolveCredentialRequest, context: Context
     ) -> runtime_pb.ResolveCredentialResponse:
         api_key, provider = await self._app.protocol.resolve_credential(
-            request.job_id, request.attempt_no, request.runtime_instance_id, self._app.credentials
+            request.job_id,
+            request.attempt_no,
+            request.runtime_instance_id,
+            request.lease_token,
+            self._app.credentials,
         )
         return runtime_pb.ResolveCredentialResponse(api_key=api_key, provider=provider)
 

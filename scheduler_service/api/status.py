@@ -13,13 +13,14 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
+from typing import Any, NoReturn
 
 import grpc
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 
 from scheduler_service import metrics
+from scheduler_service.api.handlers import Continuation, Handler, ServerInterceptor, rebuild
 from scheduler_service.errors import InvalidRequestError, SchedulerError
 from shared.error_codes import ERROR_DOMAIN, ErrorCode
 
@@ -38,13 +39,6 @@ log = logging.getLogger(__name__)
 
 StatusCode = grpc.StatusCode
 Context = grpc.aio.ServicerContext[Any, Any]
-if TYPE_CHECKING:  # the stubs are generic, the runtime classes are not
-    Handler: TypeAlias = grpc.RpcMethodHandler[Any, Any]
-    ServerInterceptor: TypeAlias = grpc.aio.ServerInterceptor[Any, Any]
-else:
-    Handler = grpc.RpcMethodHandler
-    ServerInterceptor = grpc.aio.ServerInterceptor
-Continuation: TypeAlias = "Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]]"
 
 
 def status_code_of(exc: SchedulerError) -> StatusCode:
@@ -137,34 +131,61 @@ class StatusInterceptor(ServerInterceptor):
         return _wrapped(handler, handler_call_details.method.rsplit("/", 1)[-1])
 
 
+class _Undecodable:
+    """What a request that does not parse as its method's message becomes (grpc would answer it
+    with an internal error naming Python internals)."""
+
+
+UNDECODABLE = _Undecodable()
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserializer is None:
+        return None
+
+    def parse(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception:
+            return UNDECODABLE
+
+    return parse
+
+
+def _checked(request: Any) -> Any:
+    """``request`` (or a stream of them) that raises INVALID_ARGUMENT where one did not parse."""
+    if request is UNDECODABLE:
+        raise _undecodable()
+    if isinstance(request, AsyncIterator):
+
+        async def each() -> AsyncIterator[Any]:
+            async for item in request:
+                if item is UNDECODABLE:
+                    raise _undecodable()
+                yield item
+
+        return each()
+    return request
+
+
+def _undecodable() -> InvalidRequestError:
+    return InvalidRequestError("the request is not a valid message of this method")
+
+
 def _wrapped(handler: Handler, method: str) -> Handler:
-    kwargs = {
-        "request_deserializer": handler.request_deserializer,
-        "response_serializer": handler.response_serializer,
-    }
-    behaviour: Any
-    if handler.response_streaming:
-        behaviour = handler.stream_stream if handler.request_streaming else handler.unary_stream
-        wrap = (
-            grpc.stream_stream_rpc_method_handler
-            if handler.request_streaming
-            else grpc.unary_stream_rpc_method_handler
-        )
-        return wrap(_streaming(behaviour, method), **kwargs)
-    behaviour = handler.stream_unary if handler.request_streaming else handler.unary_unary
-    wrap = (
-        grpc.stream_unary_rpc_method_handler
-        if handler.request_streaming
-        else grpc.unary_unary_rpc_method_handler
+    return rebuild(
+        handler,
+        unary=lambda behaviour: _unary(behaviour, method),
+        streaming=lambda behaviour: _streaming(behaviour, method),
+        request_deserializer=_tolerant(handler.request_deserializer),
     )
-    return wrap(_unary(behaviour, method), **kwargs)
 
 
 def _unary(behaviour: Callable[..., Any], method: str) -> Callable[..., Awaitable[Any]]:
     async def unary(request: Any, context: Context) -> Any:
         call = _Call(method)
         try:
-            return await behaviour(request, context)
+            return await behaviour(_checked(request), context)
         except Exception as exc:
             await call.fail(context, exc)
         finally:
@@ -177,7 +198,7 @@ def _streaming(behaviour: Callable[..., Any], method: str) -> Callable[..., Asyn
     async def streaming(request: Any, context: Context) -> AsyncIterator[Any]:
         call = _Call(method)
         try:
-            async for response in behaviour(request, context):
+            async for response in behaviour(_checked(request), context):
                 yield response
         except Exception as exc:
             await call.fail(context, exc)

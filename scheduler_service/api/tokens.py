@@ -34,8 +34,9 @@ def load_tokens(settings: SchedulerSettings) -> TokenSet:
         Role.SERVICE: [t.get_secret_value() for t in settings.service_tokens],
         Role.ADMIN: [t.get_secret_value() for t in settings.admin_tokens],
     }
-    if any(configured.values()):
-        return TokenSet(configured)
+    bound = [_binding(b.get_secret_value()) for b in settings.runtime_identities]
+    if any(configured.values()) or bound:
+        return TokenSet(configured, bound)
     if not is_loopback(settings.listen):
         raise ConfigurationError(
             f"refusing to listen on {settings.listen} without tokens: set AIJOB_RUNTIME_TOKENS, "
@@ -49,6 +50,16 @@ def load_tokens(settings: SchedulerSettings) -> TokenSet:
         extra={"action": "dev_tokens", "path": str(path)},
     )
     return TokenSet({role: [tokens[role.value]] for role in Role})
+
+
+def _binding(entry: str) -> tuple[str, str]:
+    prefix, sep, token = entry.partition("=")
+    if not sep or not prefix or not token:
+        # The entry holds a secret: the message must not echo it.
+        raise ConfigurationError(
+            "each AIJOB_RUNTIME_IDENTITIES entry must be <instance-id prefix>=<token>"
+        )
+    return prefix, token
 
 
 def _read_or_create(path: Path) -> dict[str, str]:

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.lifecycle import sql
+from scheduler_service.lifecycle.lease_tokens import digest, new_lease_token
 from scheduler_service.lifecycle.records import LeaseGrant
 
 __all__ = ["claim_batches", "deal", "grant_of"]
@@ -19,6 +20,7 @@ async def claim_batches(
     demands: Sequence[tuple[str, int]],
     *,
     lease_ttl_ms: int,
+    platform_key_only: bool = False,
 ) -> list[list[LeaseGrant]]:
     """Lease available queued jobs of ``job_types`` to several runtimes.
 
@@ -32,25 +34,33 @@ async def claim_batches(
     wanted = sum(max(0, want) for _, want in demands)
     if wanted <= 0 or not job_types:
         return [[] for _ in demands]
-    found = await conn.execute(
-        sql.SELECT_CLAIMABLE, {"b_types": sorted(job_types), "b_limit": wanted}
-    )
+    select = sql.SELECT_CLAIMABLE_PLATFORM_KEY if platform_key_only else sql.SELECT_CLAIMABLE
+    found = await conn.execute(select, {"b_types": sorted(job_types), "b_limit": wanted})
     ids = list(found.scalars())
     shares = deal(ids, [want for _, want in demands])
     if not ids:
         return [[] for _ in demands]
+    tokens: dict[str, str] = {}
     for (runtime_instance_id, _), share in zip(demands, shares, strict=True):
         if not share:
             continue
+        # One token per runtime per claim: the leases of one statement go to one holder.
+        token = new_lease_token()
         result = await conn.execute(
             sql.lock_many(),
-            {"b_ids": share, "v_lockedBy": runtime_instance_id, "b_lease_ttl_ms": lease_ttl_ms},
+            {
+                "b_ids": share,
+                "v_lockedBy": runtime_instance_id,
+                "v_leaseTokenHash": digest(token),
+                "b_lease_ttl_ms": lease_ttl_ms,
+            },
         )
         if result.rowcount != len(share):
             # Rows locked by this transaction cannot change under it; a mismatch is a bug.
             raise RuntimeError(f"claimed {len(share)} jobs but leased {result.rowcount}")
+        tokens |= dict.fromkeys(share, token)
     rows = await conn.execute(sql.SELECT_GRANTS, {"b_ids": ids})
-    grants = {r.id: grant_of(r) for r in rows}
+    grants = {r.id: grant_of(r, tokens[r.id]) for r in rows}
     return [[grants[job_id] for job_id in share] for share in shares]
 
 
@@ -72,6 +82,8 @@ def deal(ids: Sequence[str], wants: Sequence[int]) -> list[list[str]]:
             return shares
 
 
-def grant_of(row: Any) -> LeaseGrant:
+def grant_of(row: Any, lease_token: str) -> LeaseGrant:
     waited = (row.lockedAt - row.availableAt).total_seconds() if row.availableAt else 0.0
-    return LeaseGrant(row.id, row.attemptCount, row.lockUntil, row.checkpoint, max(0.0, waited))
+    return LeaseGrant(
+        row.id, row.attemptCount, row.lockUntil, row.checkpoint, max(0.0, waited), lease_token
+    )

@@ -202,6 +202,7 @@ def _payload(grant: LeaseGrant, row: Any) -> LeasePayload:
         credential_id=row.credentialId or "",
         checkpoint=grant.checkpoint or b"",
         output_schema_version=row.outputSchemaVersion or "",
+        lease_token=grant.lease_token,
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -89,6 +89,8 @@ class LeaseGrant:
     checkpoint: bytes | None
     #: From the job becoming available to this lease, by the database clock.
     waited_s: float = 0.0
+    #: The lease's token (its digest is on the row); never logged.
+    lease_token: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +154,7 @@ class JobRecord:
     promptVersion: str | None
     outputSchemaVersion: str | None
     checkpoint: bytes | None
+    leaseTokenHash: str | None
 
     @classmethod
     def from_mapping(cls, row: Mapping[str, Any]) -> JobRecord:
@@ -191,6 +194,8 @@ class LeasePayload:
     credential_id: str
     checkpoint: bytes
     output_schema_version: str
+    #: The lease's token, handed to its runtime only (never logged, stored as a digest).
+    lease_token: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from sqlalchemy import (
     BindParameter,
     ColumnElement,
     Integer,
+    Select,
     Table,
     Update,
     and_,
@@ -51,6 +52,7 @@ from scheduler_service.lifecycle.transitions import (
     Source,
     Value,
 )
+from scheduler_service.registry.definitions import USER_KEY_MODE
 
 __all__ = [
     "INSERT_QUEUED",
@@ -91,6 +93,7 @@ def _available_now() -> ColumnElement[bool]:
 _GUARDS: dict[Guard, Callable[[], ColumnElement[bool]]] = {
     Guard.ATTEMPT: lambda: _c.attemptCount == bindparam("b_attempt"),
     Guard.HOLDER: lambda: _c.lockedBy == bindparam("b_holder"),
+    Guard.LEASE_TOKEN: lambda: _c.leaseTokenHash == bindparam("b_token"),
     Guard.OWNER: lambda: _c.userId == bindparam("b_owner"),
     Guard.AVAILABLE: _available_now,
     Guard.DEADLINE_PASSED: lambda: and_(_c.deadlineAt.is_not(None), _c.deadlineAt <= db_now()),
@@ -241,14 +244,23 @@ INSERT_QUEUED = insert(jobs).values(
     createdAt=db_now(),
     updatedAt=db_now(),
 )
-SELECT_CLAIMABLE = (
-    select(_c.id)
-    .where(
-        status_in(sources_of(Operation.LOCK)),
-        _c.jobType.in_(bindparam("b_types", expanding=True)),
-        _available_now(),
+
+
+def _claimable(*extra: ColumnElement[bool]) -> Select[Any]:
+    return (
+        select(_c.id)
+        .where(
+            status_in(sources_of(Operation.LOCK)),
+            _c.jobType.in_(bindparam("b_types", expanding=True)),
+            _available_now(),
+            *extra,
+        )
+        .order_by(_c.priority, _c.createdAt, _c.id)
+        .limit(bindparam("b_limit"))
+        .with_for_update(skip_locked=True)
     )
-    .order_by(_c.priority, _c.createdAt, _c.id)
-    .limit(bindparam("b_limit"))
-    .with_for_update(skip_locked=True)
-)
+
+
+SELECT_CLAIMABLE = _claimable()
+#: For runtimes not allowed to use user keys (AIJOB_USER_KEY_RUNTIMES).
+SELECT_CLAIMABLE_PLATFORM_KEY = _claimable(_c.credentialMode != USER_KEY_MODE)

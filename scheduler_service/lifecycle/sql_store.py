@@ -64,7 +64,12 @@ _BEAT_PROGRESS = frozenset({"progress"})
 _BEAT_VALUES = frozenset({"progress", "checkpoint"})
 
 #: Parameters that switch on an optional guard when the caller passes them.
-_GUARD_PARAMS = {"attempt": Guard.ATTEMPT, "holder": Guard.HOLDER, "owner": Guard.OWNER}
+_GUARD_PARAMS = {
+    "attempt": Guard.ATTEMPT,
+    "holder": Guard.HOLDER,
+    "token": Guard.LEASE_TOKEN,
+    "owner": Guard.OWNER,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,17 +234,25 @@ class SqlJobStore(JobStore):
             )
 
     async def claim_batches(
-        self, job_types: Sequence[str], demands: Sequence[tuple[str, int]]
+        self,
+        job_types: Sequence[str],
+        demands: Sequence[tuple[str, int]],
+        *,
+        platform_key_only: bool = False,
     ) -> list[list[LeaseGrant]]:
         return await claims.claim_batches(
-            self._conn, job_types, demands, lease_ttl_ms=self._lease.ttl_ms
+            self._conn,
+            job_types,
+            demands,
+            lease_ttl_ms=self._lease.ttl_ms,
+            platform_key_only=platform_key_only,
         )
 
     async def grant_of(self, job_id: str, holder: str) -> LeaseGrant:
         row = (
             await self._conn.execute(sql.SELECT_GRANT, {"b_id": job_id, "b_holder": holder})
         ).one()
-        return claims.grant_of(row)
+        return claims.grant_of(row, "")
 
     async def lease_payloads(self, grants: Sequence[LeaseGrant]) -> list[LeasePayload]:
         return await queries.lease_payloads(self._conn, grants)

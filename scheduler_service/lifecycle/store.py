@@ -8,6 +8,7 @@ is bound to one transaction (``tx.jobs``).
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
 from datetime import datetime
@@ -16,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from scheduler_service.errors import JobNotCancellableError, JobNotFoundError
+from scheduler_service.lifecycle.lease_tokens import digest, new_lease_token
 from scheduler_service.lifecycle.records import (
     MAX_CHECKPOINT_BYTES,
     ArtifactRow,
@@ -75,10 +77,15 @@ class JobStore(ABC):
 
     @abstractmethod
     async def claim_batches(
-        self, job_types: Sequence[str], demands: Sequence[tuple[str, int]]
+        self,
+        job_types: Sequence[str],
+        demands: Sequence[tuple[str, int]],
+        *,
+        platform_key_only: bool = False,
     ) -> list[list[LeaseGrant]]:
         """Lease the best available jobs of ``job_types`` to several runtimes: ``demands`` are
-        (runtime instance id, how many); the answer holds each one's grants, in order."""
+        (runtime instance id, how many); the answer holds each one's grants, in order. With
+        ``platform_key_only``, jobs that run on a user's key are left for other runtimes."""
 
     @abstractmethod
     async def grant_of(self, job_id: str, holder: str) -> LeaseGrant: ...
@@ -188,8 +195,10 @@ class JobStore(ABC):
 
     async def lock(self, job_id: str, runtime_instance_id: str) -> LeaseGrant:
         """queued → running for ``runtime_instance_id``, if the job is available now."""
-        await self.apply(LOCK, job_id, lockedBy=runtime_instance_id)
-        return await self.grant_of(job_id, runtime_instance_id)
+        token = new_lease_token()
+        await self.apply(LOCK, job_id, lockedBy=runtime_instance_id, leaseTokenHash=digest(token))
+        grant = await self.grant_of(job_id, runtime_instance_id)
+        return dataclasses.replace(grant, lease_token=token)
 
     async def extend_lease(
         self,
@@ -199,9 +208,11 @@ class JobStore(ABC):
         *,
         progress: int | None = None,
         checkpoint: bytes | None = None,
+        lease_token: str | None = None,
     ) -> HeartbeatOutcome:
         """Extend the holder's lease to now + lease TTL; a lease past its grace is lost even
-        before the reaper takes it back."""
+        before the reaper takes it back. With ``lease_token``, only for the caller that holds
+        the lease's token."""
         if checkpoint is not None and len(checkpoint) > MAX_CHECKPOINT_BYTES:
             raise ValueError(f"checkpoint larger than {MAX_CHECKPOINT_BYTES} bytes")
         extra: dict[str, Any] = {}
@@ -209,6 +220,8 @@ class JobStore(ABC):
             extra["progress"] = progress
         if checkpoint is not None:
             extra["checkpoint"] = checkpoint
+        if lease_token is not None:
+            extra["token"] = digest(lease_token)
         await self.apply(HEARTBEAT, job_id, attempt=attempt_no, holder=runtime_instance_id, **extra)
         return await self.lease_state(job_id)
 

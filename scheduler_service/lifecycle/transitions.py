@@ -72,6 +72,8 @@ class Guard(StrEnum):
     ATTEMPT = "attempt"
     #: ``lockedBy = :holder`` — the runtime instance that holds the lease.
     HOLDER = "holder"
+    #: ``leaseTokenHash = :token`` — the caller presented the lease's token (its SHA-256 here).
+    LEASE_TOKEN = "lease_token"
     #: ``userId = :owner`` — another user's job is "not found".
     OWNER = "owner"
     #: available now and not past the schedule-to-start deadline.
@@ -200,6 +202,7 @@ LOCK = LifecycleWrite(
     _one(Q, G.AVAILABLE),
     {
         "lockedBy": Param("lockedBy"),
+        "leaseTokenHash": Param("leaseTokenHash"),
         "lockedAt": Now(),
         "lockUntil": Now("lease_ttl_ms"),
         "startedAt": Now(),
@@ -211,7 +214,7 @@ LOCK = LifecycleWrite(
 HEARTBEAT = LifecycleWrite(
     "heartbeat",
     None,
-    _one(R, G.ATTEMPT, G.HOLDER, G.WITHIN_GRACE),
+    _one(R, G.ATTEMPT, G.HOLDER, G.WITHIN_GRACE, optional=(G.LEASE_TOKEN,)),
     {
         "lockUntil": Now("lease_ttl_ms"),
         "lastHeartbeatAt": Now(),
@@ -407,10 +410,17 @@ _EXPLAIN: dict[Miss, Explainer] = {
 }
 
 
-def holds_lease(job: JobRecord, attempt_no: int, holder: str | None) -> bool:
-    """Whether ``attempt_no`` (of ``holder``, when named) holds the job's lease now."""
+def holds_lease(
+    job: JobRecord, attempt_no: int, holder: str | None, token_hash: str | None = None
+) -> bool:
+    """Whether ``attempt_no`` (of ``holder``, when named, proven by the digest of its lease
+    token, when given) holds the job's lease now.
+
+    An attempt is leased once and its token never changes while it runs, so a token checked
+    against the row at any moment of the attempt proves the caller holds that attempt."""
     return (
         job.lifecycleStatus is R
         and job.attemptCount == attempt_no
         and (holder is None or job.lockedBy == holder)
+        and (token_hash is None or job.leaseTokenHash == token_hash)
     )

@@ -26,6 +26,7 @@ from scheduler_service.errors import (
     LeaseLostError,
     SchedulerError,
 )
+from scheduler_service.lifecycle.lease_tokens import digest
 from scheduler_service.lifecycle.records import (
     Beat,
     HeartbeatOutcome,
@@ -41,6 +42,7 @@ from scheduler_service.protocol.service import (
     FailedAttempt,
     FailureOutcome,
     FailureReport,
+    HeartbeatReport,
     PreparedResult,
     ResultSubmission,
     RuntimeProtocol,
@@ -52,15 +54,6 @@ from scheduler_service.protocol.service import (
 __all__ = ["Answer", "GroupCommit", "HeartbeatReport", "Outcome", "Report", "ReportBatcher"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatReport:
-    job_id: str
-    attempt_no: int
-    runtime_instance_id: str
-    progress: int
-    checkpoint: bytes
 
 
 Report = ResultSubmission | FailureReport | HeartbeatReport
@@ -107,13 +100,7 @@ class GroupCommit:
                 return self._protocol.prepare_result(report)
             case FailureReport():
                 return self._protocol.failed_attempt(report)
-        self._protocol.prepare_heartbeat(
-            report.job_id,
-            report.attempt_no,
-            report.runtime_instance_id,
-            report.progress,
-            report.checkpoint,
-        )
+        self._protocol.prepare_heartbeat(report)
         return report
 
     async def _apply_round(self, batch: list[tuple[int, Report, Prepared]]) -> dict[int, Answer]:
@@ -204,13 +191,7 @@ class GroupCommit:
                     return await self._protocol.submit_result(report)
                 case FailureReport():
                     return await self._protocol.submit_failure(report)
-            return await self._protocol.heartbeat(
-                report.job_id,
-                report.attempt_no,
-                report.runtime_instance_id,
-                report.progress,
-                report.checkpoint,
-            )
+            return await self._protocol.heartbeat(report)
         except Exception as exc:
             return exc
 
@@ -224,6 +205,7 @@ def _judge_beat(job: JobRecord | None, beat: HeartbeatReport, locked: LockedRows
         job.lifecycleStatus is LifecycleStatus.RUNNING
         and job.attemptCount == beat.attempt_no
         and job.lockedBy == beat.runtime_instance_id
+        and job.leaseTokenHash == digest(beat.lease_token)
         and job.lockUntil is not None
         and (locked.now - job.lockUntil).total_seconds() * 1000 <= grace_ms
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -22,9 +22,10 @@ from scheduler_service.errors import (
     JobNotFoundError,
     LeaseLostError,
     LifecycleError,
-    NotLeaseHolderError,
     ResultAlreadyExistsError,
+    UserKeyNotAllowedError,
 )
+from scheduler_service.lifecycle.lease_tokens import digest
 from scheduler_service.lifecycle.records import (
     HeartbeatOutcome,
     JobError,
@@ -39,7 +40,7 @@ from scheduler_service.lifecycle.transitions import holds_lease
 from scheduler_service.outbox.events import EventType
 from scheduler_service.ports import Transaction, UnitOfWork
 from scheduler_service.registry import JobRegistry
-from scheduler_service.registry.definitions import Backoff
+from scheduler_service.registry.definitions import USER_KEY_MODE, Backoff
 from shared.canonical_json import output_hash, result_idempotency_key
 from shared.error_codes import ErrorCode
 
@@ -66,6 +67,17 @@ class ResultSubmission:
     output_hash: str
     output_json: str
     usage: Usage | None
+    lease_token: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatReport:
+    job_id: str
+    attempt_no: int
+    runtime_instance_id: str
+    progress: int
+    checkpoint: bytes
+    lease_token: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +116,7 @@ class FailureReport:
     internal_message: str
     retry_after_ms: int
     usage: Usage | None
+    lease_token: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +132,8 @@ class FailedAttempt:
     runtime_instance_id: str | None = None
     usage: Usage | None = None
     overdue_only: bool = False
+    #: The token the runtime presented (None for the reaper, which holds no lease).
+    lease_token: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,8 +159,11 @@ class RuntimeProtocol:
         max_output_bytes: int = 1024 * 1024,
         max_checkpoint_bytes: int = 64 * 1024,
         max_retry_after_ms: int = MAX_RETRY_AFTER_MS,
+        user_key_runtimes: Sequence[str] = (),
         rng: random.Random | None = None,
     ) -> None:
+        #: Instance-id prefixes allowed to run user-key jobs; empty allows every runtime.
+        self._user_key_runtimes = tuple(user_key_runtimes)
         self._max_retry_after_ms = max_retry_after_ms
         self._uow = uow
         self._registry = registry
@@ -165,8 +183,11 @@ class RuntimeProtocol:
 
         async def lock(tx: Transaction) -> tuple[LeaseGrant, LeasePayload]:
             grant = await tx.jobs.lock(job_id, runtime_instance_id)
+            payload = (await tx.jobs.lease_payloads([grant]))[0]
+            # Raised inside the transaction: the lock rolls back with it.
+            self._check_user_key(payload.credential_mode, runtime_instance_id)
             tx.job_changed(job_id)
-            return grant, (await tx.jobs.lease_payloads([grant]))[0]
+            return grant, payload
 
         grant, payload = await self._uow.run(lock)
         count_leases([grant])
@@ -185,13 +206,42 @@ class RuntimeProtocol:
     ) -> list[list[LeasePayload]]:
         """Leases with their payloads for several runtimes of the same job types, per demand, in
         ``tx``; the leases are counted once it commits."""
-        shares = await tx.jobs.claim_batches(job_types, demands)
+        shares = await self._claim_shares(tx, job_types, demands)
         granted = [grant for share in shares for grant in share]
         if granted:
             tx.after_commit(lambda: count_leases(granted))
         # The payloads in the same transaction: one connection and one commit per round.
         payloads = iter(await tx.jobs.lease_payloads(granted))
         return [[next(payloads) for _ in share] for share in shares]
+
+    async def _claim_shares(
+        self, tx: Transaction, job_types: Sequence[str], demands: Sequence[tuple[str, int]]
+    ) -> list[list[LeaseGrant]]:
+        """Claims for the runtimes allowed user keys and for the others apart, so a user-key
+        job only goes to a runtime allowed to run it; shares in the order of ``demands``."""
+        allowed = [self.may_use_user_keys(instance) for instance, _ in demands]
+        if all(allowed):
+            return await tx.jobs.claim_batches(job_types, demands)
+        shares: list[list[LeaseGrant]] = [[] for _ in demands]
+        for flag in (True, False):
+            indexes = [i for i, a in enumerate(allowed) if a is flag]
+            if not indexes:
+                continue
+            claimed = await tx.jobs.claim_batches(
+                job_types, [demands[i] for i in indexes], platform_key_only=not flag
+            )
+            for index, share in zip(indexes, claimed, strict=True):
+                shares[index] = share
+        return shares
+
+    def may_use_user_keys(self, runtime_instance_id: str) -> bool:
+        return not self._user_key_runtimes or runtime_instance_id.startswith(
+            self._user_key_runtimes
+        )
+
+    def _check_user_key(self, credential_mode: str, runtime_instance_id: str) -> None:
+        if credential_mode == USER_KEY_MODE and not self.may_use_user_keys(runtime_instance_id):
+            raise UserKeyNotAllowedError("this runtime is not allowed to run jobs on user keys")
 
     async def release_undelivered(self, lease: LeasePayload, runtime_instance_id: str) -> bool:
         return await self._uow.run(
@@ -200,43 +250,30 @@ class RuntimeProtocol:
             )
         )
 
-    def prepare_heartbeat(
-        self,
-        job_id: str,
-        attempt_no: int,
-        runtime_instance_id: str,
-        progress: int,
-        checkpoint: bytes,
-    ) -> None:
+    def prepare_heartbeat(self, beat: HeartbeatReport) -> None:
         """The heartbeat's checks that need no database."""
-        validation.job_id(job_id)
-        validation.attempt_no(attempt_no)
-        validation.instance_id(runtime_instance_id)
-        validation.progress(progress)
-        validation.max_bytes(checkpoint, self._max_checkpoint_bytes, "checkpoint")
+        validation.job_id(beat.job_id)
+        validation.attempt_no(beat.attempt_no)
+        validation.instance_id(beat.runtime_instance_id)
+        validation.progress(beat.progress)
+        validation.max_bytes(beat.checkpoint, self._max_checkpoint_bytes, "checkpoint")
 
-    async def heartbeat(
-        self,
-        job_id: str,
-        attempt_no: int,
-        runtime_instance_id: str,
-        progress: int,
-        checkpoint: bytes,
-    ) -> HeartbeatOutcome:
-        self.prepare_heartbeat(job_id, attempt_no, runtime_instance_id, progress, checkpoint)
+    async def heartbeat(self, beat: HeartbeatReport) -> HeartbeatOutcome:
+        self.prepare_heartbeat(beat)
 
-        async def beat(tx: Transaction) -> HeartbeatOutcome:
+        async def extend(tx: Transaction) -> HeartbeatOutcome:
             outcome = await tx.jobs.extend_lease(
-                job_id,
-                attempt_no,
-                runtime_instance_id,
-                progress=progress,
-                checkpoint=checkpoint or None,
+                beat.job_id,
+                beat.attempt_no,
+                beat.runtime_instance_id,
+                progress=beat.progress,
+                checkpoint=beat.checkpoint or None,
+                lease_token=beat.lease_token,
             )
-            tx.job_changed(job_id)
+            tx.job_changed(beat.job_id)
             return outcome
 
-        return await self._uow.run(beat)
+        return await self._uow.run(extend)
 
     # -- results ------------------------------------------------------------------------------
 
@@ -263,7 +300,7 @@ class RuntimeProtocol:
             raise JobNotFoundError(sub.job_id)
         if job.resultIdempotencyKey == result.key:
             return None
-        _check_still_holder(job, sub.attempt_no, sub.runtime_instance_id)
+        _check_still_holder(job, sub.attempt_no, sub.runtime_instance_id, sub.lease_token)
         definition = self._registry.get(job.jobType)
         schema = self._registry.output_schema(job.jobType, job.outputSchemaVersion or None)
         validated = validation.against_schema(
@@ -346,6 +383,7 @@ class RuntimeProtocol:
             retry_after_ms=report.retry_after_ms,
             runtime_instance_id=report.runtime_instance_id,
             usage=report.usage,
+            lease_token=report.lease_token,
         )
 
     async def settle_failure(self, failed: FailedAttempt) -> FailureOutcome:
@@ -372,7 +410,7 @@ class RuntimeProtocol:
         if job is None:
             raise JobNotFoundError(job_id)
         if holder is not None:
-            _check_still_holder(job, attempt_no, holder)
+            _check_still_holder(job, attempt_no, holder, failed.lease_token)
         if job.cancelRequestedAt is not None:
             await tx.jobs.mark_cancelled(job_id, attempt_no=attempt_no, overdue_only=overdue_only)
             await tx.jobs.record_usage(job, attempt_no, usage, error.code)
@@ -419,29 +457,42 @@ class RuntimeProtocol:
     # -- credentials --------------------------------------------------------------------------
 
     async def resolve_credential(
-        self, job_id: str, attempt_no: int, runtime_instance_id: str, store: CredentialStore
+        self,
+        job_id: str,
+        attempt_no: int,
+        runtime_instance_id: str,
+        lease_token: str,
+        store: CredentialStore,
     ) -> tuple[str, str]:
-        """The user key of a job, for the runtime that holds its lease right now, and only it."""
+        """The user key of a job, for the runtime that holds its lease right now (and proves it
+        with the lease's token), and only it."""
         validation.job_id(job_id)
         validation.attempt_no(attempt_no)
         validation.instance_id(runtime_instance_id)
         job = await self._uow.read(lambda tx: tx.jobs.get(job_id))
-        if job is None or not holds_lease(job, attempt_no, runtime_instance_id):
-            # The same answer for a missing job and a job leased to someone else.
-            raise NotLeaseHolderError("this runtime does not hold a lease on that job attempt")
-        if job.credentialMode != "user_deepseek_key" or not job.credentialId:
+        token_hash = digest(lease_token)
+        if job is None or not holds_lease(job, attempt_no, runtime_instance_id, token_hash):
+            # The same answer for a missing job, a job leased to someone else and a wrong token.
+            raise LeaseLostError(job_id, attempt_no)
+        self._check_user_key(job.credentialMode, runtime_instance_id)
+        if job.credentialMode != USER_KEY_MODE or not job.credentialId:
             raise CredentialUnavailableError("the job runs on the platform key")
         return await store.reveal(job.userId, job.credentialId)
 
 
-def _check_still_holder(job: JobRecord, attempt_no: int, runtime_instance_id: str) -> None:
+def _check_still_holder(
+    job: JobRecord, attempt_no: int, runtime_instance_id: str, lease_token: str | None
+) -> None:
+    """Raise the error the unary call answers unless ``attempt_no`` of ``runtime_instance_id``
+    holds the job now, proven by its lease token (a wrong token reads as a lost lease)."""
     if job.attemptCount != attempt_no:
         raise LeaseLostError(job.id, attempt_no, job.lifecycleStatus)
     if job.lifecycleStatus is LifecycleStatus.SUCCEEDED:
         raise ResultAlreadyExistsError(job.id)
     if job.is_terminal:
         raise JobAlreadyTerminalError(job.id, job.lifecycleStatus)
-    if not holds_lease(job, attempt_no, runtime_instance_id):
+    token_hash = None if lease_token is None else digest(lease_token)
+    if not holds_lease(job, attempt_no, runtime_instance_id, token_hash):
         raise LeaseLostError(job.id, attempt_no, job.lifecycleStatus)
 
 

@@ -24,7 +24,7 @@ from scheduler_service.errors import (
 )
 from scheduler_service.lifecycle.records import LeasePayload
 from scheduler_service.protocol.dispatch import Ack, CancelNotice, Dispatcher, StreamSession
-from scheduler_service.protocol.group_commit import HeartbeatReport, Report, ReportBatcher
+from scheduler_service.protocol.group_commit import Answer, HeartbeatReport, Report, ReportBatcher
 from scheduler_service.protocol.service import FailureReport, ResultSubmission
 from scheduler_service.registry import JobRegistry
 from shared.error_codes import ErrorCode
@@ -213,7 +213,14 @@ class PollSessions:
             await asyncio.gather(*answering, return_exceptions=True)
 
     async def _answer(self, session: StreamSession, message: ReportMessage) -> None:
-        answer = await self._reports.submit(message.report)
+        answer: Answer
+        try:
+            # Here, in the stream's own context: the batch that applies it runs elsewhere.
+            validation.instance_id(message.report.runtime_instance_id)
+        except SchedulerError as refused:
+            answer = refused
+        else:
+            answer = await self._reports.submit(message.report)
         code = answer.status if isinstance(answer, SchedulerError) else "OK"
         if isinstance(answer, Exception) and not isinstance(answer, SchedulerError):
             code = "INTERNAL"

@@ -10,6 +10,8 @@ QueueName = Literal["ai-interactive", "ai-background"]
 CredentialMode = Literal["platform_key", "user_deepseek_key"]
 QUEUES: tuple[str, ...] = ("ai-interactive", "ai-background")
 CREDENTIAL_MODES: tuple[str, ...] = ("platform_key", "user_deepseek_key")
+#: The mode of jobs that run on their user's own model key.
+USER_KEY_MODE = "user_deepseek_key"
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,7 +53,10 @@ async def test_canary_never_reaches_a_log_line(
         lease = await runtime.next_lease()
         key = await runtime.stub.ResolveCredential(
             rt.ResolveCredentialRequest(
-                job_id=good.job_id, attempt_no=1, runtime_instance_id="rt-canary"
+                job_id=good.job_id,
+                attempt_no=1,
+                runtime_instance_id="rt-canary",
+                lease_token=lease.lease_token,
             ),
             metadata=runtime.metadata,
         )
@@ -68,6 +71,7 @@ async def test_canary_never_reaches_a_log_line(
                 runtime_instance_id="rt-canary",
                 error_code="INVALID_SCHEMA",
                 internal_error_message=f"model said {CANARY}",
+                lease_token=failing.lease_token,
             ),
             metadata=runtime.metadata,
         )
@@ -106,29 +110,39 @@ async def test_credentials_are_encrypted_and_bound_to_the_lease_holder(
     holder = ClientRuntime(scheduler.channel, "rt-holder", slots=1)
     stub = holder.stub
 
-    def ask(instance: str, attempt: int = 1) -> object:
+    def ask(instance: str, attempt: int = 1, token: str = "") -> object:
         return stub.ResolveCredential(
             rt.ResolveCredentialRequest(
-                job_id=job.job_id, attempt_no=attempt, runtime_instance_id=instance
+                job_id=job.job_id,
+                attempt_no=attempt,
+                runtime_instance_id=instance,
+                lease_token=token,
             ),
             metadata=holder.metadata,
         )
 
-    for call in (ask("rt-holder"), ask("rt-other")):  # not leased yet: nobody holds it
+    async def refused_as_lost(call: object) -> None:
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await call  # type: ignore[misc]
         assert (refused.value.code(), error_reason(refused.value)) == (
-            grpc.StatusCode.PERMISSION_DENIED,
-            "PERMISSION_DENIED",
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "LEASE_LOST",
         )
+
+    for call in (ask("rt-holder"), ask("rt-other")):  # not leased yet: nobody holds it
+        await refused_as_lost(call)
     await holder.connect()
     try:
-        await holder.next_lease()
-        for call in (ask("rt-other"), ask("rt-holder", attempt=2)):
-            with pytest.raises(grpc.aio.AioRpcError) as refused:
-                await call  # type: ignore[misc]
-            assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED
-        reply = await ask("rt-holder")  # type: ignore[misc]
+        lease = await holder.next_lease()
+        token = lease.lease_token
+        for call in (
+            ask("rt-other", token=token),
+            ask("rt-holder", attempt=2, token=token),
+            ask("rt-holder"),  # no token
+            ask("rt-holder", token=token[:-1]),  # a wrong one
+        ):
+            await refused_as_lost(call)
+        reply = await ask("rt-holder", token=token)  # type: ignore[misc]
         assert reply.api_key == "sk-live-abcdef123456"
     finally:
         await holder.close()

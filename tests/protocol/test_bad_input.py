@@ -50,6 +50,7 @@ def _submit(lease: Any, **overrides: Any) -> rt.SubmitResultRequest:
         "runtime_instance_id": "rt-a",
         "output_hash": output_hash(output),
         "output_json": json.dumps(output),
+        "lease_token": lease.lease_token,
     }
     fields.update(overrides)
     return rt.SubmitResultRequest(**fields)
@@ -89,6 +90,8 @@ async def test_bad_submits_are_refused_and_write_nothing(
             "LEASE_LOST",
         ),
         (_submit(lease, attempt_no=2), grpc.StatusCode.FAILED_PRECONDITION, "LEASE_LOST"),
+        (_submit(lease, lease_token=""), grpc.StatusCode.FAILED_PRECONDITION, "LEASE_LOST"),
+        (_submit(lease, lease_token="forged"), grpc.StatusCode.FAILED_PRECONDITION, "LEASE_LOST"),
     ]
     for request, code, reason in cases:
         await _expect(stub.SubmitResult(request), code, reason)
@@ -110,6 +113,7 @@ async def test_bad_heartbeats_and_failures(
             "job_id": lease.job_id,
             "attempt_no": lease.attempt_no,
             "runtime_instance_id": "rt-a",
+            "lease_token": lease.lease_token,
         }
         fields.update(overrides)
         return rt.HeartbeatRequest(**fields)
@@ -123,18 +127,36 @@ async def test_bad_heartbeats_and_failures(
         (beat(runtime_instance_id=""), INVALID, "INVALID_ARGUMENT"),
         (beat(checkpoint=b"x" * (64 * 1024 + 1)), INVALID, "INVALID_ARGUMENT"),
         (beat(job_id="../etc/passwd"), INVALID, "INVALID_ARGUMENT"),
+        (beat(lease_token=""), FAILED_PRECONDITION, "LEASE_LOST"),
+        (beat(lease_token=lease.lease_token + "x"), FAILED_PRECONDITION, "LEASE_LOST"),
     ]:
         await _expect(stub.Heartbeat(request), code, reason)
     bad_failure = rt.SubmitFailureRequest(
-        job_id=lease.job_id, attempt_no=1, runtime_instance_id="rt-a", error_code="NOT_A_CODE"
+        job_id=lease.job_id,
+        attempt_no=1,
+        runtime_instance_id="rt-a",
+        error_code="NOT_A_CODE",
+        lease_token=lease.lease_token,
     )
     await _expect(stub.SubmitFailure(bad_failure), INVALID, "INVALID_ARGUMENT")
     foreign = rt.SubmitFailureRequest(
-        job_id=lease.job_id, attempt_no=1, runtime_instance_id="rt-x", error_code="NETWORK_ERROR"
+        job_id=lease.job_id,
+        attempt_no=1,
+        runtime_instance_id="rt-x",
+        error_code="NETWORK_ERROR",
+        lease_token=lease.lease_token,
     )
     await _expect(stub.SubmitFailure(foreign), failure, "LEASE_LOST")
+    tokenless = rt.SubmitFailureRequest(
+        job_id=lease.job_id, attempt_no=1, runtime_instance_id="rt-a", error_code="NETWORK_ERROR"
+    )
+    await _expect(stub.SubmitFailure(tokenless), failure, "LEASE_LOST")
     assert await job_row(scheduler.app.engine, lease.job_id) == before
     assert (await runtime.heartbeat(lease)).cancel_requested is False
+    # The documented maximum itself is accepted, and kept whole.
+    largest = b"c" * (64 * 1024)
+    assert (await runtime.heartbeat(lease, checkpoint=largest)).cancel_requested is False
+    assert (await job_row(scheduler.app.engine, lease.job_id))["checkpoint"] == largest
 
 
 PollOpener = Callable[[list[rt.PollRequest]], Any]

@@ -89,7 +89,15 @@ async def test_a_batch_of_results_is_one_statement_per_table(scheduler: RunningS
     output = {"echo": {"text": "hello"}}
     usage = Usage("scripted", 10, 5, 3, 0)
     reports = [
-        ResultSubmission(lease.job_id, 1, "rt-1", output_hash(output), json.dumps(output), usage)
+        ResultSubmission(
+            lease.job_id,
+            1,
+            "rt-1",
+            output_hash(output),
+            json.dumps(output),
+            usage,
+            lease.lease_token,
+        )
         for lease in leases
     ]
     with statements(app.engine) as seen:

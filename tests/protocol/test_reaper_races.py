@@ -13,7 +13,8 @@ from sqlalchemy import update
 from aijob.harness.runtime_client import JobClient
 from scheduler_service.db.clock import db_now
 from scheduler_service.errors import LeaseLostError
-from scheduler_service.lifecycle.records import JobError
+from scheduler_service.lifecycle.records import JobError, LeasePayload
+from scheduler_service.protocol.service import HeartbeatReport
 from tests.support.db_checks import JOBS, events, job_row
 from tests.support.schedulers import RunningScheduler, SchedulerFactory
 from tests.support.store import StoreCalls
@@ -35,9 +36,12 @@ async def _expire(scheduler: RunningScheduler, job_id: str) -> None:
 
 
 async def _leased_job(scheduler: RunningScheduler, runtime_id: str = "rt-1") -> str:
+    return (await _lease(scheduler, runtime_id)).job_id
+
+
+async def _lease(scheduler: RunningScheduler, runtime_id: str = "rt-1") -> LeasePayload:
     job = await JobClient(scheduler.channel).create()
-    await scheduler.app.protocol.lock(job.job_id, runtime_id)
-    return job.job_id
+    return await scheduler.app.protocol.lock(job.job_id, runtime_id)
 
 
 async def test_expired_lease_with_cancel_request_becomes_cancelled(
@@ -100,14 +104,15 @@ async def test_heartbeat_racing_the_reaper_never_both_win(
     rng = random.Random(6)
     outcomes = {"heartbeat": 0, "reaper": 0, "neither": 0}
     for _ in range(1000):
-        job_id = await _leased_job(scheduler)
+        lease = await _lease(scheduler)
+        job_id = lease.job_id
         async with scheduler.app.engine.begin() as conn:
             offset = rng.randint(-15, 15)
             await conn.execute(
                 update(JOBS).where(JOBS.c.id == job_id).values(lockUntil=db_now(offset))
             )
         beat, _reaped = await asyncio.gather(
-            protocol.heartbeat(job_id, 1, "rt-1", 10, b""),
+            protocol.heartbeat(HeartbeatReport(job_id, 1, "rt-1", 10, b"", lease.lease_token)),
             reaper.reap_once(),
             return_exceptions=True,
         )

@@ -38,6 +38,7 @@ async def test_acks_answer_as_the_unary_calls_do(scheduler: RunningScheduler) ->
                     attempt_no=1,
                     runtime_instance_id="rt-s",
                     progress=30,
+                    lease_token=lease.lease_token,
                 )
             )
         )
@@ -61,7 +62,11 @@ async def test_acks_answer_as_the_unary_calls_do(scheduler: RunningScheduler) ->
         late = await runtime.report(
             rt.PollReport(
                 heartbeat=rt.HeartbeatRequest(
-                    job_id=lease.job_id, attempt_no=1, runtime_instance_id="rt-s", progress=50
+                    job_id=lease.job_id,
+                    attempt_no=1,
+                    runtime_instance_id="rt-s",
+                    progress=50,
+                    lease_token=lease.lease_token,
                 )
             )
         )

@@ -11,7 +11,6 @@ from scheduler_service.errors import (
     InvalidRequestError,
     JobLockConflictError,
     LeaseLostError,
-    NotLeaseHolderError,
     ResultAlreadyExistsError,
 )
 from scheduler_service.jobs.service import JobService
@@ -21,6 +20,7 @@ from scheduler_service.outbox.events import EventType
 from scheduler_service.protocol.reaper import Reaper
 from scheduler_service.protocol.service import (
     FailureReport,
+    HeartbeatReport,
     ResultSubmission,
     RuntimeProtocol,
 )
@@ -35,13 +35,36 @@ OUTPUT = {"echo": {"text": "hello"}}
 
 def result(lease: LeasePayload, holder: str = "rt-1", output: object = OUTPUT) -> ResultSubmission:
     return ResultSubmission(
-        lease.job_id, lease.attempt_no, holder, output_hash(output), json.dumps(output), None
+        lease.job_id,
+        lease.attempt_no,
+        holder,
+        output_hash(output),
+        json.dumps(output),
+        None,
+        lease.lease_token,
     )
 
 
 def failure(lease: LeasePayload, *, retryable: bool = True, holder: str = "rt-1") -> FailureReport:
     return FailureReport(
-        lease.job_id, lease.attempt_no, holder, "MODEL_TIMEOUT", retryable, "", "", 0, None
+        lease.job_id,
+        lease.attempt_no,
+        holder,
+        "MODEL_TIMEOUT",
+        retryable,
+        "",
+        "",
+        0,
+        None,
+        lease.lease_token,
+    )
+
+
+def beat(
+    lease: LeasePayload, holder: str, progress: int, checkpoint: bytes = b""
+) -> HeartbeatReport:
+    return HeartbeatReport(
+        lease.job_id, lease.attempt_no, holder, progress, checkpoint, lease.lease_token
     )
 
 
@@ -135,12 +158,12 @@ async def test_a_stale_attempt_cannot_touch_the_next_one(
     uow.clock.advance(3_600)
     (second,) = await protocol.claim("rt-2", ["synthetic_echo"], 1)
     with pytest.raises(LeaseLostError):
-        await protocol.heartbeat(first.job_id, 1, "rt-1", 50, b"")
+        await protocol.heartbeat(beat(first, "rt-1", 50))
     with pytest.raises(LeaseLostError):
         await protocol.submit_result(result(first))
-    with pytest.raises(NotLeaseHolderError):
-        await protocol.resolve_credential(first.job_id, 1, "rt-1", store=None)  # type: ignore[arg-type]
-    assert (await protocol.heartbeat(second.job_id, 2, "rt-2", 50, b"cp")).cancel_requested is False
+    with pytest.raises(LeaseLostError):
+        await protocol.resolve_credential(first.job_id, 1, "rt-1", first.lease_token, store=None)  # type: ignore[arg-type]
+    assert (await protocol.heartbeat(beat(second, "rt-2", 50, b"cp"))).cancel_requested is False
     assert uow.state.jobs[second.job_id]["checkpoint"] == b"cp"
 
 
@@ -150,7 +173,7 @@ async def test_the_reaper_takes_back_a_silent_lease_and_a_heartbeat_keeps_one(
     quiet = await _leased(jobs, protocol, "rt-quiet")
     alive = await _leased(jobs, protocol, "rt-alive")
     uow.clock.advance(10)  # both 10 s leases end now; the grace runs 30 s more
-    await protocol.heartbeat(alive.job_id, 1, "rt-alive", 10, b"")
+    await protocol.heartbeat(beat(alive, "rt-alive", 10))
     assert await reaper.reap_once() == 0
     uow.clock.advance(31)
     assert await reaper.reap_once() == 1
@@ -158,7 +181,7 @@ async def test_the_reaper_takes_back_a_silent_lease_and_a_heartbeat_keeps_one(
     assert uow.state.jobs[quiet.job_id]["errorCode"] == "JOB_TIMEOUT"
     assert uow.state.jobs[alive.job_id]["lifecycleStatus"] == "running"
     with pytest.raises(LeaseLostError):
-        await protocol.heartbeat(quiet.job_id, 1, "rt-quiet", 10, b"")
+        await protocol.heartbeat(beat(quiet, "rt-quiet", 10))
 
 
 async def test_an_undelivered_lease_goes_back_without_spending_an_attempt(
@@ -187,7 +210,16 @@ async def test_the_largest_retry_after_requeues_within_the_cap(
 ) -> None:
     lease = await _leased(jobs, protocol)
     report = FailureReport(
-        lease.job_id, 1, "rt-1", "MODEL_RATE_LIMIT", True, "", "", 315_576_000_000_000, None
+        lease.job_id,
+        1,
+        "rt-1",
+        "MODEL_RATE_LIMIT",
+        True,
+        "",
+        "",
+        315_576_000_000_000,
+        None,
+        lease.lease_token,
     )
     outcome = await protocol.submit_failure(report)
     assert outcome.status is S.QUEUED and outcome.next_attempt_at is not None

@@ -10,7 +10,7 @@ leaves nothing behind, and hooks and wake-ups follow the commit exactly as on SQ
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from sqlalchemy.exc import IntegrityError
 
 from scheduler_service.lifecycle.claims import deal
+from scheduler_service.lifecycle.lease_tokens import digest, new_lease_token
 from scheduler_service.lifecycle.records import (
     RECORD_FIELDS,
     ArtifactRow,
@@ -46,13 +47,19 @@ from scheduler_service.lifecycle.transitions import (
 )
 from scheduler_service.outbox.events import EventType, NewEvent
 from scheduler_service.ports import Transaction, Wakeups
+from scheduler_service.registry.definitions import USER_KEY_MODE
 
 __all__ = ["FakeClock", "FakeState", "FakeUnitOfWork"]
 
 T = TypeVar("T")
 Row = dict[str, Any]
 _Q, _R = LifecycleStatus.QUEUED.value, LifecycleStatus.RUNNING.value
-_GUARD_PARAMS = {"attempt": Guard.ATTEMPT, "holder": Guard.HOLDER, "owner": Guard.OWNER}
+_GUARD_PARAMS = {
+    "attempt": Guard.ATTEMPT,
+    "holder": Guard.HOLDER,
+    "token": Guard.LEASE_TOKEN,
+    "owner": Guard.OWNER,
+}
 
 
 @dataclass
@@ -117,6 +124,8 @@ class FakeJobStore(JobStore):
                 return bool(row["attemptCount"] == params["attempt"])
             case Guard.HOLDER:
                 return bool(row["lockedBy"] == params["holder"])
+            case Guard.LEASE_TOKEN:
+                return bool(row["leaseTokenHash"] == params["token"])
             case Guard.OWNER:
                 return bool(row["userId"] == params["owner"])
             case Guard.AVAILABLE:
@@ -264,7 +273,11 @@ class FakeJobStore(JobStore):
             self.state.snapshots[job.job_id] = (snapshot, params or {})
 
     async def claim_batches(
-        self, job_types: Sequence[str], demands: Sequence[tuple[str, int]]
+        self,
+        job_types: Sequence[str],
+        demands: Sequence[tuple[str, int]],
+        *,
+        platform_key_only: bool = False,
     ) -> list[list[LeaseGrant]]:
         wanted = sum(max(0, want) for _, want in demands)
         available = sorted(
@@ -274,17 +287,24 @@ class FakeJobStore(JobStore):
                 if r["lifecycleStatus"] == _Q
                 and r["jobType"] in job_types
                 and self._holds(Guard.AVAILABLE, r, {})
+                and not (platform_key_only and r["credentialMode"] == USER_KEY_MODE)
             ),
             key=lambda r: (r["priority"], r["createdAt"], r["id"]),
         )[: max(0, wanted)]
         shares = deal([r["id"] for r in available], [want for _, want in demands])
+        granted: list[list[LeaseGrant]] = []
         for (holder, _), share in zip(demands, shares, strict=True):
+            token = new_lease_token()
             for job_id in share:
-                self._set(LOCK, self.state.jobs[job_id], {"lockedBy": holder})
-        return [
-            [await self.grant_of(job_id, holder) for job_id in share]
-            for (holder, _), share in zip(demands, shares, strict=True)
-        ]
+                values = {"lockedBy": holder, "leaseTokenHash": digest(token)}
+                self._set(LOCK, self.state.jobs[job_id], values)
+            granted.append(
+                [
+                    replace(await self.grant_of(job_id, holder), lease_token=token)
+                    for job_id in share
+                ]
+            )
+        return granted
 
     async def grant_of(self, job_id: str, holder: str) -> LeaseGrant:
         row = self.state.jobs[job_id]
@@ -315,6 +335,7 @@ class FakeJobStore(JobStore):
                     credential_id=row["credentialId"] or "",
                     checkpoint=grant.checkpoint or b"",
                     output_schema_version=row["outputSchemaVersion"] or "",
+                    lease_token=grant.lease_token,
                 )
             )
         return payloads

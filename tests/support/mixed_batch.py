@@ -35,6 +35,7 @@ def _result(
         digest or output_hash(output),
         json.dumps(output),
         None,
+        lease.lease_token,
     )
 
 
@@ -58,7 +59,18 @@ async def run_mixed_batch(
     good = await leased("rt-1")
     stale_first = await leased("rt-1")
     await protocol.submit_failure(
-        FailureReport(stale_first.job_id, 1, "rt-1", "MODEL_TIMEOUT", True, "", "", 0, None)
+        FailureReport(
+            stale_first.job_id,
+            1,
+            "rt-1",
+            "MODEL_TIMEOUT",
+            True,
+            "",
+            "",
+            0,
+            None,
+            stale_first.lease_token,
+        )
     )
     await advance_past_backoff(stale_first.job_id)
     (stale_now,) = await protocol.claim("rt-1", ["synthetic_echo"], 1)
@@ -74,7 +86,7 @@ async def run_mixed_batch(
             _result(stale_first, "rt-1"),
             _result(hashed, "rt-1", digest="0" * 64),
             _result(other, "rt-1"),
-            HeartbeatReport(beat.job_id, 1, "rt-1", 40, b""),
+            HeartbeatReport(beat.job_id, 1, "rt-1", 40, b"", beat.lease_token),
         ]
     )
     first, duplicate, stale, wrong_hash, not_holder, heartbeat = answers

@@ -107,18 +107,20 @@ class LockRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., runtime_instance_id: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("job_id", "attempt_no", "runtime_instance_id", "progress", "checkpoint")
+    __slots__ = ("job_id", "attempt_no", "runtime_instance_id", "progress", "checkpoint", "lease_token")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_NO_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     attempt_no: int
     runtime_instance_id: str
     progress: int
     checkpoint: bytes
-    def __init__(self, job_id: _Optional[str] = ..., attempt_no: _Optional[int] = ..., runtime_instance_id: _Optional[str] = ..., progress: _Optional[int] = ..., checkpoint: _Optional[bytes] = ...) -> None: ...
+    lease_token: str
+    def __init__(self, job_id: _Optional[str] = ..., attempt_no: _Optional[int] = ..., runtime_instance_id: _Optional[str] = ..., progress: _Optional[int] = ..., checkpoint: _Optional[bytes] = ..., lease_token: _Optional[str] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("lock_until", "cancel_requested")
@@ -129,20 +131,22 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, lock_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
 
 class SubmitResultRequest(_message.Message):
-    __slots__ = ("job_id", "attempt_no", "runtime_instance_id", "output_hash", "output_json", "usage")
+    __slots__ = ("job_id", "attempt_no", "runtime_instance_id", "output_hash", "output_json", "usage", "lease_token")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_NO_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_HASH_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_JSON_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     attempt_no: int
     runtime_instance_id: str
     output_hash: str
     output_json: str
     usage: _types_pb2.Usage
-    def __init__(self, job_id: _Optional[str] = ..., attempt_no: _Optional[int] = ..., runtime_instance_id: _Optional[str] = ..., output_hash: _Optional[str] = ..., output_json: _Optional[str] = ..., usage: _Optional[_Union[_types_pb2.Usage, _Mapping]] = ...) -> None: ...
+    lease_token: str
+    def __init__(self, job_id: _Optional[str] = ..., attempt_no: _Optional[int] = ..., runtime_instance_id: _Optional[str] = ..., output_hash: _Optional[str] = ..., output_json: _Optional[str] = ..., usage: _Optional[_Union[_types_pb2.Usage, _Mapping]] = ..., lease_token: _Optional[str] = ...) -> None: ...
 
 class SubmitResultResponse(_message.Message):
     __slots__ = ("result_idempotency_key", "duplicate")
@@ -153,7 +157,7 @@ class SubmitResultResponse(_message.Message):
     def __init__(self, result_idempotency_key: _Optional[str] = ..., duplicate: _Optional[bool] = ...) -> None: ...
 
 class SubmitFailureRequest(_message.Message):
-    __slots__ = ("job_id", "attempt_no", "runtime_instance_id", "error_code", "retryable", "public_error_message", "internal_error_message", "retry_after", "usage")
+    __slots__ = ("job_id", "attempt_no", "runtime_instance_id", "error_code", "retryable", "public_error_message", "internal_error_message", "retry_after", "usage", "lease_token")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_NO_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -163,6 +167,7 @@ class SubmitFailureRequest(_message.Message):
     INTERNAL_ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     attempt_no: int
     runtime_instance_id: str
@@ -172,7 +177,8 @@ class SubmitFailureRequest(_message.Message):
     internal_error_message: str
     retry_after: _duration_pb2.Duration
     usage: _types_pb2.Usage
-    def __init__(self, job_id: _Optional[str] = ..., attempt_no: _Optional[int] = ..., runtime_instance_id: _Optional[str] = ..., error_code: _Optional[str] = ..., retryable: _Optional[bool] = ..., public_error_message: _Optional[str] = ..., internal_error_message: _Optional[str] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., usage: _Optional[_Union[_types_pb2.Usage, _Mapping]] = ...) -> None: ...
+    lease_token: str
+    def __init__(self, job_id: _Optional[str] = ..., attempt_no: _Optional[int] = ..., runtime_instance_id: _Optional[str] = ..., error_code: _Optional[str] = ..., retryable: _Optional[bool] = ..., public_error_message: _Optional[str] = ..., internal_error_message: _Optional[str] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., usage: _Optional[_Union[_types_pb2.Usage, _Mapping]] = ..., lease_token: _Optional[str] = ...) -> None: ...
 
 class SubmitFailureResponse(_message.Message):
     __slots__ = ("lifecycle_status", "next_attempt_at")
@@ -183,14 +189,16 @@ class SubmitFailureResponse(_message.Message):
     def __init__(self, lifecycle_status: _Optional[str] = ..., next_attempt_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ResolveCredentialRequest(_message.Message):
-    __slots__ = ("job_id", "attempt_no", "runtime_instance_id")
+    __slots__ = ("job_id", "attempt_no", "runtime_instance_id", "lease_token")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_NO_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     attempt_no: int
     runtime_instance_id: str
-    def __init__(self, job_id: _Optional[str] = ..., attempt_no: _Optional[int] = ..., runtime_instance_id: _Optional[str] = ...) -> None: ...
+    lease_token: str
+    def __init__(self, job_id: _Optional[str] = ..., attempt_no: _Optional[int] = ..., runtime_instance_id: _Optional[str] = ..., lease_token: _Optional[str] = ...) -> None: ...
 
 class ResolveCredentialResponse(_message.Message):
     __slots__ = ("api_key", "provider")
