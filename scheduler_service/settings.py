@@ -70,8 +70,12 @@ class SchedulerSettings(BaseSettings):
     daily_job_quota_per_user: int = Field(default=10_000, ge=1)
     #: Largest snapshot (canonical JSON bytes) CreateJob accepts.
     max_snapshot_bytes: int = Field(default=1024 * 1024, ge=1024)
-    #: Concurrent RPCs the server runs; more are refused with RESOURCE_EXHAUSTED.
+    #: Concurrent authenticated RPCs (streams included) the server runs; more are refused with
+    #: RESOURCE_EXHAUSTED. Anonymous calls (health, reflection) never count against it.
     max_concurrent_rpcs: int = Field(default=10_000, ge=1)
+    #: Concurrent anonymous calls (health checks and Watch streams, reflection); a pool of its
+    #: own, so that no number of them can take capacity from authenticated callers.
+    max_anonymous_rpcs: int = Field(default=100, ge=1)
     #: HTTP/2 streams one connection may open at once.
     max_concurrent_streams: int = Field(default=1_000, ge=1)
     #: Runtime Poll streams this replica holds at once (subscribed or still subscribing); more
@@ -173,6 +177,7 @@ class SchedulerSettings(BaseSettings):
     def streams(self) -> StreamSettings:
         return StreamSettings(
             max_concurrent_rpcs=self.max_concurrent_rpcs,
+            max_anonymous_rpcs=self.max_anonymous_rpcs,
             max_concurrent_streams=self.max_concurrent_streams,
             max_poll_streams=self.max_poll_streams,
             poll_subscribe_timeout_s=self.poll_subscribe_timeout_s,
@@ -248,6 +253,7 @@ class LimitSettings:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StreamSettings:
     max_concurrent_rpcs: int
+    max_anonymous_rpcs: int
     max_concurrent_streams: int
     max_poll_streams: int
     poll_subscribe_timeout_s: float

@@ -14,6 +14,7 @@ flood the log.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
 import time
@@ -25,7 +26,7 @@ from typing import Any
 import grpc
 
 from scheduler_service import identity, metrics
-from scheduler_service.api.handlers import Behaviour, StreamBehaviour, rebuild
+from scheduler_service.api.handlers import rebuild
 from scheduler_service.api.status import Continuation, Handler, ServerInterceptor, abort_with
 from shared.error_codes import ErrorCode
 
@@ -192,22 +193,12 @@ def _bound(handler: Handler, prefix: str) -> Handler:
     grpc.aio runs each call in a task of its own, so the binding set here ends with the call
     (and is copied into the tasks the call starts, such as a Poll stream's reader)."""
 
-    def unary(behaviour: Behaviour) -> Behaviour:
-        async def call(request: Any, context: Any) -> Any:
-            identity.bind(prefix)
-            return await behaviour(request, context)
+    @contextlib.asynccontextmanager
+    async def bound(_context: Any) -> AsyncIterator[None]:
+        identity.bind(prefix)
+        yield
 
-        return call
-
-    def streaming(behaviour: StreamBehaviour) -> StreamBehaviour:
-        async def call(request: Any, context: Any) -> AsyncIterator[Any]:
-            identity.bind(prefix)
-            async for response in behaviour(request, context):
-                yield response
-
-        return call
-
-    return rebuild(handler, unary=unary, streaming=streaming)
+    return rebuild(handler, scope=bound)
 
 
 def _refusing(handler: Handler, code: grpc.StatusCode, reason: ErrorCode, message: str) -> Handler:
@@ -216,10 +207,4 @@ def _refusing(handler: Handler, code: grpc.StatusCode, reason: ErrorCode, messag
     async def refuse(_request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         await abort_with(context, code, reason, message)
 
-    async def refuse_streaming(
-        _request: Any, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> AsyncIterator[Any]:
-        await abort_with(context, code, reason, message)
-        yield  # pragma: no cover - makes this an async generator
-
-    return rebuild(handler, unary=lambda _: refuse, streaming=lambda _: refuse_streaming)
+    return rebuild(handler, replace_with=refuse)

@@ -1,24 +1,26 @@
-"""Rebuilding a gRPC method handler around new behaviour, keeping its shape.
+"""Rebuilding a gRPC method handler around a scope, keeping its shape and its style.
 
-Every interceptor here (status mapping, authentication, identity binding, capacity) wraps the
-behaviour of the handler it was given; grpc has one constructor per shape (unary or streaming
-request and response), and this module is the one place that picks it.
+Every interceptor here (status mapping, authentication, identity binding, capacity) runs the
+handler it was given inside a scope of its own; grpc has one constructor per shape (unary or
+streaming request and response), and a streaming behaviour is either an async generator or a
+coroutine that writes with ``context.write`` (grpc's own health service is the latter). This module
+is the one place that picks the constructor and keeps the style.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
 
 __all__ = [
-    "Behaviour",
     "Continuation",
     "Handler",
+    "Scope",
     "ServerInterceptor",
-    "StreamBehaviour",
-    "behaviour_of",
     "rebuild",
 ]
 
@@ -29,39 +31,61 @@ else:
     Handler = grpc.RpcMethodHandler
     ServerInterceptor = grpc.aio.ServerInterceptor
 Continuation: TypeAlias = "Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]]"
-
-#: A unary-response behaviour: (request or request iterator, context) -> response.
-Behaviour = Callable[[Any, Any], Awaitable[Any]]
-#: A streaming-response behaviour: (request or request iterator, context) -> responses.
-StreamBehaviour = Callable[[Any, Any], AsyncIterator[Any]]
+#: What runs around one call: entered before the behaviour, left when it ends (a stream: when it
+#: is over); it sees the call's context and any exception the behaviour raised.
+Scope = Callable[[Any], AbstractAsyncContextManager[None]]
 
 
-def behaviour_of(handler: Handler) -> Callable[..., Any]:
+def _behaviour_of(handler: Handler) -> Callable[..., Any]:
     if handler.request_streaming:
-        return handler.stream_stream if handler.response_streaming else handler.stream_unary  # type: ignore[return-value]
-    return handler.unary_stream if handler.response_streaming else handler.unary_unary  # type: ignore[return-value]
+        if handler.response_streaming:
+            return handler.stream_stream  # type: ignore[return-value]
+        return handler.stream_unary  # type: ignore[return-value]
+    if handler.response_streaming:
+        return handler.unary_stream  # type: ignore[return-value]
+    return handler.unary_unary  # type: ignore[return-value]
+
+
+def _scoped(
+    behaviour: Callable[..., Any], scope: Scope, prepare: Callable[[Any], Any], streaming: bool
+) -> Callable[..., Any]:
+    if streaming and inspect.isasyncgenfunction(behaviour):
+
+        async def generator(request: Any, context: Any) -> AsyncIterator[Any]:
+            async with scope(context):
+                async for response in behaviour(prepare(request), context):
+                    yield response
+
+        return generator
+
+    async def coroutine(request: Any, context: Any) -> Any:
+        async with scope(context):
+            return await behaviour(prepare(request), context)
+
+    return coroutine
 
 
 def rebuild(
     handler: Handler,
     *,
-    unary: Callable[[Behaviour], Behaviour] | None = None,
-    streaming: Callable[[StreamBehaviour], StreamBehaviour] | None = None,
+    scope: Scope | None = None,
+    prepare: Callable[[Any], Any] = lambda request: request,
+    replace_with: Callable[[Any, Any], Awaitable[Any]] | None = None,
     request_deserializer: Callable[[bytes], Any] | None = None,
 ) -> Handler:
-    """``handler`` with its behaviour passed through ``unary`` (unary responses) or
-    ``streaming`` (streamed responses); a missing one leaves that shape's behaviour as it is."""
-    original = behaviour_of(handler)
+    """``handler`` run inside ``scope`` with its request passed through ``prepare`` — or, with
+    ``replace_with``, a handler of the same shape that runs only that coroutine."""
+    behaviour = _behaviour_of(handler) if replace_with is None else replace_with
+    if scope is not None:
+        behaviour = _scoped(behaviour, scope, prepare, handler.response_streaming)
     kwargs: dict[str, Any] = {
         "request_deserializer": request_deserializer or handler.request_deserializer,
         "response_serializer": handler.response_serializer,
     }
     if handler.response_streaming:
-        behaviour = streaming(original) if streaming else original
         if handler.request_streaming:
             return grpc.stream_stream_rpc_method_handler(behaviour, **kwargs)
         return grpc.unary_stream_rpc_method_handler(behaviour, **kwargs)
-    behaviour = unary(original) if unary else original
     if handler.request_streaming:
         return grpc.stream_unary_rpc_method_handler(behaviour, **kwargs)
     return grpc.unary_unary_rpc_method_handler(behaviour, **kwargs)

@@ -15,6 +15,7 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
 from scheduler_service.api.auth import AuthInterceptor
+from scheduler_service.api.capacity import CapacityInterceptor
 from scheduler_service.api.servicers import AdminServicer, JobServicer, RuntimeServicer
 from scheduler_service.api.status import StatusInterceptor
 from scheduler_service.api.tokens import load_tokens
@@ -48,9 +49,12 @@ def build_server(
         interceptors=[
             StatusInterceptor(),
             AuthInterceptor(load_tokens(settings), reflection=settings.reflection),
+            CapacityInterceptor(
+                authenticated=settings.streams.max_concurrent_rpcs,
+                anonymous=settings.streams.max_anonymous_rpcs,
+            ),
         ],
         options=_server_options(settings),
-        maximum_concurrent_rpcs=settings.streams.max_concurrent_rpcs,
     )
     job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(app), server)
     admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(app), server)

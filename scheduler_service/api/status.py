@@ -9,10 +9,12 @@ refused calls included, is counted in ``aijob_rpc_total`` by method and code.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, NoReturn
 
 import grpc
@@ -175,34 +177,19 @@ def _undecodable() -> InvalidRequestError:
 def _wrapped(handler: Handler, method: str) -> Handler:
     return rebuild(
         handler,
-        unary=lambda behaviour: _unary(behaviour, method),
-        streaming=lambda behaviour: _streaming(behaviour, method),
+        scope=functools.partial(_answered, method),
+        prepare=_checked,
         request_deserializer=_tolerant(handler.request_deserializer),
     )
 
 
-def _unary(behaviour: Callable[..., Any], method: str) -> Callable[..., Awaitable[Any]]:
-    async def unary(request: Any, context: Context) -> Any:
-        call = _Call(method)
-        try:
-            return await behaviour(_checked(request), context)
-        except Exception as exc:
-            await call.fail(context, exc)
-        finally:
-            call.done()
-
-    return unary
-
-
-def _streaming(behaviour: Callable[..., Any], method: str) -> Callable[..., AsyncIterator[Any]]:
-    async def streaming(request: Any, context: Context) -> AsyncIterator[Any]:
-        call = _Call(method)
-        try:
-            async for response in behaviour(_checked(request), context):
-                yield response
-        except Exception as exc:
-            await call.fail(context, exc)
-        finally:
-            call.done()
-
-    return streaming
+@contextlib.asynccontextmanager
+async def _answered(method: str, context: Context) -> AsyncIterator[None]:
+    """The call's failure leaves as its precise status; the call is counted either way."""
+    call = _Call(method)
+    try:
+        yield
+    except Exception as exc:
+        await call.fail(context, exc)
+    finally:
+        call.done()
