@@ -140,6 +140,8 @@ class SchedulerApp:
             reports,
             max_streams=settings.streams.max_poll_streams,
             subscribe_timeout_s=settings.streams.poll_subscribe_timeout_s,
+            max_streams_per_token=settings.streams.max_streams_per_token,
+            max_slots=settings.streams.max_slots_per_stream,
         )
         key = settings.credential_key.get_secret_value()
         credentials = CredentialStore(uow, CredentialCipher.from_base64(key) if key else None)
@@ -148,7 +150,7 @@ class SchedulerApp:
             uow,
             registry,
             protocol,
-            Reaper(uow, protocol),
+            Reaper(uow, protocol, on_reaped=dispatcher.lease_expired),
             jobs,
             dispatcher,
             polls,

@@ -1,31 +1,46 @@
-"""Which runtime instances the caller of this RPC may speak for (issue 15).
+"""Who the caller of this RPC is, as far as the runtime protocol cares (issue 15).
 
-A runtime token can be bound to an instance-id prefix (``AIJOB_RUNTIME_IDENTITIES``). The auth
-interceptor binds the prefix for the call; every runtime request names its instance id, and
-:func:`check_instance` refuses one outside the prefix, so one runtime's token cannot act as
-another. Unbound tokens (and internal callers) speak for any instance; their leases are still
-guarded by the server-issued lease token.
+The auth interceptor binds every runtime call to its token: a short digest that counts the token's
+Poll streams, and, for a token bound to an identity (``AIJOB_RUNTIME_IDENTITIES``), the instance-id
+prefix it may act for. Every runtime request names its instance id, and :func:`check_instance`
+refuses one outside the prefix, so one runtime's token cannot act as another. Unbound tokens (and
+internal callers) speak for any instance; their leases are still guarded by the server-issued
+lease token.
 """
 
 from __future__ import annotations
 
 from contextvars import ContextVar
+from dataclasses import dataclass
 
 from scheduler_service.errors import RuntimeIdentityError
 
-__all__ = ["bind", "check_instance"]
-
-_PREFIX: ContextVar[str | None] = ContextVar("aijob_runtime_prefix", default=None)
+__all__ = ["RuntimeCaller", "bind", "check_instance", "current"]
 
 
-def bind(prefix: str) -> None:
-    """From here on, the current call (its task, and tasks it starts) speaks only for instance
-    ids starting with ``prefix``."""
-    _PREFIX.set(prefix)
+@dataclass(frozen=True, slots=True)
+class RuntimeCaller:
+    #: A digest of the runtime token (never the token).
+    token_key: str
+    #: The instance-id prefix the token is bound to, if any.
+    instance_prefix: str | None = None
+
+
+_CALLER: ContextVar[RuntimeCaller | None] = ContextVar("aijob_runtime_caller", default=None)
+
+
+def bind(caller: RuntimeCaller) -> None:
+    """From here on, the current call (its task, and tasks it starts) is ``caller``'s."""
+    _CALLER.set(caller)
+
+
+def current() -> RuntimeCaller | None:
+    return _CALLER.get()
 
 
 def check_instance(instance_id: str) -> None:
-    prefix = _PREFIX.get()
+    caller = _CALLER.get()
+    prefix = None if caller is None else caller.instance_prefix
     if prefix is not None and not instance_id.startswith(prefix):
         raise RuntimeIdentityError(
             f"this runtime token may only act for instance ids starting with {prefix!r}"

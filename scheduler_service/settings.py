@@ -82,6 +82,10 @@ class SchedulerSettings(BaseSettings):
     #: are refused with RESOURCE_EXHAUSTED TOO_MANY_STREAMS, so that however many streams come,
     #: max_concurrent_rpcs minus this many RPCs stay free for everything else.
     max_poll_streams: int = Field(default=1_000, ge=1)
+    #: Poll streams one runtime token may hold open on this replica (TOO_MANY_STREAMS beyond).
+    max_streams_per_token: int = Field(default=500, ge=1)
+    #: Largest ``slots`` a Poll subscribe may ask for (leases one stream holds at once).
+    max_slots_per_stream: int = Field(default=256, ge=1, le=1_000)
     #: A Poll stream that has not subscribed within this long is closed (INVALID_ARGUMENT).
     poll_subscribe_timeout_s: float = Field(default=10.0, gt=0)
     #: How often WatchJob looks for changes made through other replicas.
@@ -180,6 +184,8 @@ class SchedulerSettings(BaseSettings):
             max_anonymous_rpcs=self.max_anonymous_rpcs,
             max_concurrent_streams=self.max_concurrent_streams,
             max_poll_streams=self.max_poll_streams,
+            max_streams_per_token=self.max_streams_per_token,
+            max_slots_per_stream=self.max_slots_per_stream,
             poll_subscribe_timeout_s=self.poll_subscribe_timeout_s,
             watch_poll_s=self.watch_poll_ms / 1000,
         )
@@ -256,6 +262,8 @@ class StreamSettings:
     max_anonymous_rpcs: int
     max_concurrent_streams: int
     max_poll_streams: int
+    max_streams_per_token: int
+    max_slots_per_stream: int
     poll_subscribe_timeout_s: float
     #: How often WatchJob looks for changes made through other replicas.
     watch_poll_s: float

@@ -15,10 +15,11 @@ flood the log.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import hmac
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -58,6 +59,8 @@ OPEN_SERVICES = frozenset(
 @dataclass(frozen=True, slots=True)
 class Caller:
     role: Role
+    #: A digest of the token, to count what one token holds (never the token itself).
+    token_key: str = ""
     #: For a runtime token bound to an identity: the instance-id prefix it may act for.
     instance_prefix: str | None = None
 
@@ -71,8 +74,15 @@ class TokenSet:
         """``tokens`` per role; ``bound_runtimes`` are (instance-id prefix, token) pairs of
         runtime tokens that act only for instances with that prefix."""
         self._tokens = [
-            (Caller(role), t.encode()) for role, values in tokens.items() for t in values if t
-        ] + [(Caller(Role.RUNTIME, prefix), t.encode()) for prefix, t in bound_runtimes if t]
+            (Caller(role, _key_of(t)), t.encode())
+            for role, values in tokens.items()
+            for t in values
+            if t
+        ] + [
+            (Caller(Role.RUNTIME, _key_of(t), prefix), t.encode())
+            for prefix, t in bound_runtimes
+            if t
+        ]
 
     def caller_of(self, token: str) -> Caller | None:
         presented = token.encode()
@@ -91,18 +101,25 @@ class TokenSet:
         return bool(self._tokens)
 
 
+def _key_of(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()[:16]
+
+
 class RefusalLog:
     """One log line per refusal code per ``interval_s`` at most, saying how many calls it
     stands for; every refusal is counted in the metric."""
 
-    def __init__(self, interval_s: float = 10.0) -> None:
+    def __init__(
+        self, interval_s: float = 10.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._interval_s = interval_s
+        self._clock = clock
         self._last: dict[str, float] = {}
         self._suppressed: dict[str, int] = {}
 
     def refused(self, code: str, method: str) -> None:
         metrics.REFUSED_CALLS.labels(code).inc()
-        now = time.monotonic()
+        now = self._clock()
         last = self._last.get(code)
         if last is not None and now - last < self._interval_s:
             self._suppressed[code] = self._suppressed.get(code, 0) + 1
@@ -158,8 +175,8 @@ class AuthInterceptor(ServerInterceptor):
             code, reason, message = refusal
             self._refusals.refused(code.name, method)
             return _refusing(handler, code, reason, message)
-        if caller is not None and caller.instance_prefix is not None:
-            return _bound(handler, caller.instance_prefix)
+        if caller is not None and caller.role is Role.RUNTIME:
+            return _bound(handler, identity.RuntimeCaller(caller.token_key, caller.instance_prefix))
         return handler
 
 
@@ -187,15 +204,15 @@ def _refusal(
     return None
 
 
-def _bound(handler: Handler, prefix: str) -> Handler:
-    """``handler`` acting only for runtime instances whose id starts with ``prefix``.
+def _bound(handler: Handler, caller: identity.RuntimeCaller) -> Handler:
+    """``handler`` run as ``caller`` (acting only for instances of its prefix, if bound).
 
     grpc.aio runs each call in a task of its own, so the binding set here ends with the call
     (and is copied into the tasks the call starts, such as a Poll stream's reader)."""
 
     @contextlib.asynccontextmanager
     async def bound(_context: Any) -> AsyncIterator[None]:
-        identity.bind(prefix)
+        identity.bind(caller)
         yield
 
     return rebuild(handler, scope=bound)

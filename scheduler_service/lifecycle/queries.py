@@ -68,7 +68,7 @@ _SNAPSHOT = select(_snapshots.c.content, _snapshots.c.params).where(
     _snapshots.c.jobId == bindparam("b_id")
 )
 _EXPIRED_LEASES = (
-    select(_c.id, _c.jobType, _c.attemptCount, _c.maxAttempts, _c.cancelRequestedAt)
+    select(_c.id, _c.jobType, _c.attemptCount, _c.maxAttempts, _c.cancelRequestedAt, _c.lockedBy)
     .where(_c.lifecycleStatus == _R, sql.overdue())
     .order_by(_c.lockUntil)
     .limit(bindparam("b_limit"))
@@ -158,7 +158,12 @@ async def expired_leases(
     rows = await conn.execute(_EXPIRED_LEASES, {"b_grace_ms": grace_ms, "b_limit": limit})
     return [
         ExpiredLease(
-            r.id, r.jobType, r.attemptCount, r.maxAttempts, r.cancelRequestedAt is not None
+            r.id,
+            r.jobType,
+            r.attemptCount,
+            r.maxAttempts,
+            r.cancelRequestedAt is not None,
+            r.lockedBy,
         )
         for r in rows
     ]

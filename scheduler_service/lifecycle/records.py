@@ -108,6 +108,8 @@ class ExpiredLease:
     attempt_no: int
     max_attempts: int
     cancel_requested: bool
+    #: The runtime instance that held it (and never reported it).
+    holder: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from pydantic import BaseModel
-from sqlalchemy import Table, bindparam, insert, select
+from sqlalchemy import Table, bindparam, delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.db.clock import db_now
@@ -271,11 +271,26 @@ class SqlJobStore(JobStore):
     async def lock_user_gate(self, user_id: str) -> tuple[int, int]:
         # Creates of one user serialise on their gate row, so concurrent creates cannot all pass
         # the count together.
-        await insert_ignoring_duplicates(
-            self._conn, _gate, [{"userId": user_id}], stamped=("updatedAt",)
+        while True:
+            await insert_ignoring_duplicates(
+                self._conn, _gate, [{"userId": user_id}], stamped=("updatedAt",)
+            )
+            # Pruned between the insert and the lock: put it back, or nothing serialises.
+            if (await self._conn.execute(_LOCK_GATE, {"b_user": user_id})).first() is not None:
+                return await queries.active_and_today(self._conn, user_id)
+
+    async def prune_user_gates(self, idle_ms: int, *, limit: int = 500) -> int:
+        old = _gate.c.updatedAt < db_now(-bindparam("b_idle_ms"))
+        found = await self._conn.execute(
+            select(_gate.c.userId).where(old).limit(limit), {"b_idle_ms": idle_ms}
         )
-        await self._conn.execute(_LOCK_GATE, {"b_user": user_id})
-        return await queries.active_and_today(self._conn, user_id)
+        users = list(found.scalars())
+        if not users:
+            return 0
+        result = await self._conn.execute(
+            delete(_gate).where(_gate.c.userId.in_(users), old), {"b_idle_ms": idle_ms}
+        )
+        return int(result.rowcount)
 
     async def artifacts(self, job_id: str) -> list[ArtifactRow]:
         return await queries.artifacts_of(self._conn, job_id)

@@ -102,6 +102,11 @@ class JobStore(ABC):
         today)."""
 
     @abstractmethod
+    async def prune_user_gates(self, idle_ms: int, *, limit: int = 500) -> int:
+        """Delete up to ``limit`` gate rows created more than ``idle_ms`` ago; how many went.
+        A user's next create puts theirs back: the rows only serialise creates."""
+
+    @abstractmethod
     async def artifacts(self, job_id: str) -> list[ArtifactRow]: ...
 
     @abstractmethod

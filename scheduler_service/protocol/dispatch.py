@@ -47,6 +47,10 @@ class Ack:
 Message = LeasePayload | CancelNotice | Ack
 
 
+#: Runtime instances whose strikes are remembered (the oldest are forgotten first).
+MAX_STRUCK_RUNTIMES = 10_000
+
+
 @dataclass(eq=False)
 class StreamSession:
     """One runtime's Poll stream: what it serves, its free slots, and its outgoing messages."""
@@ -60,12 +64,25 @@ class StreamSession:
     held: OrderedDict[str, int] = field(default_factory=OrderedDict)
     cancels_sent: set[tuple[str, int]] = field(default_factory=set)
     closed: bool = False
+    #: The slots it subscribed with; ``slots`` is lower while it has strikes.
+    subscribed_slots: int = field(init=False, default=0)
     #: When the runtime last sent anything (event-loop time); a silent stream's leases are not
     #: kept alive.
     last_seen: float = field(default_factory=lambda: asyncio.get_running_loop().time())
 
     def __post_init__(self) -> None:
         self.credits = self.slots
+        self.subscribed_slots = self.slots
+
+    def strike(self) -> None:
+        """One of this runtime's leases expired unreported: one slot fewer (never below one),
+        so a stream that hoards leases cannot burn other users' attempts at its full width."""
+        self.slots = max(1, self.slots - 1)
+        self.credits = min(max(0, self.credits - 1), self.slots)
+
+    def restore(self) -> None:
+        """It reported a result or failure: one struck slot back."""
+        self.slots = min(self.subscribed_slots, self.slots + 1)
 
     def seen(self) -> None:
         self.last_seen = asyncio.get_running_loop().time()
@@ -101,10 +118,14 @@ class Dispatcher(RoundLoop):
         self._batch_max = batch_max
         self._sessions: list[StreamSession] = []
         self._last_cancel_scan = 0.0
+        #: Leases reaped unreported per runtime instance, newest last; a reconnect keeps them.
+        self._strikes: OrderedDict[str, int] = OrderedDict()
 
     # -- wiring -------------------------------------------------------------------------------
 
     def attach(self, session: StreamSession) -> None:
+        for _ in range(self._strikes.get(session.runtime_instance_id, 0)):
+            session.strike()
         self._sessions.append(session)
         metrics.POLL_STREAMS.set(len(self._sessions))
         self.notify()
@@ -114,6 +135,24 @@ class Dispatcher(RoundLoop):
         if session in self._sessions:
             self._sessions.remove(session)
             metrics.POLL_STREAMS.set(len(self._sessions))
+
+    def lease_expired(self, holder: str) -> None:
+        """The reaper took back a lease ``holder`` never reported."""
+        self._strikes[holder] = self._strikes.pop(holder, 0) + 1
+        while len(self._strikes) > MAX_STRUCK_RUNTIMES:
+            self._strikes.popitem(last=False)
+        for session in self._sessions:
+            if session.runtime_instance_id == holder:
+                session.strike()
+
+    def report_accepted(self, holder: str) -> None:
+        """``holder`` reported a result or a failure: it forgives one strike."""
+        strikes = self._strikes.pop(holder, 0) - 1
+        if strikes > 0:
+            self._strikes[holder] = strikes
+        for session in self._sessions:
+            if session.runtime_instance_id == holder:
+                session.restore()
 
     def sessions(self) -> list[StreamSession]:
         """The open streams attached here."""

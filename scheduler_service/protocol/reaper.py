@@ -5,6 +5,7 @@ overdue, so a heartbeat or another reaper that got there first wins."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from scheduler_service import metrics
 from scheduler_service.errors import JobNotFoundError, LifecycleError
@@ -14,15 +15,30 @@ from scheduler_service.ports import Transaction, UnitOfWork
 from scheduler_service.protocol.service import FailedAttempt, RuntimeProtocol
 from shared.error_codes import ErrorCode
 
-__all__ = ["Reaper"]
+__all__ = ["GATE_IDLE_MS", "Reaper"]
+
+#: Gate rows older than this are pruned (about once an hour at the default sweep interval).
+GATE_IDLE_MS = 24 * 3_600_000
 
 log = logging.getLogger(__name__)
 
 
 class Reaper:
-    def __init__(self, uow: UnitOfWork, protocol: RuntimeProtocol) -> None:
+    def __init__(
+        self,
+        uow: UnitOfWork,
+        protocol: RuntimeProtocol,
+        *,
+        on_reaped: Callable[[str], None] = lambda _holder: None,
+        prune_gates_every: int = 720,
+    ) -> None:
+        self._prune_gates_every = prune_gates_every
+        self._sweeps = 0
         self._uow = uow
         self._protocol = protocol
+        #: Told the holder of each lease taken back: a stream that lets its leases expire
+        #: unreported loses slots (protocol/dispatch.py).
+        self._on_reaped = on_reaped
 
     async def reap_once(self, limit: int = 100) -> int:
         """One sweep; returns how many jobs it settled."""
@@ -33,7 +49,15 @@ class Reaper:
         for job_id in await self._uow.read(lambda tx: tx.jobs.expired_deadlines(limit=limit)):
             if await self._expire(job_id):
                 settled += 1
+        self._sweeps += 1
+        if self._sweeps % self._prune_gates_every == 0:
+            await self.prune_gates()
         return settled
+
+    async def prune_gates(self) -> int:
+        """Drop per-user gate rows not created within a day (ids that came once and went):
+        the table would otherwise keep one row per user id ever seen."""
+        return await self._uow.run(lambda tx: tx.jobs.prune_user_gates(GATE_IDLE_MS))
 
     async def _expire(self, job_id: str) -> bool:
         """Fail a queued job whose schedule-to-start deadline passed (JOB_EXPIRED)."""
@@ -76,6 +100,8 @@ class Reaper:
         except (LifecycleError, JobNotFoundError):
             return False  # a heartbeat, a submit or another reaper got there first
         metrics.LEASE_EXPIRIES.labels(outcome.status.value).inc()
+        if lease.holder:
+            self._on_reaped(lease.holder)
         log.info(
             "lease reaped",
             extra={

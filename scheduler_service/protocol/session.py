@@ -15,7 +15,7 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 
-from scheduler_service import metrics, validation
+from scheduler_service import identity, metrics, validation
 from scheduler_service.errors import (
     DatabaseUnavailableError,
     InvalidRequestError,
@@ -25,7 +25,12 @@ from scheduler_service.errors import (
 from scheduler_service.lifecycle.records import LeasePayload
 from scheduler_service.protocol.dispatch import Ack, CancelNotice, Dispatcher, StreamSession
 from scheduler_service.protocol.group_commit import Answer, HeartbeatReport, Report, ReportBatcher
-from scheduler_service.protocol.service import FailureReport, ResultSubmission
+from scheduler_service.protocol.service import (
+    FailureOutcome,
+    FailureReport,
+    ResultSubmission,
+    SubmitOutcome,
+)
 from scheduler_service.registry import JobRegistry
 from shared.error_codes import ErrorCode
 
@@ -96,13 +101,19 @@ class PollSessions:
         *,
         max_streams: int,
         subscribe_timeout_s: float,
+        max_streams_per_token: int = 500,
+        max_slots: int = 256,
     ) -> None:
         self._dispatcher = dispatcher
         self._registry = registry
         self._reports = reports
         self._max_streams = max_streams
+        self._max_streams_per_token = max_streams_per_token
+        self._max_slots = min(max_slots, MAX_SLOTS)
         self._subscribe_timeout_s = subscribe_timeout_s
         self._open = 0
+        #: Open streams per runtime token (by its digest).
+        self._per_token: dict[str, int] = {}
         #: Kept by the app's database watcher: while the database is unreachable a new stream
         #: is refused UNAVAILABLE (a runtime then retries, or goes to another replica).
         self.database_reachable = True
@@ -120,7 +131,16 @@ class PollSessions:
                 ErrorCode.TOO_MANY_STREAMS,
                 f"this scheduler holds its limit of {self._max_streams} Poll streams; retry later",
             )
+        caller = identity.current()
+        token = "" if caller is None else caller.token_key
+        if self._per_token.get(token, 0) >= self._max_streams_per_token:
+            raise LimitExceededError(
+                ErrorCode.TOO_MANY_STREAMS,
+                f"this runtime token holds its limit of {self._max_streams_per_token} Poll"
+                " streams on this scheduler",
+            )
         self._open += 1
+        self._per_token[token] = self._per_token.get(token, 0) + 1
         try:
             session = self._session(await self._first(incoming))
             # Closed with this generator, so the stream's leftovers are released right away.
@@ -129,6 +149,9 @@ class PollSessions:
                     yield message
         finally:
             self._open -= 1
+            self._per_token[token] -= 1
+            if not self._per_token[token]:
+                del self._per_token[token]
 
     async def _first(self, incoming: AsyncIterator[Incoming]) -> Subscribe:
         try:
@@ -141,8 +164,8 @@ class PollSessions:
 
     def _session(self, sub: Subscribe) -> StreamSession:
         validation.instance_id(sub.runtime_instance_id)
-        if not 1 <= sub.slots <= MAX_SLOTS:
-            raise InvalidRequestError(f"slots must be 1-{MAX_SLOTS}", field="slots")
+        if not 1 <= sub.slots <= self._max_slots:
+            raise InvalidRequestError(f"slots must be 1-{self._max_slots}", field="slots")
         unknown = [t for t in sub.job_types if t not in self._registry]
         if not sub.job_types or unknown:
             raise InvalidRequestError(
@@ -221,6 +244,8 @@ class PollSessions:
             answer = refused
         else:
             answer = await self._reports.submit(message.report)
+            if isinstance(answer, SubmitOutcome | FailureOutcome):
+                self._dispatcher.report_accepted(session.runtime_instance_id)
         code = answer.status if isinstance(answer, SchedulerError) else "OK"
         if isinstance(answer, Exception) and not isinstance(answer, SchedulerError):
             code = "INTERNAL"

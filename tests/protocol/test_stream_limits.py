@@ -10,13 +10,16 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 from prometheus_client import REGISTRY
+from sqlalchemy import update
 
 from aijob.harness import tokens
-from aijob.harness.runtime_client import ClientRuntime, JobClient
+from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
+from scheduler_service.db.clock import db_now
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.status_details import error_reason
+from tests.support.db_checks import JOBS, count
 from tests.support.schedulers import SchedulerFactory
 
 pytestmark = pytest.mark.mysql
@@ -99,3 +102,71 @@ async def test_a_stream_that_never_subscribes_is_closed(
         await _accepted(runtime, JobClient(scheduler.channel))
     finally:
         await runtime.close()
+
+
+async def test_one_runtime_token_holds_at_most_its_share_of_streams(
+    mysql_url: str, start_scheduler: SchedulerFactory
+) -> None:
+    scheduler = await start_scheduler(
+        mysql_url,
+        max_streams_per_token=2,
+        runtime_tokens=f"{tokens.RUNTIME_TOKEN},another-runtime-token",
+    )
+    jobs = JobClient(scheduler.channel)
+    mine = [ClientRuntime(scheduler.channel, f"rt-mine-{i}", slots=1) for i in range(2)]
+    theirs = ClientRuntime(scheduler.channel, "rt-theirs", slots=1, token="another-runtime-token")
+    try:
+        for runtime in mine:
+            await _accepted(runtime, jobs)
+        refused = await _refusal(ClientRuntime(scheduler.channel, "rt-mine-3", slots=1))
+        assert (refused.code(), error_reason(refused)) == (
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "TOO_MANY_STREAMS",
+        )
+        await _accepted(theirs, jobs)  # another token's streams are counted apart
+    finally:
+        for runtime in (*mine, theirs):
+            await runtime.close()
+
+
+async def test_slots_above_the_cap_are_refused(
+    mysql_url: str, start_scheduler: SchedulerFactory
+) -> None:
+    scheduler = await start_scheduler(mysql_url, max_slots_per_stream=8)
+    refused = await _refusal(ClientRuntime(scheduler.channel, "rt-greedy", slots=9))
+    assert refused.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "slots must be 1-8" in (refused.details() or "")
+
+
+async def test_a_stream_whose_leases_expire_unreported_loses_its_slots(
+    mysql_url: str, start_scheduler: SchedulerFactory
+) -> None:
+    """A hoarder takes leases and never reports them: each lease the reaper takes back costs it a
+    slot (never below one), so it cannot burn other users' attempts at its full width; each
+    result it does report earns one back."""
+    scheduler = await start_scheduler(mysql_url, reaper_interval_s=3600)
+    app = scheduler.app
+    jobs = JobClient(scheduler.channel)
+    for _ in range(8):
+        await jobs.create()
+    hoarder = ClientRuntime(scheduler.channel, "rt-hoarder", slots=4)
+    await hoarder.connect()
+    try:
+        taken = [await hoarder.next_lease() for _ in range(4)]
+        (session,) = app.dispatcher.sessions()
+        async with app.engine.begin() as conn:
+            await conn.execute(
+                update(JOBS)
+                .where(JOBS.c.lockedBy == "rt-hoarder")
+                .values(lockUntil=db_now(-3_600_000), startedAt=db_now(-3_600_000))
+            )
+        assert await app.reaper.reap_once() == len(taken)
+        assert (session.slots, session.credits) == (1, 0)
+        hoarder.credit(4)  # asks for four; one slot is all it has now
+        lease = await hoarder.next_lease()
+        held = await count(app.engine, JOBS, lockedBy="rt-hoarder", lifecycleStatus="running")
+        assert (held, session.slots, session.credits) == (1, 1, 0)
+        ack = await hoarder.submit_on_stream(lease, echo_output(lease))
+        assert ack.status.code == 0 and session.slots == 2  # a report earns a slot back
+    finally:
+        await hoarder.close()

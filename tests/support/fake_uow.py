@@ -360,6 +360,9 @@ class FakeJobStore(JobStore):
         active = sum(r["lifecycleStatus"] in (_Q, _R) for r in mine)
         return active, sum(r["createdAt"] >= today for r in mine)
 
+    async def prune_user_gates(self, idle_ms: int, *, limit: int = 500) -> int:
+        return 0  # the fake counts without gate rows
+
     async def artifacts(self, job_id: str) -> list[ArtifactRow]:
         return list(self.state.artifacts.get(job_id, []))
 
@@ -415,6 +418,7 @@ class FakeJobStore(JobStore):
                 r["attemptCount"],
                 r["maxAttempts"],
                 r["cancelRequestedAt"] is not None,
+                r["lockedBy"],
             )
             for r in rows[:limit]
         ]
