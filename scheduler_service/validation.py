@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -21,6 +22,8 @@ USER_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+=/-]{0,190}$")
 #: Visible ASCII: any key a client generates (UUIDs, hashes, "order-17/retry") but no spaces.
 IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
 MAX_ATTEMPT_NO = 1_000
+EVENT_ID_PATTERN = re.compile(r"^[0-9]{1,19}$")
+MAX_EVENT_ID = 2**63 - 1
 
 
 def job_id(value: str, field: str = "job_id") -> str:
@@ -86,11 +89,65 @@ def max_bytes(value: bytes | str, limit: int, field: str) -> None:
         raise InvalidRequestError(f"{field} is larger than {limit} bytes", field=field)
 
 
-def json_document(text: str, field: str) -> Any:
+#: Deepest nesting of objects and arrays a JSON value may have: MariaDB's JSON_VALID (the check
+#: on its JSON columns) refuses 32 levels, and a document the database cannot store must be
+#: refused as bad input, not fail as an internal error.
+MAX_JSON_DEPTH = 31
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def json_document(text: str, field: str, code: ErrorCode = ErrorCode.INVALID_ARGUMENT) -> Any:
+    """``text`` parsed as JSON and checked by :func:`json_value`."""
     try:
-        return json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant)
     except (ValueError, RecursionError):
         raise InvalidRequestError(f"{field} is not valid JSON", field=field) from None
+    return json_value(value, field, code)
+
+
+def json_value(value: Any, field: str, code: ErrorCode = ErrorCode.INVALID_ARGUMENT) -> Any:
+    """``value`` if the database can store it and give it back as it is: numbers finite (no NaN,
+    Infinity or 1e400), at most :data:`MAX_JSON_DEPTH` levels deep, text valid Unicode (no lone
+    surrogates)."""
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise InvalidRequestError(
+                f"{field} holds a number outside the finite IEEE-754 range", field=field, code=code
+            )
+        if isinstance(item, str):
+            _unicode(item, field, code)
+        elif isinstance(item, dict | list):
+            if depth >= MAX_JSON_DEPTH:
+                raise InvalidRequestError(
+                    f"{field} is nested deeper than {MAX_JSON_DEPTH} levels", field=field, code=code
+                )
+            children = item.items() if isinstance(item, dict) else enumerate(item)
+            for key, child in children:
+                if isinstance(key, str):
+                    _unicode(key, field, code)
+                pending.append((child, depth + 1))
+    return value
+
+
+def _unicode(text: str, field: str, code: ErrorCode) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidRequestError(
+            f"{field} holds text that is not valid Unicode", field=field, code=code
+        ) from None
+
+
+def event_position(value: str, field: str) -> int:
+    """An event id as SubscribeEvents takes it: a decimal position within BIGINT."""
+    if not EVENT_ID_PATTERN.fullmatch(value) or int(value) > MAX_EVENT_ID:
+        raise InvalidRequestError(f"{field} is not an event id", field=field)
+    return int(value)
 
 
 def against_schema(model: type[BaseModel], value: Any, field: str, code: ErrorCode) -> BaseModel:

@@ -41,7 +41,20 @@ def struct(value: dict[str, Any]) -> struct_pb2.Struct:
 
 
 def from_struct(message: struct_pb2.Struct) -> dict[str, Any]:
-    return json_format.MessageToDict(message)
+    """A Struct as plain values, as it came: a NaN or an infinity stays a float, for the domain's
+    validation to refuse with its own code and field (json_format would raise ValueError)."""
+    return {key: _plain(value) for key, value in message.fields.items()}
+
+
+def _plain(value: struct_pb2.Value) -> Any:
+    kind = value.WhichOneof("kind")
+    if kind == "struct_value":
+        return from_struct(value.struct_value)
+    if kind == "list_value":
+        return [_plain(item) for item in value.list_value.values]
+    if kind is None or kind == "null_value":
+        return None
+    return getattr(value, kind)
 
 
 def lease(payload: LeasePayload) -> types_pb2.Lease:

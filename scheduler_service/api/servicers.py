@@ -112,11 +112,7 @@ class JobServicer(job_grpc.JobServiceServicer):
         if unknown:
             raise InvalidRequestError(f"unknown event types {unknown}", field="event_types")
         if request.after_event_id:
-            if not request.after_event_id.isdigit():
-                raise InvalidRequestError(
-                    "after_event_id is not an event id", field="after_event_id"
-                )
-            after = int(request.after_event_id)
+            after = validation.event_position(request.after_event_id, "after_event_id")
         else:
             after = await latest_position(self._app.uow)
         async for event in follow(

@@ -123,6 +123,8 @@ class JobService:
         validation.idempotency_key(cmd.idempotency_key)
         _bounded(cmd.target_type, "target_type", limit=32)
         _bounded(cmd.target_id, "target_id", limit=255)
+        validation.json_value(cmd.snapshot, "snapshot", ErrorCode.INVALID_SNAPSHOT)
+        validation.json_value(cmd.params, "params", ErrorCode.INVALID_PARAMS)
         if len(canonical_json(cmd.snapshot)) > self._limits.max_snapshot_bytes:
             raise InvalidRequestError(
                 f"snapshot is larger than {self._limits.max_snapshot_bytes} bytes",
