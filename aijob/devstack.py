@@ -236,6 +236,17 @@ def _readable(job: types_pb2.Job) -> str:
     return "\n".join(lines)
 
 
+def after_exits(running: list[str], exited: dict[str, int]) -> int | None:
+    """What the stack does when ``exited`` (name -> exit code) of the ``running`` processes end:
+    None to keep serving, else the exit code to stop with. The scheduler ending, or a runtime
+    failing, stops everything; a runtime that finished cleanly leaves the others serving, as long
+    as one runtime is left."""
+    if "scheduler" in exited or any(code != 0 for code in exited.values()):
+        return 1
+    runtimes_left = [n for n in running if n.startswith("runtime") and n not in exited]
+    return None if runtimes_left else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     mode = (argv or sys.argv[1:] or ["run"])[0]
     stack = Stack()
@@ -252,15 +263,20 @@ def main(argv: list[str] | None = None) -> int:
         print(_banner(facts), flush=True)
         if mode == "demo":
             return asyncio.run(_demo(stack.listen))
+        watched = dict(stack.procs)
         while not stopping:
             time.sleep(0.2)
-            for name, proc in stack.procs:
-                if proc.poll() is not None:
-                    print(
-                        f"{name} exited with {proc.returncode}; see {LOG_DIR / name}.log",
-                        file=sys.stderr,
-                    )
-                    return 1
+            exited = {
+                name: proc.returncode for name, proc in watched.items() if proc.poll() is not None
+            }
+            if not exited:
+                continue
+            verdict = after_exits(list(watched), exited)
+            for name, code in exited.items():
+                print(f"{name} exited with {code}; see {LOG_DIR / name}.log", file=sys.stderr)
+                del watched[name]
+            if verdict is not None:
+                return verdict
         return 0
     finally:
         print("stopping...", flush=True)

@@ -10,7 +10,7 @@ from typing import Annotated
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from shared.config import DEV_TOKENS_FILE, comma_list
+from shared.config import DEV_TOKENS_FILE, comma_list, pattern_list
 
 DEEPSEEK_BASE_URL = "https://api.deepseek.com"
 
@@ -46,7 +46,8 @@ class RuntimeSettings(BaseSettings):
     #: Price table, micro-units per million tokens (prompt, completion).
     price_prompt_per_mtok_micros: int = Field(default=270_000, ge=0)
     price_completion_per_mtok_micros: int = Field(default=1_100_000, ge=0)
-    #: Content-safety patterns (regular expressions, comma-separated); a hit blocks the job.
+    #: Content-safety patterns (regular expressions, comma-separated; a comma inside a pattern's
+    #: braces, brackets or parentheses, or escaped as ``\\,``, stays in it); a hit blocks the job.
     content_safety_patterns: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: [
             r"(?i)\bhow to (make|build) (a )?(bomb|explosive)",
@@ -60,7 +61,12 @@ class RuntimeSettings(BaseSettings):
     tls_client_cert: str = ""
     tls_client_key: str = ""
 
-    @field_validator("runtime_job_types", "content_safety_patterns", mode="before")
+    @field_validator("runtime_job_types", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
         return comma_list(value)
+
+    @field_validator("content_safety_patterns", mode="before")
+    @classmethod
+    def _split_patterns(cls, value: object) -> object:
+        return pattern_list(value)

@@ -8,6 +8,9 @@ import asyncio
 import logging
 import sys
 
+from pydantic import ValidationError
+
+from scheduler_service.errors import ConfigurationError
 from scheduler_service.settings import SchedulerSettings
 from shared.logs import configure_logging
 
@@ -17,8 +20,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", nargs="?", default="serve", choices=["serve", "migrate"])
     args = parser.parse_args(argv)
     configure_logging("scheduler")
+    try:
+        return _run(args.command)
+    except (ConfigurationError, ValidationError) as exc:
+        # A start that cannot work says why in one line, not with a traceback.
+        summary = " ".join(str(exc).split())
+        print(f"scheduler: cannot start: {summary}", file=sys.stderr)
+        return 2
+
+
+def _run(command: str) -> int:
     settings = SchedulerSettings()
-    if args.command == "migrate":
+    if command == "migrate":
         from scheduler_service.migrate import migrate
 
         asyncio.run(migrate(settings.database_url))

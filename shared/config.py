@@ -12,7 +12,15 @@ from pathlib import Path
 
 import grpc
 
-__all__ = ["DEV_TOKENS_FILE", "client_channel", "comma_list", "dev_token", "split_commas"]
+__all__ = [
+    "DEV_TOKENS_FILE",
+    "client_channel",
+    "comma_list",
+    "dev_token",
+    "pattern_list",
+    "split_commas",
+    "split_patterns",
+]
 
 #: Where a scheduler on loopback without configured tokens writes its development tokens.
 DEV_TOKENS_FILE = ".aijob/dev-tokens.json"
@@ -21,6 +29,41 @@ DEV_TOKENS_FILE = ".aijob/dev-tokens.json"
 def split_commas(value: str) -> list[str]:
     """``"a, b,"`` → ``["a", "b"]``."""
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+_OPENERS = {"(": ")", "[": "]", "{": "}"}
+
+
+def split_patterns(value: str) -> list[str]:
+    """Regular expressions separated by commas — but not the commas inside a pattern's
+    ``{1,3}``, ``[,;]`` or ``(a,b)``, nor an escaped ``\\,``: ``"a{1,3}, b"`` is two patterns."""
+    patterns: list[str] = []
+    current: list[str] = []
+    closers: list[str] = []
+    escaped = False
+    for char in value:
+        if escaped:
+            current.append(char)
+            escaped = False
+        elif char == "\\":
+            current.append(char)
+            escaped = True
+        elif char == "," and not closers:
+            patterns.append("".join(current))
+            current = []
+        else:
+            if closers and char == closers[-1]:
+                closers.pop()
+            elif char in _OPENERS and not (closers and closers[-1] == "]"):
+                closers.append(_OPENERS[char])
+            current.append(char)
+    patterns.append("".join(current))
+    return [p.strip() for p in patterns if p.strip()]
+
+
+def pattern_list(value: object) -> object:
+    """:func:`comma_list` for settings that hold regular expressions."""
+    return split_patterns(value) if isinstance(value, str) else value
 
 
 def comma_list(value: object) -> object:

@@ -84,3 +84,29 @@ def test_sigterm_stops_gracefully(scheduler: tuple[str, subprocess.Popen[bytes]]
     log = proc.stderr.read().decode()
     assert "scheduler stopping" in log
     assert "Traceback" not in log
+
+
+def test_a_public_address_without_tokens_is_refused_in_one_line(tmp_path: Path) -> None:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.endswith("_TOKENS") and key != "AIJOB_RUNTIME_IDENTITIES"
+    }
+    env |= {
+        "AIJOB_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/aijob.db",
+        "AIJOB_LISTEN": f"0.0.0.0:{free_port()}",
+        "AIJOB_METRICS_LISTEN": "",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "scheduler_service"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if line.startswith("scheduler:")]
+    assert len(lines) == 1 and "without tokens" in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
