@@ -231,10 +231,17 @@ class JobStore(ABC):
         return await self.lease_state(job_id)
 
     async def release_undelivered(
-        self, job_id: str, attempt_no: int, runtime_instance_id: str
+        self, job_id: str, attempt_no: int, runtime_instance_id: str, lease_token: str
     ) -> bool:
-        """Give back a lease that never reached its runtime; False if it was heartbeated."""
-        return await self.apply(RELEASE, job_id, attempt=attempt_no, holder=runtime_instance_id)
+        """Give back that very lease (its token names it: the attempt number is reused) if it
+        never reached its runtime; False if it was heartbeated or is gone."""
+        return await self.apply(
+            RELEASE,
+            job_id,
+            attempt=attempt_no,
+            holder=runtime_instance_id,
+            token=digest(lease_token),
+        )
 
     async def requeue_for_retry(
         self,

@@ -254,13 +254,14 @@ REQUEUE = LifecycleWrite(
     {**_UNLOCKED, "availableAt": Now("delay_ms"), "queuedAt": Now(), **_ERROR},
     Miss.REQUEUE,
 )
-#: A lease that never reached its runtime goes back. The attempt number stays used (no attempt is
-#: ever leased twice) but does not count against the job: ``maxAttempts`` grows by one.
+#: A lease that never reached its runtime goes back, and its attempt with it: the next lease
+#: carries the same attempt number (so users never see "attempt 4/4" on a three-attempt type) under
+#: a new lease token, which fences off the given-back lease should it have reached anyone.
 RELEASE = LifecycleWrite(
     "release",
     Operation.REQUEUE,
-    _one(R, G.ATTEMPT, G.HOLDER, G.NEVER_HEARTBEATED),
-    {**_UNLOCKED, "availableAt": Now(), "queuedAt": Now(), "maxAttempts": Plus(1)},
+    _one(R, G.ATTEMPT, G.HOLDER, G.NEVER_HEARTBEATED, optional=(G.LEASE_TOKEN,)),
+    {**_UNLOCKED, "availableAt": Now(), "queuedAt": Now(), "attemptCount": Plus(-1)},
     Miss.QUIET,
 )
 #: From queued at once, or from running once a cancel was requested (and, with an attempt, only

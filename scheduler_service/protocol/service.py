@@ -246,7 +246,7 @@ class RuntimeProtocol:
     async def release_undelivered(self, lease: LeasePayload, runtime_instance_id: str) -> bool:
         return await self._uow.run(
             lambda tx: tx.jobs.release_undelivered(
-                lease.job_id, lease.attempt_no, runtime_instance_id
+                lease.job_id, lease.attempt_no, runtime_instance_id, lease.lease_token
             )
         )
 

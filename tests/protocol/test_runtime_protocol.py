@@ -9,6 +9,7 @@ import grpc
 import pytest
 
 from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
+from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.status_details import error_reason
 from tests.conftest import DatabaseFactory
 from tests.support.db_checks import ARTIFACTS, USAGE, count, events, job_row
@@ -308,11 +309,25 @@ async def test_undelivered_lease_is_released_without_spending_an_attempt(
     session = StreamSession("rt-gone", frozenset({"synthetic_echo"}), 1)
     await app.dispatcher.release_undelivered(session, [lease])
     row = await job_row(app.engine, created.job_id)
-    assert (row["lifecycleStatus"], row["attemptCount"], row["maxAttempts"]) == ("queued", 1, 4)
+    assert (row["lifecycleStatus"], row["attemptCount"], row["maxAttempts"]) == ("queued", 0, 3)
     runtime = await _runtime(scheduler, "rt-b", slots=1)
     try:
         again = await runtime.next_lease()
-        assert (again.job_id, again.attempt_no) == (created.job_id, 2)  # attempt 1 is never reused
+        # The attempt goes back with the lease; the new lease's token fences off the old one.
+        assert (again.job_id, again.attempt_no) == (created.job_id, 1)
+        assert again.lease_token != lease.lease_token
+        stale = runtime.stub.Heartbeat(
+            rt.HeartbeatRequest(
+                job_id=lease.job_id,
+                attempt_no=1,
+                runtime_instance_id="rt-b",
+                lease_token=lease.lease_token,
+            ),
+            metadata=runtime.metadata,
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as lost:
+            await stale
+        assert error_reason(lost.value) == "LEASE_LOST"
     finally:
         await runtime.close()
 

@@ -190,9 +190,12 @@ async def test_an_undelivered_lease_goes_back_without_spending_an_attempt(
     lease = await _leased(jobs, protocol)
     assert await protocol.release_undelivered(lease, "rt-1")
     job = uow.state.jobs[lease.job_id]
-    assert (job["lifecycleStatus"], job["maxAttempts"]) == ("queued", 4)
+    assert (job["lifecycleStatus"], job["attemptCount"], job["maxAttempts"]) == ("queued", 0, 3)
     again = await protocol.lock(lease.job_id, "rt-2")
-    assert again.attempt_no == 2  # the attempt number stays used: no attempt is leased twice
+    assert again.attempt_no == 1  # the attempt went back with the lease: "1/3", not "2/4"
+    assert again.lease_token != lease.lease_token  # ...under a token the old lease lacks
+    with pytest.raises(LeaseLostError):
+        await protocol.heartbeat(beat(lease, "rt-2", 10))
     assert not await protocol.release_undelivered(lease, "rt-1")  # the old lease is gone
 
 
