@@ -17,6 +17,7 @@ status it is answered with.
     ├── JobNotRetryableError              FAILED_PRECONDITION
     ├── CredentialUnavailableError        FAILED_PRECONDITION
     ├── DatabaseUnavailableError          UNAVAILABLE: the database cannot be reached; retry
+    ├── ShuttingDownError                 UNAVAILABLE: this replica is stopping; reconnect
     └── LifecycleError                    FAILED_PRECONDITION: a lifecycle write did not apply
         ├── IllegalTransitionError        the state machine has no such transition
         ├── JobAlreadyTerminalError       the job is succeeded, failed or cancelled
@@ -146,6 +147,13 @@ class CredentialUnavailableError(SchedulerError):
 
 
 class DatabaseUnavailableError(SchedulerError):
+    code = ErrorCode.PLATFORM_UNAVAILABLE
+    status = "UNAVAILABLE"
+
+
+class ShuttingDownError(SchedulerError):
+    """This replica is stopping: a Poll stream ends so its runtime reconnects elsewhere."""
+
     code = ErrorCode.PLATFORM_UNAVAILABLE
     status = "UNAVAILABLE"
 

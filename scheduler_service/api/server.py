@@ -139,6 +139,7 @@ async def serve(settings: SchedulerSettings) -> None:
     log.info("scheduler stopping", extra={"action": "shutdown"})
     # Load balancers and runtimes see NOT_SERVING first, then in-flight RPCs get the grace period.
     await _set_serving(health_servicer, health_pb2.HealthCheckResponse.NOT_SERVING)
+    app.polls.shut_down()  # idle Poll streams would hold the stop for the whole grace period
     await server.stop(settings.shutdown_grace_s)
     await app.stop()
     await app.stop()

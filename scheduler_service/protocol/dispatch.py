@@ -44,7 +44,13 @@ class Ack:
     answer: Answer
 
 
-Message = LeasePayload | CancelNotice | Ack
+class Closing:
+    """Put on a stream's queue to end it: the replica is stopping."""
+
+
+CLOSING = Closing()
+
+Message = LeasePayload | CancelNotice | Ack | Closing
 
 
 #: Runtime instances whose strikes are remembered (the oldest are forgotten first).

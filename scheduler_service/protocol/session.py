@@ -21,9 +21,17 @@ from scheduler_service.errors import (
     InvalidRequestError,
     LimitExceededError,
     SchedulerError,
+    ShuttingDownError,
 )
 from scheduler_service.lifecycle.records import LeasePayload
-from scheduler_service.protocol.dispatch import Ack, CancelNotice, Dispatcher, StreamSession
+from scheduler_service.protocol.dispatch import (
+    CLOSING,
+    Ack,
+    CancelNotice,
+    Closing,
+    Dispatcher,
+    StreamSession,
+)
 from scheduler_service.protocol.group_commit import Answer, HeartbeatReport, Report, ReportBatcher
 from scheduler_service.protocol.service import (
     FailureOutcome,
@@ -114,9 +122,18 @@ class PollSessions:
         self._open = 0
         #: Open streams per runtime token (by its digest).
         self._per_token: dict[str, int] = {}
+        self._closing = False
         #: Kept by the app's database watcher: while the database is unreachable a new stream
         #: is refused UNAVAILABLE (a runtime then retries, or goes to another replica).
         self.database_reachable = True
+
+    def shut_down(self) -> None:
+        """End every Poll stream now (UNAVAILABLE, so runtimes reconnect to another replica) and
+        refuse new ones: an idle stream would otherwise hold the server's stop for its whole
+        grace period. Undelivered leases go back as when a stream breaks."""
+        self._closing = True
+        for session in self._dispatcher.sessions():
+            session.outgoing.put_nowait(CLOSING)
 
     async def serve(self, incoming: AsyncIterator[Incoming]) -> AsyncGenerator[Outgoing, None]:
         """The messages of one stream, until the runtime closes its side.
@@ -124,6 +141,8 @@ class PollSessions:
         Raises :class:`LimitExceededError` (TOO_MANY_STREAMS) when this replica holds its limit
         of streams, :class:`InvalidRequestError` for a protocol error by the runtime.
         """
+        if self._closing:
+            raise ShuttingDownError("this scheduler is shutting down; reconnect")
         if not self.database_reachable:
             raise DatabaseUnavailableError("the database is unavailable, try again")
         if self._open >= self._max_streams:
@@ -259,7 +278,10 @@ async def _next_message(session: StreamSession, reader: asyncio.Task[None]) -> O
     getter = asyncio.ensure_future(session.outgoing.get())
     done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
     if getter in done:
-        return getter.result()
+        message = getter.result()
+        if isinstance(message, Closing):
+            raise ShuttingDownError("this scheduler is shutting down; reconnect")
+        return message
     getter.cancel()
     reader.result()  # re-raises a protocol error from the runtime's side
     return None
@@ -268,5 +290,7 @@ async def _next_message(session: StreamSession, reader: asyncio.Task[None]) -> O
 def _drain(session: StreamSession) -> list[Outgoing]:
     items: list[Outgoing] = []
     while not session.outgoing.empty():
-        items.append(session.outgoing.get_nowait())
+        item = session.outgoing.get_nowait()
+        if not isinstance(item, Closing):
+            items.append(item)
     return items

@@ -170,3 +170,35 @@ async def test_a_stream_whose_leases_expire_unreported_loses_its_slots(
         assert ack.status.code == 0 and session.slots == 2  # a report earns a slot back
     finally:
         await hoarder.close()
+
+
+async def test_shutting_down_ends_idle_streams_at_once_and_refuses_new_ones(
+    mysql_url: str, start_scheduler: SchedulerFactory
+) -> None:
+    """An idle Poll stream no longer holds a replica's stop for its whole grace period: the
+    stream ends UNAVAILABLE (the runtime reconnects elsewhere) and a new one is refused."""
+    scheduler = await start_scheduler(mysql_url)
+    jobs = JobClient(scheduler.channel)
+    busy = ClientRuntime(scheduler.channel, "rt-busy", slots=1)
+    idle = ClientRuntime(scheduler.channel, "rt-idle", slots=1, job_types=["quiz_generation"])
+    try:
+        await _accepted(busy, jobs)
+        await idle.connect()
+        # An ack proves the stream subscribed: the stream reads its messages in order.
+        probe = rt.HeartbeatRequest(job_id="01a2-none", attempt_no=1, runtime_instance_id="rt-idle")
+        assert (await idle.report(rt.PollReport(heartbeat=probe))).status.code != 0
+        assert len(scheduler.app.dispatcher.sessions()) == 2
+        scheduler.app.polls.shut_down()
+        for runtime in (busy, idle):
+            with pytest.raises(grpc.aio.AioRpcError) as ended:
+                await runtime.stream_end()
+            assert (ended.value.code(), error_reason(ended.value)) == (
+                grpc.StatusCode.UNAVAILABLE,
+                "PLATFORM_UNAVAILABLE",
+            )
+        late = await _refusal(ClientRuntime(scheduler.channel, "rt-late", slots=1))
+        assert late.code() is grpc.StatusCode.UNAVAILABLE
+        assert scheduler.app.dispatcher.sessions() == []
+    finally:
+        await busy.close()
+        await idle.close()
