@@ -150,7 +150,12 @@ class SchedulerApp:
             uow,
             registry,
             protocol,
-            Reaper(uow, protocol, on_reaped=dispatcher.lease_expired),
+            Reaper(
+                uow,
+                protocol,
+                on_reaped=dispatcher.lease_expired,
+                job_types=registry.job_types(),
+            ),
             jobs,
             dispatcher,
             polls,

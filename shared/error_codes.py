@@ -36,6 +36,9 @@ class ErrorCode(StrEnum):
     RUNTIME_SHUTDOWN = "RUNTIME_SHUTDOWN"
     # Lifecycle outcomes decided by the scheduler.
     JOB_EXPIRED = "JOB_EXPIRED"
+    #: A queued or running job of a type no longer registered (a retired definition, or a legacy
+    #: row of a type this engine never ran): failed on first sight, never retried.
+    JOB_TYPE_UNKNOWN = "JOB_TYPE_UNKNOWN"
     LEASE_EXPIRED_ATTEMPTS_EXHAUSTED = "LEASE_EXPIRED_ATTEMPTS_EXHAUSTED"
     # API errors answered to callers.
     JOB_NOT_FOUND = "JOB_NOT_FOUND"

@@ -24,8 +24,9 @@ from scheduler_service.lifecycle.records import (
     JobRecord,
     LeaseGrant,
     LeasePayload,
+    StrandedJob,
 )
-from scheduler_service.lifecycle.state_machine import LifecycleStatus
+from scheduler_service.lifecycle.state_machine import LifecycleStatus, parse_status
 
 __all__ = [
     "active_and_today",
@@ -166,6 +167,26 @@ async def expired_leases(
             r.lockedBy,
         )
         for r in rows
+    ]
+
+
+_STRANDED = (
+    select(_c.id, _c.jobType, _c.lifecycleStatus, _c.attemptCount)
+    .where(
+        _c.lifecycleStatus.in_([_Q, _R]),
+        _c.jobType.not_in(bindparam("b_types", expanding=True)),
+    )
+    .limit(bindparam("b_limit"))
+)
+
+
+async def stranded_jobs(
+    conn: AsyncConnection, registered: Collection[str], *, limit: int = 100
+) -> list[StrandedJob]:
+    """Queued or running jobs of types not in ``registered``."""
+    rows = await conn.execute(_STRANDED, {"b_types": sorted(registered), "b_limit": limit})
+    return [
+        StrandedJob(r.id, r.jobType, parse_status(r.lifecycleStatus), r.attemptCount) for r in rows
     ]
 
 

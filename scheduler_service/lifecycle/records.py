@@ -27,6 +27,7 @@ __all__ = [
     "LeasePayload",
     "LockedRows",
     "NewJob",
+    "StrandedJob",
     "Success",
     "Usage",
 ]
@@ -110,6 +111,16 @@ class ExpiredLease:
     cancel_requested: bool
     #: The runtime instance that held it (and never reported it).
     holder: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StrandedJob:
+    """A queued or running job whose type is no longer registered: no runtime may take it."""
+
+    job_id: str
+    job_type: str
+    status: LifecycleStatus
+    attempt_no: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

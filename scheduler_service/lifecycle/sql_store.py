@@ -37,6 +37,7 @@ from scheduler_service.lifecycle.records import (
     LeasePayload,
     LockedRows,
     NewJob,
+    StrandedJob,
     Success,
     Usage,
 )
@@ -310,6 +311,11 @@ class SqlJobStore(JobStore):
 
     async def expired_leases(self, *, limit: int = 100) -> list[ExpiredLease]:
         return await queries.expired_leases(self._conn, self._lease.grace_ms, limit=limit)
+
+    async def stranded_jobs(
+        self, registered: Collection[str], *, limit: int = 100
+    ) -> list[StrandedJob]:
+        return await queries.stranded_jobs(self._conn, registered, limit=limit)
 
     async def expired_deadlines(self, *, limit: int = 100) -> list[str]:
         return await queries.expired_deadlines(self._conn, limit=limit)

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from scheduler_service.errors import JobNotCancellableError, JobNotFoundError
+from scheduler_service.errors import JobNotCancellableError, JobNotFoundError, LifecycleError
 from scheduler_service.lifecycle.lease_tokens import digest, new_lease_token
 from scheduler_service.lifecycle.records import (
     MAX_CHECKPOINT_BYTES,
@@ -32,9 +32,11 @@ from scheduler_service.lifecycle.records import (
     LeasePayload,
     LockedRows,
     NewJob,
+    StrandedJob,
     Success,
     Usage,
 )
+from scheduler_service.lifecycle.state_machine import LifecycleStatus
 from scheduler_service.lifecycle.transitions import (
     CANCEL,
     CANCEL_QUEUED,
@@ -45,6 +47,7 @@ from scheduler_service.lifecycle.transitions import (
     RELEASE,
     REQUEST_CANCEL,
     REQUEUE,
+    RETIRE,
     SUCCEED,
     LifecycleWrite,
 )
@@ -314,6 +317,23 @@ class JobStore(ABC):
         """→ cancelled from queued, or from running once a cancel was requested (with
         ``attempt_no``, only while that attempt holds it)."""
         await self.apply(CANCEL, job_id, overdue_only=overdue_only, attempt=attempt_no)
+
+    async def retire_stranded(self, job: StrandedJob, error: JobError) -> bool:
+        """End a job of a type no longer registered: failed from queued, or from running for
+        the attempt it is at (a legacy ``processing`` row is at attempt 0). False if it moved."""
+        if job.status is LifecycleStatus.QUEUED:
+            return await self.apply(RETIRE, job.job_id, **_error_values(error))
+        try:
+            await self.apply(FAIL, job.job_id, attempt=job.attempt_no, **_error_values(error))
+        except LifecycleError:
+            return False
+        return True
+
+    @abstractmethod
+    async def stranded_jobs(
+        self, registered: Collection[str], *, limit: int = 100
+    ) -> list[StrandedJob]:
+        """Queued or running jobs whose type is not in ``registered``."""
 
     async def expire_queued(self, job_id: str) -> None:
         """queued → failed (JOB_EXPIRED) for a job whose schedule-to-start deadline passed."""

@@ -48,6 +48,7 @@ __all__ = [
     "RELEASE",
     "REQUEST_CANCEL",
     "REQUEUE",
+    "RETIRE",
     "SUCCEED",
     "WRITES",
     "Guard",
@@ -308,6 +309,15 @@ EXPIRE = LifecycleWrite(
     },
     Miss.EXPIRE,
 )
+#: A queued job whose type is no longer registered: no runtime may take it, so it ends as failed
+#: at once (the reaper finds it) instead of counting against its user's cap for ever.
+RETIRE = LifecycleWrite(
+    "retire",
+    Operation.EXPIRE,
+    _one(Q),
+    {"finishedAt": Now(), "lockUntil": None, **_ERROR},
+    Miss.QUIET,
+)
 
 WRITES: tuple[LifecycleWrite, ...] = (
     LOCK,
@@ -321,6 +331,7 @@ WRITES: tuple[LifecycleWrite, ...] = (
     REQUEST_CANCEL,
     KEEP_ALIVE,
     EXPIRE,
+    RETIRE,
 )
 
 

@@ -5,11 +5,11 @@ overdue, so a heartbeat or another reaper that got there first wins."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from scheduler_service import metrics
 from scheduler_service.errors import JobNotFoundError, LifecycleError
-from scheduler_service.lifecycle.records import ExpiredLease, JobError
+from scheduler_service.lifecycle.records import ExpiredLease, JobError, StrandedJob
 from scheduler_service.outbox.events import EventType
 from scheduler_service.ports import Transaction, UnitOfWork
 from scheduler_service.protocol.service import FailedAttempt, RuntimeProtocol
@@ -31,7 +31,10 @@ class Reaper:
         *,
         on_reaped: Callable[[str], None] = lambda _holder: None,
         prune_gates_every: int = 720,
+        job_types: Collection[str] = (),
     ) -> None:
+        #: The registered job types; queued or running jobs of any other type are stranded.
+        self._job_types = tuple(job_types)
         self._prune_gates_every = prune_gates_every
         self._sweeps = 0
         self._uow = uow
@@ -43,6 +46,10 @@ class Reaper:
     async def reap_once(self, limit: int = 100) -> int:
         """One sweep; returns how many jobs it settled."""
         settled = 0
+        if self._job_types and self._sweeps % self._prune_gates_every == 0:
+            # On the first sweep after a start (an upgrade, a retired definition), then hourly;
+            # before the leases, so a stranded running job ends instead of being requeued.
+            settled += await self.retire_stranded()
         for lease in await self._uow.read(lambda tx: tx.jobs.expired_leases(limit=limit)):
             if await self._reap(lease):
                 settled += 1
@@ -53,6 +60,40 @@ class Reaper:
         if self._sweeps % self._prune_gates_every == 0:
             await self.prune_gates()
         return settled
+
+    async def retire_stranded(self) -> int:
+        """Fail queued or running jobs whose type is no longer registered (JOB_TYPE_UNKNOWN): no
+        runtime may subscribe to them, so they would wait for ever, count against their users'
+        caps and pin the oldest-queued gauge."""
+        stranded = await self._uow.read(lambda tx: tx.jobs.stranded_jobs(self._job_types))
+        retired = 0
+        for job in stranded:
+            error = JobError(
+                ErrorCode.JOB_TYPE_UNKNOWN,
+                "This kind of job is no longer offered.",
+                f"job type {job.job_type!r} is not registered",
+            )
+
+            async def retire(
+                tx: Transaction, job: StrandedJob = job, error: JobError = error
+            ) -> bool:
+                if not await tx.jobs.retire_stranded(job, error):
+                    return False
+                await tx.emit(
+                    EventType.FAILED,
+                    job_id=job.job_id,
+                    job_type=job.job_type,
+                    errorCode=ErrorCode.JOB_TYPE_UNKNOWN.value,
+                )
+                return True
+
+            if await self._uow.run(retire):
+                retired += 1
+                log.info(
+                    "job of an unregistered type failed",
+                    extra={"action": "stranded_job", "jobId": job.job_id, "jobType": job.job_type},
+                )
+        return retired
 
     async def prune_gates(self) -> int:
         """Drop per-user gate rows not created within a day (ids that came once and went):

@@ -3,7 +3,9 @@ failures and expiry, with the fences that keep a stale runtime out."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from datetime import timedelta
 
 import pytest
 
@@ -227,3 +229,20 @@ async def test_the_largest_retry_after_requeues_within_the_cap(
     outcome = await protocol.submit_failure(report)
     assert outcome.status is S.QUEUED and outcome.next_attempt_at is not None
     assert (outcome.next_attempt_at - uow.clock.now).total_seconds() <= 600
+
+
+async def test_a_long_retry_after_cannot_keep_a_job_past_its_deadline(
+    jobs: JobService, protocol: RuntimeProtocol, reaper: Reaper, uow: FakeUnitOfWork
+) -> None:
+    """A job's time in the queue is bounded by its deadline, whatever wait a Retry-After asks:
+    the retry is parked past the deadline, and the deadline ends it (JOB_EXPIRED)."""
+    job, _ = await jobs.create(command(deadline=uow.clock.now + timedelta(seconds=60)))
+    (lease,) = await protocol.claim("rt-1", ["synthetic_echo"], 1)
+    report = dataclasses.replace(failure(lease), retry_after_ms=3_600_000)
+    outcome = await protocol.submit_failure(report)
+    assert outcome.status is S.QUEUED and outcome.next_attempt_at is not None
+    assert outcome.next_attempt_at > uow.clock.now + timedelta(seconds=60)
+    uow.clock.advance(61)
+    assert await reaper.reap_once() == 1
+    row = uow.state.jobs[job.id]
+    assert (row["lifecycleStatus"], row["errorCode"]) == ("failed", "JOB_EXPIRED")

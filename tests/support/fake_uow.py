@@ -30,6 +30,7 @@ from scheduler_service.lifecycle.records import (
     LeasePayload,
     LockedRows,
     NewJob,
+    StrandedJob,
     Usage,
 )
 from scheduler_service.lifecycle.state_machine import LifecycleStatus, legacy_status_of
@@ -422,6 +423,17 @@ class FakeJobStore(JobStore):
             )
             for r in rows[:limit]
         ]
+
+    async def stranded_jobs(
+        self, registered: Collection[str], *, limit: int = 100
+    ) -> list[StrandedJob]:
+        return [
+            StrandedJob(
+                r["id"], r["jobType"], LifecycleStatus(r["lifecycleStatus"]), r["attemptCount"]
+            )
+            for r in self.state.jobs.values()
+            if r["lifecycleStatus"] in (_Q, _R) and r["jobType"] not in registered
+        ][:limit]
 
     async def expired_deadlines(self, *, limit: int = 100) -> list[str]:
         return [
