@@ -84,6 +84,9 @@ async def test_canary_never_reaches_a_log_line(
     lines = [record.getMessage() + " " + repr(record.__dict__) for record in caplog.records]
     assert lines, "the scheduler logged nothing: the test would prove nothing"
     assert not [line for line in lines if CANARY in line]
+    # Lease tokens are secrets too: never logged, whole or as the stored digest's source.
+    for token in (lease.lease_token, failing.lease_token):
+        assert token and not [line for line in lines if token in line]
 
 
 async def test_credentials_are_encrypted_and_bound_to_the_lease_holder(
