@@ -37,6 +37,10 @@ def _run(command: str) -> int:
         asyncio.run(migrate(settings.database_url))
         logging.getLogger("scheduler_service").info("database is at the newest schema")
         return 0
+    if settings.workers > 1:
+        from scheduler_service.workers import run_workers
+
+        return run_workers(settings)
     from scheduler_service.api.server import serve
 
     asyncio.run(serve(settings))

@@ -118,6 +118,11 @@ class SchedulerSettings(BaseSettings):
 
     #: Seconds in-flight RPCs get to finish on SIGTERM/SIGINT.
     shutdown_grace_s: float = Field(default=10.0, ge=0)
+    #: Scheduler processes serving one address (scheduler_service/workers.py).
+    workers: int = Field(default=1, ge=1, le=64)
+    #: Bind with port reuse: set for the processes AIJOB_WORKERS starts, never needed by hand
+    #: (with it off, a second scheduler on a busy address fails instead of sharing it).
+    reuse_port: bool = False
     #: Reports sent on Poll streams are gathered this long (or up to report_batch_max of them)
     #: and applied in one transaction.
     report_batch_window_ms: float = Field(default=2.0, ge=0, le=100)

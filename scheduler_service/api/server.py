@@ -20,6 +20,7 @@ from scheduler_service.api.servicers import AdminServicer, JobServicer, RuntimeS
 from scheduler_service.api.status import StatusInterceptor
 from scheduler_service.api.tokens import load_tokens
 from scheduler_service.app import SchedulerApp
+from scheduler_service.errors import ConfigurationError
 from scheduler_service.settings import SchedulerSettings
 from shared.gen.aijob.v1 import (
     admin_service_pb2,
@@ -85,6 +86,9 @@ def _server_options(settings: SchedulerSettings) -> list[tuple[str, int]]:
         ("grpc.max_receive_message_length", settings.limits.max_receive_message_bytes),
         ("grpc.max_send_message_length", settings.limits.max_receive_message_bytes),
         ("grpc.max_concurrent_streams", settings.streams.max_concurrent_streams),
+        # Off unless AIJOB_WORKERS shares the address on purpose: gRPC's default would let a
+        # second scheduler bind a busy address silently and take half its calls.
+        ("grpc.so_reuseport", 1 if settings.reuse_port else 0),
         ("grpc.keepalive_time_ms", 60_000),
         ("grpc.keepalive_timeout_ms", 20_000),
         ("grpc.keepalive_permit_without_calls", 1),
@@ -102,11 +106,17 @@ def _listen(server: grpc.aio.Server, settings: SchedulerSettings) -> int:
             root_certificates=client_ca,
             require_client_auth=client_ca is not None,
         )
-        port = server.add_secure_port(settings.listen, credentials)
-    else:
-        port = server.add_insecure_port(settings.listen)
+    try:
+        if tls.enabled:
+            port = server.add_secure_port(settings.listen, credentials)
+        else:
+            port = server.add_insecure_port(settings.listen)
+    except RuntimeError:  # grpc's "Failed to bind to address"
+        port = 0
     if port == 0:
-        raise OSError(f"cannot listen on {settings.listen}")
+        raise ConfigurationError(
+            f"cannot listen on {settings.listen}: the address is in use or not this host's"
+        )
     return port
 
 
