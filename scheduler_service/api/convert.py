@@ -9,9 +9,10 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from scheduler_service.errors import InvalidRequestError
+from scheduler_service.jobs.commands import CreateJobCommand
 from scheduler_service.lifecycle.records import ArtifactRow, JobRecord, LeasePayload, Usage
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
-from shared.gen.aijob.v1 import types_pb2
+from shared.gen.aijob.v1 import job_service_pb2, types_pb2
 
 
 def timestamp(value: datetime | None) -> timestamp_pb2.Timestamp | None:
@@ -38,6 +39,23 @@ def struct(value: dict[str, Any]) -> struct_pb2.Struct:
     message = struct_pb2.Struct()
     json_format.ParseDict(value, message)
     return message
+
+
+def create_command(request: job_service_pb2.CreateJobRequest, user_id: str) -> CreateJobCommand:
+    """A CreateJob request (alone or as a CreateJobs item) for ``user_id``."""
+    return CreateJobCommand(
+        user_id=user_id,
+        job_type=request.job_type,
+        target_type=request.target_type,
+        target_id=request.target_id,
+        snapshot=from_struct(request.snapshot),
+        params=from_struct(request.params),
+        idempotency_key=request.idempotency_key,
+        priority=request.priority if request.HasField("priority") else None,
+        credential_mode=request.credential_mode,
+        credential_id=request.credential_id,
+        deadline=from_timestamp(request.deadline, request.HasField("deadline"), "deadline"),
+    )
 
 
 def from_struct(message: struct_pb2.Struct) -> dict[str, Any]:

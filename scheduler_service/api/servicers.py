@@ -8,12 +8,15 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
+from google.rpc import status_pb2
 
 from scheduler_service import validation
 from scheduler_service.api import convert, runtime_convert
+from scheduler_service.api.status import status_of
 from scheduler_service.app import SchedulerApp
-from scheduler_service.errors import InvalidRequestError
+from scheduler_service.errors import InvalidRequestError, SchedulerError
 from scheduler_service.jobs.commands import CreateJobCommand, JobFilter
+from scheduler_service.jobs.service import MAX_BULK_CREATE, Created
 from scheduler_service.jobs.stats import queue_stats, redrive_dead_events
 from scheduler_service.outbox.events import EventType
 from scheduler_service.outbox.log import follow, latest_position
@@ -34,12 +37,25 @@ DEFAULT_EVENT_TYPES = (EventType.COMPLETED, EventType.FAILED, EventType.CANCELLE
 
 def _user_id(context: Context) -> str:
     """The user a JobService call acts for (metadata ``x-user-id``), exactly as sent; required."""
+    user = _optional_user_id(context)
+    if user is None:
+        raise InvalidRequestError(
+            "metadata x-user-id (the user acted for) is required", field="x-user-id"
+        )
+    return user
+
+
+def _optional_user_id(context: Context) -> str | None:
     for key, value in context.invocation_metadata() or ():
         if key == "x-user-id" and isinstance(value, str):
             return validation.user_id(value)
-    raise InvalidRequestError(
-        "metadata x-user-id (the user acted for) is required", field="x-user-id"
-    )
+    return None
+
+
+def _failed(exc: SchedulerError) -> job_pb.CreateJobsResult:
+    """One item's answer when it fails: the status its own CreateJob would have answered."""
+    _code, status = status_of(exc, "CreateJobs")
+    return job_pb.CreateJobsResult(status=status)
 
 
 class JobServicer(job_grpc.JobServiceServicer):
@@ -49,23 +65,40 @@ class JobServicer(job_grpc.JobServiceServicer):
     async def CreateJob(
         self, request: job_pb.CreateJobRequest, context: Context
     ) -> job_pb.CreateJobResponse:
-        command = CreateJobCommand(
-            user_id=_user_id(context),
-            job_type=request.job_type,
-            target_type=request.target_type,
-            target_id=request.target_id,
-            snapshot=convert.from_struct(request.snapshot),
-            params=convert.from_struct(request.params),
-            idempotency_key=request.idempotency_key,
-            priority=request.priority if request.HasField("priority") else None,
-            credential_mode=request.credential_mode,
-            credential_id=request.credential_id,
-            deadline=convert.from_timestamp(
-                request.deadline, request.HasField("deadline"), "deadline"
-            ),
-        )
+        command = convert.create_command(request, _user_id(context))
         record, created = await self._app.jobs.create(command)
         return job_pb.CreateJobResponse(job=convert.job(record, []), created=created)
+
+    async def CreateJobs(
+        self, request: job_pb.CreateJobsRequest, context: Context
+    ) -> job_pb.CreateJobsResponse:
+        if len(request.items) > MAX_BULK_CREATE:
+            raise InvalidRequestError(f"at most {MAX_BULK_CREATE} items per call", field="items")
+        caller = _optional_user_id(context)
+        commands: dict[int, CreateJobCommand] = {}
+        answers: dict[int, job_pb.CreateJobsResult] = {}
+        for index, item in enumerate(request.items):
+            try:
+                user = validation.user_id(item.user_id, "user_id") if item.user_id else caller
+                if user is None:
+                    raise InvalidRequestError(
+                        "each item needs user_id, or the call x-user-id", field="user_id"
+                    )
+                commands[index] = convert.create_command(item.job, user)
+            except SchedulerError as exc:
+                answers[index] = _failed(exc)
+        order = list(commands)
+        results = await self._app.jobs.create_many([commands[i] for i in order])
+        for index, result in zip(order, results, strict=True):
+            if isinstance(result, Created):
+                answers[index] = job_pb.CreateJobsResult(
+                    status=status_pb2.Status(code=0),
+                    job=convert.job(result.job, []),
+                    created=result.created,
+                )
+            else:
+                answers[index] = _failed(result)
+        return job_pb.CreateJobsResponse(results=[answers[i] for i in range(len(request.items))])
 
     async def GetJob(self, request: job_pb.GetJobRequest, context: Context) -> types_pb.Job:
         record, artifacts = await self._app.jobs.get(_user_id(context), request.job_id)

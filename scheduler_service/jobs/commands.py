@@ -36,6 +36,12 @@ class CreateJobCommand:
 
     retried_from_job_id: str = ""
 
+    def idempotency_key_tuple(self) -> tuple[str, str, str] | None:
+        """(user, job type, key) when the create carries an idempotency key."""
+        if not self.idempotency_key:
+            return None
+        return self.user_id, self.job_type, self.idempotency_key
+
     def fingerprint(self) -> str:
         """What makes two creates "the same request" for the idempotency check."""
         fields = asdict(self)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -24,22 +25,36 @@ from scheduler_service.errors import (
     JobNotFoundError,
     JobNotRetryableError,
     LimitExceededError,
+    SchedulerError,
 )
 from scheduler_service.ids import new_id
 from scheduler_service.jobs import paging
 from scheduler_service.jobs.commands import CreateJobCommand, JobFilter, Limits
 from scheduler_service.lifecycle.records import ArtifactRow, CancelOutcome, JobRecord, NewJob
 from scheduler_service.lifecycle.state_machine import LifecycleStatus, parse_status
-from scheduler_service.outbox.events import EventType
+from scheduler_service.outbox.events import EventType, NewEvent
 from scheduler_service.ports import Transaction, UnitOfWork
 from scheduler_service.registry import JobRegistry
 from scheduler_service.registry.definitions import CREDENTIAL_MODES
 from shared.canonical_json import canonical_json
 from shared.error_codes import ErrorCode
 
-__all__ = ["Handoff", "JobService"]
+__all__ = ["MAX_BULK_CREATE", "CreateResult", "Created", "Handoff", "JobService"]
 
 MAX_ID_FIELD = 191
+#: Most items one CreateJobs call may carry.
+MAX_BULK_CREATE = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    """One create's answer: the job, and whether this call created it (False: a repeat)."""
+
+    job: JobRecord
+    created: bool
+
+
+CreateResult = Created | SchedulerError
 
 #: Offers a just-created job's type to a local runtime inside the create's transaction; it
 #: registers its own after-commit delivery and after-rollback release on ``tx``.
@@ -105,17 +120,131 @@ class JobService:
     async def _check_limits(self, tx: Transaction, user_id: str) -> None:
         """Refuse a create over the user's caps (creates of one user serialise on a lock the store
         takes, so concurrent creates cannot all pass the count together)."""
-        active_jobs, today = await tx.jobs.lock_user_gate(user_id)
+        refusal = self._over_limits(*await tx.jobs.lock_user_gate(user_id))
+        if refusal is not None:
+            raise refusal
+
+    def _over_limits(self, active_jobs: int, today: int) -> LimitExceededError | None:
         if active_jobs >= self._limits.max_active_jobs_per_user:
-            raise LimitExceededError(
+            return LimitExceededError(
                 ErrorCode.TOO_MANY_JOBS,
                 f"at most {self._limits.max_active_jobs_per_user} jobs may be queued or running",
             )
         if today >= self._limits.daily_job_quota_per_user:
-            raise LimitExceededError(
+            return LimitExceededError(
                 ErrorCode.QUOTA_EXCEEDED,
                 f"the daily quota of {self._limits.daily_job_quota_per_user} jobs is used up",
             )
+        return None
+
+    async def create_many(self, commands: Sequence[CreateJobCommand]) -> list[CreateResult]:
+        """Create several jobs, each exactly as :meth:`create` would (validated, deduplicated by
+        its idempotency key, checked against its user's caps), answering each in order with its
+        job or the error its own CreateJob would raise. The jobs that pass commit together:
+        one transaction, multi-row inserts, one wake-up of the dispatcher."""
+        if len(commands) > MAX_BULK_CREATE:
+            raise InvalidRequestError(f"at most {MAX_BULK_CREATE} items per call", field="items")
+        results: dict[int, CreateResult] = {}
+        prepared: dict[int, tuple[NewJob, dict[str, Any], dict[str, Any]]] = {}
+        for index, cmd in enumerate(commands):
+            try:
+                prepared[index] = self._validate(cmd)
+            except SchedulerError as exc:
+                results[index] = exc
+        for _ in range(3):
+            try:
+                results |= await self._create_prepared(commands, prepared)
+                break
+            except IntegrityError:
+                # A concurrent create took one of the keys: the next round finds it as existing.
+                continue
+        else:
+            results |= await self._create_prepared(commands, prepared)
+        return [results[index] for index in range(len(commands))]
+
+    async def _create_prepared(
+        self,
+        commands: Sequence[CreateJobCommand],
+        prepared: dict[int, tuple[NewJob, dict[str, Any], dict[str, Any]]],
+    ) -> dict[int, CreateResult]:
+        keys = {i: commands[i].idempotency_key_tuple() for i in prepared}
+        wanted = {key for key in keys.values() if key is not None}
+        existing_ids = await self._uow.read(lambda tx: tx.jobs.ids_by_keys(wanted))
+        existing = await self._uow.read(lambda tx: tx.jobs.get_many(list(existing_ids.values())))
+        results: dict[int, CreateResult] = {}
+        first_of_key: dict[tuple[str, str, str], int] = {}
+        fresh: list[int] = []
+        for index in prepared:
+            key = keys[index]
+            if key is not None and key in existing_ids:
+                results[index] = self._bulk_same(
+                    existing[existing_ids[key]], index, commands, prepared
+                )
+            elif key is not None and key in first_of_key:
+                continue  # answered below, like its first occurrence
+            else:
+                if key is not None:
+                    first_of_key[key] = index
+                fresh.append(index)
+
+        async def insert(tx: Transaction) -> tuple[dict[int, CreateResult], list[int]]:
+            counts = dict(await tx.jobs.lock_user_gates({commands[i].user_id for i in fresh}))
+            refused: dict[int, CreateResult] = {}
+            accepted: list[int] = []
+            for index in fresh:
+                user = commands[index].user_id
+                refusal = self._over_limits(*counts[user])
+                if refusal is not None:
+                    refused[index] = refusal
+                    continue
+                active, today = counts[user]
+                counts[user] = (active + 1, today + 1)
+                accepted.append(index)
+            await tx.jobs.create_many([prepared[i] for i in accepted])
+            await tx.emit_many(
+                [
+                    NewEvent(
+                        EventType.ENQUEUE,
+                        prepared[i][0].job_id,
+                        prepared[i][0].job_type,
+                        {
+                            "queueName": prepared[i][0].queue_name,
+                            "priority": prepared[i][0].priority,
+                        },
+                    )
+                    for i in accepted
+                ]
+            )
+            rows = await tx.jobs.get_many([prepared[i][0].job_id for i in accepted])
+            for index in accepted:
+                refused[index] = Created(rows[prepared[index][0].job_id], True)
+            return refused, accepted
+
+        created, _accepted = await self._uow.run(insert)
+        results |= created
+        for index in prepared:
+            key = keys[index]
+            if index in results or key is None:
+                continue
+            first = results[first_of_key[key]]
+            results[index] = (
+                self._bulk_same(first.job, index, commands, prepared)
+                if isinstance(first, Created)
+                else first
+            )
+        return results
+
+    def _bulk_same(
+        self,
+        existing: JobRecord,
+        index: int,
+        commands: Sequence[CreateJobCommand],
+        prepared: dict[int, tuple[NewJob, dict[str, Any], dict[str, Any]]],
+    ) -> CreateResult:
+        try:
+            return Created(self._same_request(existing, prepared[index][0], commands[index]), False)
+        except SchedulerError as exc:
+            return exc
 
     def _validate(self, cmd: CreateJobCommand) -> tuple[NewJob, dict[str, Any], dict[str, Any]]:
         definition = self._registry.get(cmd.job_type)

@@ -11,7 +11,17 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, Table, and_, bindparam, func, or_, select
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Table,
+    and_,
+    bindparam,
+    func,
+    or_,
+    select,
+    tuple_,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.db.clock import db_now, db_today
@@ -106,6 +116,50 @@ _PAYLOADS = (
 async def read_job(conn: AsyncConnection, job_id: str) -> JobRecord | None:
     row = (await conn.execute(sql.SELECT_RECORD, {"b_id": job_id})).first()
     return None if row is None else JobRecord.from_mapping(dict(row._mapping))
+
+
+_USERS: BindParameter[list[str]] = bindparam("b_users", expanding=True)
+_ACTIVE_BY_USER = (
+    select(_c.userId, func.count())
+    .where(_c.userId.in_(_USERS), _c.lifecycleStatus.in_([_Q, _R]))
+    .group_by(_c.userId)
+)
+_TODAY_BY_USER = (
+    select(_c.userId, func.count())
+    .where(_c.userId.in_(_USERS), _c.createdAt >= db_today())
+    .group_by(_c.userId)
+)
+
+
+async def active_and_today_of(
+    conn: AsyncConnection, user_ids: Collection[str]
+) -> dict[str, tuple[int, int]]:
+    """:func:`active_and_today` for several users: two grouped counts on the per-user indexes."""
+    users = sorted(user_ids)
+    active: dict[str, int] = {
+        str(u): int(n) for u, n in await conn.execute(_ACTIVE_BY_USER, {"b_users": users})
+    }
+    today: dict[str, int] = {
+        str(u): int(n) for u, n in await conn.execute(_TODAY_BY_USER, {"b_users": users})
+    }
+    return {u: (int(active.get(u, 0)), int(today.get(u, 0))) for u in users}
+
+
+async def read_jobs(conn: AsyncConnection, job_ids: Sequence[str]) -> dict[str, JobRecord]:
+    rows = await conn.execute(sql.SELECT_RECORDS, {"b_ids": list(job_ids)})
+    return {row.id: JobRecord.from_mapping(dict(row._mapping)) for row in rows}
+
+
+async def job_ids_by_keys(
+    conn: AsyncConnection, keys: Collection[tuple[str, str, str]]
+) -> dict[tuple[str, str, str], str]:
+    if not keys:
+        return {}
+    key = tuple_(_c.userId, _c.jobType, _c.idempotencyKey)
+    rows = await conn.execute(
+        select(_c.userId, _c.jobType, _c.idempotencyKey, _c.id).where(key.in_(sorted(keys)))
+    )
+    return {(r.userId, r.jobType, r.idempotencyKey): r.id for r in rows}
 
 
 async def job_id_by_key(conn: AsyncConnection, user_id: str, job_type: str, key: str) -> str | None:

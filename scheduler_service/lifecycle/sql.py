@@ -216,6 +216,7 @@ def lock_many() -> Update:
 
 
 SELECT_RECORD = select(*RECORD_COLUMNS).where(_c.id == bindparam("b_id"))
+SELECT_RECORDS = select(*RECORD_COLUMNS).where(_c.id.in_(bindparam("b_ids", expanding=True)))
 #: The rows of a batch, locked to the end of the transaction, in primary-key order (so two
 #: batches lock shared rows in the same order), with the database clock.
 SELECT_LOCKED = (
@@ -234,16 +235,15 @@ SELECT_GRANT = select(*GRANT_COLUMNS).where(
 )
 SELECT_LEASE_STATE = select(_c.lockUntil, _c.cancelRequestedAt).where(_c.id == bindparam("b_id"))
 SELECT_AVAILABLE_AT = select(_c.availableAt).where(_c.id == bindparam("b_id"))
-INSERT_QUEUED = insert(jobs).values(
-    lifecycleStatus=LifecycleStatus.QUEUED.value,
-    status=legacy_status_of(LifecycleStatus.QUEUED),
-    progress=0,
-    attemptCount=0,
-    queuedAt=db_now(),
-    availableAt=db_now(),
-    createdAt=db_now(),
-    updatedAt=db_now(),
-)
+#: What every new job row starts with, and the columns stamped with the database clock.
+QUEUED_FIXED: dict[str, Any] = {
+    "lifecycleStatus": LifecycleStatus.QUEUED.value,
+    "status": legacy_status_of(LifecycleStatus.QUEUED),
+    "progress": 0,
+    "attemptCount": 0,
+}
+QUEUED_STAMPED = ("queuedAt", "availableAt", "createdAt", "updatedAt")
+INSERT_QUEUED = insert(jobs).values(**QUEUED_FIXED, **{c: db_now() for c in QUEUED_STAMPED})
 
 
 def _claimable(*extra: ColumnElement[bool]) -> Select[Any]:

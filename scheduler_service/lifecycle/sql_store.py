@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.idempotent import insert_ignoring_duplicates
 from scheduler_service.db.models import AiJobSnapshot, AiUserJobGate
+from scheduler_service.db.multirow import insert_rows
 from scheduler_service.ids import new_id
 from scheduler_service.lifecycle import claims, queries, sql
 from scheduler_service.lifecycle.records import (
@@ -58,6 +59,13 @@ _snapshots = cast(Table, AiJobSnapshot.__table__)
 _gate = cast(Table, AiUserJobGate.__table__)
 _INSERT_SNAPSHOT = insert(_snapshots).values(createdAt=db_now())
 _LOCK_GATE = select(_gate.c.userId).where(_gate.c.userId == bindparam("b_user")).with_for_update()
+#: Several users' gates, locked in one order so that two batches cannot deadlock.
+_LOCK_GATES = (
+    select(_gate.c.userId)
+    .where(_gate.c.userId.in_(bindparam("b_users", expanding=True)))
+    .order_by(_gate.c.userId)
+    .with_for_update()
+)
 
 _HELD_BY = frozenset({Guard.ATTEMPT, Guard.HOLDER})
 _RESULT_VALUES = frozenset({"outputHash", "resultIdempotencyKey", "validatedOutput"})
@@ -233,6 +241,45 @@ class SqlJobStore(JobStore):
                     "params": params or {},
                 },
             )
+
+    async def create_many(
+        self, jobs: Sequence[tuple[NewJob, dict[str, Any], dict[str, Any]]]
+    ) -> None:
+        await insert_rows(
+            self._conn,
+            sql.jobs,
+            [_insert_values(job) for job, _, _ in jobs],
+            stamped=sql.QUEUED_STAMPED,
+            fixed=sql.QUEUED_FIXED,
+        )
+        snapshots = [
+            {
+                "id": new_id(),
+                "jobId": job.job_id,
+                "schemaVersion": job.input_schema_version,
+                "content": snapshot,
+                "params": params or {},
+            }
+            for job, snapshot, params in jobs
+        ]
+        await insert_rows(self._conn, _snapshots, snapshots)
+
+    async def get_many(self, job_ids: Sequence[str]) -> dict[str, JobRecord]:
+        return await queries.read_jobs(self._conn, job_ids)
+
+    async def ids_by_keys(
+        self, keys: Collection[tuple[str, str, str]]
+    ) -> dict[tuple[str, str, str], str]:
+        return await queries.job_ids_by_keys(self._conn, keys)
+
+    async def lock_user_gates(self, user_ids: Collection[str]) -> dict[str, tuple[int, int]]:
+        users = sorted(set(user_ids))
+        while True:
+            rows = [{"userId": user} for user in users]
+            await insert_ignoring_duplicates(self._conn, _gate, rows, stamped=("updatedAt",))
+            locked = await self._conn.execute(_LOCK_GATES, {"b_users": users})
+            if len(locked.all()) == len(users):  # none pruned between the insert and the lock
+                return await queries.active_and_today_of(self._conn, users)
 
     async def claim_batches(
         self,

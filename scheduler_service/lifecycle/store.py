@@ -104,6 +104,29 @@ class JobStore(ABC):
         """Serialise this user's creates until commit; returns (active jobs, jobs created
         today)."""
 
+    async def create_many(
+        self, jobs: Sequence[tuple[NewJob, dict[str, Any], dict[str, Any]]]
+    ) -> None:
+        """Several new jobs with their snapshots (a store may write them set-based)."""
+        for job, snapshot, params in jobs:
+            await self.create(job, snapshot, params)
+
+    async def get_many(self, job_ids: Sequence[str]) -> dict[str, JobRecord]:
+        found = {job_id: await self.get(job_id) for job_id in job_ids}
+        return {job_id: job for job_id, job in found.items() if job is not None}
+
+    async def ids_by_keys(
+        self, keys: Collection[tuple[str, str, str]]
+    ) -> dict[tuple[str, str, str], str]:
+        """Job ids by (user, job type, idempotency key), for the keys that have one."""
+        found = {key: await self.id_by_key(*key) for key in keys}
+        return {key: job_id for key, job_id in found.items() if job_id is not None}
+
+    async def lock_user_gates(self, user_ids: Collection[str]) -> dict[str, tuple[int, int]]:
+        """:meth:`lock_user_gate` for several users (in one order, so two batches cannot
+        deadlock on each other's gates)."""
+        return {user: await self.lock_user_gate(user) for user in sorted(set(user_ids))}
+
     @abstractmethod
     async def prune_user_gates(self, idle_ms: int, *, limit: int = 500) -> int:
         """Delete up to ``limit`` gate rows created more than ``idle_ms`` ago; how many went.

@@ -144,6 +144,15 @@ def _every_rpc_request(job_id: str) -> dict[str, Message]:
         "JobService/CreateJob": job_pb.CreateJobRequest(
             job_type="synthetic_echo", idempotency_key="outage-1", snapshot=_struct({"a": 1})
         ),
+        "JobService/CreateJobs": job_pb.CreateJobsRequest(
+            items=[
+                job_pb.CreateJobsItem(
+                    job=job_pb.CreateJobRequest(
+                        job_type="synthetic_echo", idempotency_key="outage-2", snapshot=_struct({})
+                    )
+                )
+            ]
+        ),
         "JobService/GetJob": job_pb.GetJobRequest(job_id=job_id),
         "JobService/CancelJob": job_pb.CancelJobRequest(job_id=job_id),
         "JobService/WatchJob": job_pb.WatchJobRequest(job_id=job_id),
@@ -219,7 +228,7 @@ async def _call(channel: grpc.aio.Channel, rpc: str, request: Message) -> grpc.a
 async def test_every_rpc_answers_unavailable_while_the_database_is_down(
     own_database: tuple[OwnMariaDB, str], start_scheduler: SchedulerFactory
 ) -> None:
-    """With the database stopped, each of the 18 RPCs answers UNAVAILABLE with the catalogue's
+    """With the database stopped, each of the 19 RPCs answers UNAVAILABLE with the catalogue's
     PLATFORM_UNAVAILABLE reason — reads, writes and streams alike, never INTERNAL."""
     server, url = own_database
     running = await start_scheduler(url, health_interval_s=0.1)

@@ -3,6 +3,7 @@ import datetime
 from shared.gen.aijob.v1 import types_pb2 as _types_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.rpc import status_pb2 as _status_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -42,6 +43,36 @@ class CreateJobResponse(_message.Message):
     job: _types_pb2.Job
     created: bool
     def __init__(self, job: _Optional[_Union[_types_pb2.Job, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class CreateJobsRequest(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[CreateJobsItem]
+    def __init__(self, items: _Optional[_Iterable[_Union[CreateJobsItem, _Mapping]]] = ...) -> None: ...
+
+class CreateJobsItem(_message.Message):
+    __slots__ = ("user_id", "job")
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    user_id: str
+    job: CreateJobRequest
+    def __init__(self, user_id: _Optional[str] = ..., job: _Optional[_Union[CreateJobRequest, _Mapping]] = ...) -> None: ...
+
+class CreateJobsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[CreateJobsResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[CreateJobsResult, _Mapping]]] = ...) -> None: ...
+
+class CreateJobsResult(_message.Message):
+    __slots__ = ("status", "job", "created")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    status: _status_pb2.Status
+    job: _types_pb2.Job
+    created: bool
+    def __init__(self, status: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., job: _Optional[_Union[_types_pb2.Job, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
     __slots__ = ("job_id",)

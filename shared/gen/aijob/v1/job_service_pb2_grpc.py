@@ -42,6 +42,11 @@ class JobServiceStub:
                 request_serializer=aijob_dot_v1_dot_job__service__pb2.CreateJobRequest.SerializeToString,
                 response_deserializer=aijob_dot_v1_dot_job__service__pb2.CreateJobResponse.FromString,
                 _registered_method=True)
+        self.CreateJobs = channel.unary_unary(
+                '/aijob.v1.JobService/CreateJobs',
+                request_serializer=aijob_dot_v1_dot_job__service__pb2.CreateJobsRequest.SerializeToString,
+                response_deserializer=aijob_dot_v1_dot_job__service__pb2.CreateJobsResponse.FromString,
+                _registered_method=True)
         self.GetJob = channel.unary_unary(
                 '/aijob.v1.JobService/GetJob',
                 request_serializer=aijob_dot_v1_dot_job__service__pb2.GetJobRequest.SerializeToString,
@@ -76,6 +81,15 @@ class JobServiceServicer:
 
     def CreateJob(self, request, context):
         """CreateJob validates and enqueues a job; a repeated idempotency key returns the existing job.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateJobs(self, request, context):
+        """CreateJobs creates up to 500 jobs in one call, each exactly as CreateJob would (validated,
+        deduplicated by its idempotency key, checked against its user's limits); a bad item fails
+        alone with the status CreateJob would answer, and the good ones commit together.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -130,6 +144,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.CreateJob,
                     request_deserializer=aijob_dot_v1_dot_job__service__pb2.CreateJobRequest.FromString,
                     response_serializer=aijob_dot_v1_dot_job__service__pb2.CreateJobResponse.SerializeToString,
+            ),
+            'CreateJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateJobs,
+                    request_deserializer=aijob_dot_v1_dot_job__service__pb2.CreateJobsRequest.FromString,
+                    response_serializer=aijob_dot_v1_dot_job__service__pb2.CreateJobsResponse.SerializeToString,
             ),
             'GetJob': grpc.unary_unary_rpc_method_handler(
                     servicer.GetJob,
@@ -186,6 +205,33 @@ class JobService:
             '/aijob.v1.JobService/CreateJob',
             aijob_dot_v1_dot_job__service__pb2.CreateJobRequest.SerializeToString,
             aijob_dot_v1_dot_job__service__pb2.CreateJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/aijob.v1.JobService/CreateJobs',
+            aijob_dot_v1_dot_job__service__pb2.CreateJobsRequest.SerializeToString,
+            aijob_dot_v1_dot_job__service__pb2.CreateJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -38,6 +38,11 @@ class JobServiceStub:
     def __new__(cls, channel: _aio.Channel) -> JobServiceAsyncStub: ...
     CreateJob: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.CreateJobRequest, _job_service_pb2.CreateJobResponse]
     """CreateJob validates and enqueues a job; a repeated idempotency key returns the existing job."""
+    CreateJobs: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.CreateJobsRequest, _job_service_pb2.CreateJobsResponse]
+    """CreateJobs creates up to 500 jobs in one call, each exactly as CreateJob would (validated,
+    deduplicated by its idempotency key, checked against its user's limits); a bad item fails
+    alone with the status CreateJob would answer, and the good ones commit together.
+    """
     GetJob: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.GetJobRequest, _types_pb2.Job]
     """GetJob returns one of the user's jobs with its artifacts.
     buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
@@ -69,6 +74,11 @@ class JobServiceAsyncStub(JobServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     CreateJob: _aio.UnaryUnaryMultiCallable[_job_service_pb2.CreateJobRequest, _job_service_pb2.CreateJobResponse]  # type: ignore[assignment]
     """CreateJob validates and enqueues a job; a repeated idempotency key returns the existing job."""
+    CreateJobs: _aio.UnaryUnaryMultiCallable[_job_service_pb2.CreateJobsRequest, _job_service_pb2.CreateJobsResponse]  # type: ignore[assignment]
+    """CreateJobs creates up to 500 jobs in one call, each exactly as CreateJob would (validated,
+    deduplicated by its idempotency key, checked against its user's limits); a bad item fails
+    alone with the status CreateJob would answer, and the good ones commit together.
+    """
     GetJob: _aio.UnaryUnaryMultiCallable[_job_service_pb2.GetJobRequest, _types_pb2.Job]  # type: ignore[assignment]
     """GetJob returns one of the user's jobs with its artifacts.
     buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
@@ -103,6 +113,17 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_job_service_pb2.CreateJobResponse, _abc.Awaitable[_job_service_pb2.CreateJobResponse]]:
         """CreateJob validates and enqueues a job; a repeated idempotency key returns the existing job."""
+
+    @_abc_1.abstractmethod
+    def CreateJobs(
+        self,
+        request: _job_service_pb2.CreateJobsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.CreateJobsResponse, _abc.Awaitable[_job_service_pb2.CreateJobsResponse]]:
+        """CreateJobs creates up to 500 jobs in one call, each exactly as CreateJob would (validated,
+        deduplicated by its idempotency key, checked against its user's limits); a bad item fails
+        alone with the status CreateJob would answer, and the good ones commit together.
+        """
 
     @_abc_1.abstractmethod
     def GetJob(
