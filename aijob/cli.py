@@ -21,6 +21,7 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
+from google.rpc import error_details_pb2, status_pb2
 
 from aijob.connection import ClientSettings, MissingTokenError
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
@@ -73,6 +74,13 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("--priority", type=int)
     create.add_argument("--target-type", default="")
     create.add_argument("--target-id", default="")
+    many = commands.add_parser(
+        "create-many",
+        help="create the jobs of a JSON-lines file (one CreateJobRequest per line, in its JSON "
+        'form, with an optional "user_id"), in calls of --batch jobs',
+    )
+    many.add_argument("file", type=Path)
+    many.add_argument("--batch", type=int, default=100, help="jobs per CreateJobs call (1-500)")
     for name in ("get", "watch", "cancel"):
         commands.add_parser(name, help=f"{name} a job").add_argument("job_id")
     listing = commands.add_parser("list", help="list your jobs, newest first")
@@ -164,6 +172,44 @@ class Cli:
             reply, a.json, lambda r: ("created " if r.created else "existing ") + _job_line(r.job)
         )
         return 0
+
+    async def create_many(self) -> int:
+        """Exit 0 when every line made (or found) its job; else 5, with each failure on stderr."""
+        a = self.args
+        if not 1 <= a.batch <= MAX_BATCH:
+            print(f"aijob: --batch must be 1-{MAX_BATCH}", file=sys.stderr)
+            return EXIT_USAGE
+        lines = [line for line in a.file.read_text().splitlines() if line.strip()]
+        progress = _Progress(len(lines))
+        failures: list[str] = []
+        results: list[dict[str, Any]] = []
+        for start in range(0, len(lines), a.batch):
+            items: dict[int, job_pb.CreateJobsItem] = {}
+            for number in range(start, min(start + a.batch, len(lines))):
+                try:
+                    items[number] = _item_of(lines[number])
+                except (ValueError, json_format.ParseError) as error:
+                    failures.append(f"line {number + 1}: not a CreateJobRequest: {error}")
+            reply = await self.jobs.CreateJobs(
+                job_pb.CreateJobsRequest(items=list(items.values())),
+                metadata=self._service_metadata(),
+                timeout=TIMEOUT_S * 4,
+            )
+            for number, result in zip(items, reply.results, strict=True):
+                if result.status.code:
+                    failures.append(f"line {number + 1}: {_status_text(result.status)}")
+                results.append(json_format.MessageToDict(result) | {"line": number + 1})
+            progress.advance(min(a.batch, len(lines) - start), len(failures))
+        progress.done()
+        if a.json:
+            print(json.dumps(results, indent=2))
+        for failure in failures:
+            print(f"aijob: {failure}", file=sys.stderr)
+        print(
+            f"{len(lines) - len(failures)} created or found, {len(failures)} failed",
+            file=sys.stderr,
+        )
+        return EXIT_REFUSED if failures else 0
 
     async def get(self) -> int:
         job = await self.jobs.GetJob(
@@ -271,6 +317,50 @@ def _stats(stats: admin_pb.QueueStats) -> str:
     return "\n".join(lines)
 
 
+MAX_BATCH = 500
+
+
+def _item_of(line: str) -> job_pb.CreateJobsItem:
+    fields = json.loads(line)
+    if not isinstance(fields, dict):
+        raise ValueError("expected a JSON object")
+    user = str(fields.pop("user_id", fields.pop("userId", "")))
+    job = json_format.ParseDict(fields, job_pb.CreateJobRequest())
+    return job_pb.CreateJobsItem(user_id=user, job=job)
+
+
+def _status_text(status: status_pb2.Status) -> str:
+    code = next((c.name for c in grpc.StatusCode if c.value[0] == status.code), str(status.code))
+    reason = ""
+    for detail in status.details:
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            reason = f" {info.reason}"
+    return f"{code}{reason}: {status.message}"
+
+
+class _Progress:
+    """A one-line progress bar on stderr when it is a terminal; nothing otherwise."""
+
+    WIDTH = 30
+
+    def __init__(self, total: int) -> None:
+        self.total = max(total, 1)
+        self.seen = 0
+        self.shown = sys.stderr.isatty()
+
+    def advance(self, count: int, failed: int) -> None:
+        self.seen += count
+        if self.shown:
+            filled = self.WIDTH * self.seen // self.total
+            bar = "#" * filled + "." * (self.WIDTH - filled)
+            print(f"\r[{bar}] {self.seen}/{self.total}, {failed} failed", end="", file=sys.stderr)
+
+    def done(self) -> None:
+        if self.shown:
+            print(file=sys.stderr)
+
+
 def _describe(error: grpc.aio.AioRpcError) -> str:
     reason = error_reason(error)
     code = error.code().name if error.code() else "UNKNOWN"
@@ -283,6 +373,7 @@ async def _run(args: argparse.Namespace) -> int:
         cli = Cli(args, settings, channel)
         handlers: dict[str, Callable[[], Awaitable[int]]] = {
             "create": cli.create,
+            "create-many": cli.create_many,
             "get": cli.get,
             "watch": cli.watch,
             "cancel": cli.cancel,

@@ -153,3 +153,25 @@ def test_metrics_endpoints_count_the_work(stack: Stack) -> None:
     assert sum(_value(t, r'aijob_runtime_jobs_total\{outcome="succeeded"\}') for t in runtimes) >= 1
     assert sum(_value(t, r'aijob_runtime_tokens_total\{kind="completion"\}') for t in runtimes) > 0
     assert sum(_value(t, r"aijob_runtime_connected") for t in runtimes) == 2
+
+
+def test_cli_create_many_reads_a_jsonl_file_and_names_each_bad_line(stack: Stack) -> None:
+    lines = [
+        json.dumps({"job_type": "synthetic_echo", "snapshot": {"text": f"n{i}"}}) for i in range(7)
+    ]
+    lines[2] = json.dumps({"job_type": "no_such_type", "snapshot": {}})
+    lines[4] = "{not json"
+    lines.append(json.dumps({"jobType": "synthetic_echo", "snapshot": {}, "user_id": "other"}))
+    path = stack.cwd / "jobs.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    done = aijob(stack, "--json", "create-many", str(path), "--batch", "3")
+    assert done.returncode == 5, done.stderr
+    results = json.loads(done.stdout)
+    assert len(results) == 7  # the line that is not JSON was never sent
+    created = [r for r in results if r.get("created")]
+    assert len(created) == 6 and created[-1]["job"]["userId"] == "other"
+    assert (
+        "line 3: INVALID_ARGUMENT" in done.stderr
+        and "line 5: not a CreateJobRequest" in done.stderr
+    )
+    assert "6 created or found, 2 failed" in done.stderr
