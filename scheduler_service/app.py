@@ -19,8 +19,8 @@ from scheduler_service.credentials import CredentialCipher, CredentialStore
 from scheduler_service.db.engine import create_engine
 from scheduler_service.jobs.commands import Limits
 from scheduler_service.jobs.service import JobService
-from scheduler_service.jobs.signals import ChangeSignals
 from scheduler_service.jobs.stats import queue_stats
+from scheduler_service.jobs.watch_hub import WatchHub
 from scheduler_service.outbox.dispatcher import DispatchWaker, OutboxDispatcher
 from scheduler_service.outbox.events import EventType
 from scheduler_service.outbox.log import Broadcast
@@ -57,7 +57,7 @@ class SchedulerApp:
     reports: ReportBatcher
     keeper: LeaseKeeper
     credentials: CredentialStore
-    changes: ChangeSignals
+    watch_hub: WatchHub
     outbox: OutboxDispatcher
     published: Broadcast
     #: Told whether the database answers (the gRPC health service listens).
@@ -90,12 +90,12 @@ class SchedulerApp:
             max_retry_after_ms=settings.limits.max_retry_after_ms,
             user_key_runtimes=settings.user_key_runtimes,
         )
-        changes = ChangeSignals()
+        watch_hub = WatchHub(uow, interval_s=settings.streams.watch_poll_s)
         dispatcher = Dispatcher(
             protocol,
             poll_interval_s=settings.dispatch.poll_interval_s,
             batch_max=settings.dispatch.batch_max,
-            on_leased=changes.touch,
+            on_leased=watch_hub.touch,
         )
         published = Broadcast()
         outbox = OutboxDispatcher(
@@ -115,7 +115,7 @@ class SchedulerApp:
             if event_type is EventType.ENQUEUE
             else outbox.notify()
         )
-        wakeups.job_changed = changes.touch
+        wakeups.job_changed = watch_hub.touch
         wakeups.job_ended = dispatcher.forget
         wakeups.cancel_requested = dispatcher.push_cancel
         jobs = JobService(
@@ -167,7 +167,7 @@ class SchedulerApp:
                 alive_s=settings.lease.stream_alive_s,
             ),
             credentials,
-            changes,
+            watch_hub,
             outbox,
             published,
         )
@@ -176,6 +176,7 @@ class SchedulerApp:
         self.dispatcher.start()
         self.keeper.start()
         self.outbox.start()
+        self.watch_hub.start()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._reap_forever(), name="reaper"))
         self._tasks.append(loop.create_task(self._watch_database(), name="health"))
@@ -188,6 +189,7 @@ class SchedulerApp:
         await self.dispatcher.stop()
         await self.keeper.stop()
         await self.outbox.stop()
+        await self.watch_hub.stop()
         _done, late = await asyncio.wait(self._tasks, timeout=10) if self._tasks else (set(), set())
         for task in late:
             task.cancel()

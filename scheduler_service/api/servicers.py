@@ -116,8 +116,7 @@ class JobServicer(job_grpc.JobServiceServicer):
         async for record in self._app.jobs.watch(
             _user_id(context),
             request.job_id,
-            poll_s=self._app.settings.streams.watch_poll_s,
-            changed=self._app.changes.wait,
+            changed=self._app.watch_hub.changed,
         ):
             artifacts = await self._app.jobs.artifacts(record.id) if record.is_terminal else None
             yield convert.job(record, artifacts)

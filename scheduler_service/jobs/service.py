@@ -8,10 +8,8 @@ wired in here.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +28,13 @@ from scheduler_service.errors import (
 from scheduler_service.ids import new_id
 from scheduler_service.jobs import paging
 from scheduler_service.jobs.commands import CreateJobCommand, JobFilter, Limits
-from scheduler_service.lifecycle.records import ArtifactRow, CancelOutcome, JobRecord, NewJob
+from scheduler_service.lifecycle.records import (
+    ArtifactRow,
+    CancelOutcome,
+    JobRecord,
+    NewJob,
+    WatchState,
+)
 from scheduler_service.lifecycle.state_machine import LifecycleStatus, parse_status
 from scheduler_service.outbox.events import EventType, NewEvent
 from scheduler_service.ports import Transaction, UnitOfWork
@@ -392,26 +396,25 @@ class JobService:
         user_id: str | None,
         job_id: str,
         *,
-        poll_s: float,
-        changed: Callable[[str], Awaitable[None]],
-    ) -> AsyncIterator[JobRecord]:
+        changed: Callable[[str, WatchState], Awaitable[None]],
+    ) -> AsyncGenerator[JobRecord, None]:
         """The job now, then each change of state, progress or attempt; ends when terminal.
 
-        ``changed(job_id)`` returns early when this scheduler changes the job; otherwise the row
-        is read again every ``poll_s`` (changes made through other replicas).
+        ``changed(job_id, seen)`` returns once the job's state differs from ``seen`` (the
+        replica's watch hub reads every watched job once an interval, and wakes a watcher at once
+        when this replica changes its job); the job is read again only then.
         """
         job, _ = await self.get(user_id, job_id)
         yield job
-        seen = _watch_key(job)
+        seen = job.watch_state()
         while not job.is_terminal:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed(job_id), timeout=poll_s)
+            await changed(job_id, seen)
             current = await self._uow.read(lambda tx: tx.jobs.get(job_id))
             if current is None:
                 return
             job = current
-            if _watch_key(job) != seen:
-                seen = _watch_key(job)
+            if job.watch_state() != seen:
+                seen = job.watch_state()
                 yield job
 
     async def retry(self, job_id: str) -> JobRecord:
@@ -455,16 +458,6 @@ class JobService:
             if not progressed:
                 break
         return cancelled, requested
-
-
-def _watch_key(job: JobRecord) -> tuple[object, ...]:
-    return (
-        job.lifecycleStatus,
-        job.progress,
-        job.attemptCount,
-        job.cancelRequestedAt,
-        job.errorCode,
-    )
 
 
 def _bounded(value: str, field: str, *, limit: int = MAX_ID_FIELD, required: bool = False) -> None:

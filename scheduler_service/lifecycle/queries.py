@@ -35,6 +35,8 @@ from scheduler_service.lifecycle.records import (
     LeaseGrant,
     LeasePayload,
     StrandedJob,
+    WatchState,
+    watch_state,
 )
 from scheduler_service.lifecycle.state_machine import LifecycleStatus, parse_status
 
@@ -160,6 +162,21 @@ async def job_ids_by_keys(
         select(_c.userId, _c.jobType, _c.idempotencyKey, _c.id).where(key.in_(sorted(keys)))
     )
     return {(r.userId, r.jobType, r.idempotencyKey): r.id for r in rows}
+
+
+_WATCH_STATES = select(
+    _c.id, _c.lifecycleStatus, _c.progress, _c.attemptCount, _c.cancelRequestedAt, _c.errorCode
+).where(_c.id.in_(bindparam("b_ids", expanding=True)))
+
+
+async def watch_states(conn: AsyncConnection, job_ids: Sequence[str]) -> dict[str, WatchState]:
+    rows = await conn.execute(_WATCH_STATES, {"b_ids": list(job_ids)})
+    return {
+        r.id: watch_state(
+            r.lifecycleStatus, r.progress, r.attemptCount, r.cancelRequestedAt, r.errorCode
+        )
+        for r in rows
+    }
 
 
 async def job_id_by_key(conn: AsyncConnection, user_id: str, job_type: str, key: str) -> str | None:

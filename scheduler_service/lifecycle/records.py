@@ -30,6 +30,8 @@ __all__ = [
     "StrandedJob",
     "Success",
     "Usage",
+    "WatchState",
+    "watch_state",
 ]
 
 
@@ -113,6 +115,20 @@ class ExpiredLease:
     holder: str | None = None
 
 
+#: What a WatchJob stream reports a change of: status, progress, attempt, cancel request, error.
+WatchState = tuple[str, int, int, datetime | None, str | None]
+
+
+def watch_state(
+    status: str,
+    progress: int,
+    attempt: int,
+    cancel_requested_at: datetime | None,
+    error_code: str | None,
+) -> WatchState:
+    return (status, progress, attempt, cancel_requested_at, error_code)
+
+
 @dataclass(frozen=True, slots=True)
 class StrandedJob:
     """A queued or running job whose type is no longer registered: no runtime may take it."""
@@ -178,6 +194,15 @@ class JobRecord:
     @property
     def is_terminal(self) -> bool:
         return is_terminal(self.lifecycleStatus)
+
+    def watch_state(self) -> WatchState:
+        return watch_state(
+            self.lifecycleStatus.value,
+            self.progress,
+            self.attemptCount,
+            self.cancelRequestedAt,
+            self.errorCode,
+        )
 
 
 RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(JobRecord))

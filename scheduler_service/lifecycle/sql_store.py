@@ -41,6 +41,7 @@ from scheduler_service.lifecycle.records import (
     StrandedJob,
     Success,
     Usage,
+    WatchState,
 )
 from scheduler_service.lifecycle.store import JobStore
 from scheduler_service.lifecycle.transitions import (
@@ -263,6 +264,9 @@ class SqlJobStore(JobStore):
             for job, snapshot, params in jobs
         ]
         await insert_rows(self._conn, _snapshots, snapshots)
+
+    async def watch_states(self, job_ids: Sequence[str]) -> dict[str, WatchState]:
+        return await queries.watch_states(self._conn, job_ids)
 
     async def get_many(self, job_ids: Sequence[str]) -> dict[str, JobRecord]:
         return await queries.read_jobs(self._conn, job_ids)

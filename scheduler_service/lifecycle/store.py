@@ -35,6 +35,7 @@ from scheduler_service.lifecycle.records import (
     StrandedJob,
     Success,
     Usage,
+    WatchState,
 )
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 from scheduler_service.lifecycle.transitions import (
@@ -126,6 +127,10 @@ class JobStore(ABC):
         """:meth:`lock_user_gate` for several users (in one order, so two batches cannot
         deadlock on each other's gates)."""
         return {user: await self.lock_user_gate(user) for user in sorted(set(user_ids))}
+
+    @abstractmethod
+    async def watch_states(self, job_ids: Sequence[str]) -> dict[str, WatchState]:
+        """What WatchJob reports of each job (missing jobs are left out)."""
 
     @abstractmethod
     async def prune_user_gates(self, idle_ms: int, *, limit: int = 500) -> int:

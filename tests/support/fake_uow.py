@@ -32,6 +32,7 @@ from scheduler_service.lifecycle.records import (
     NewJob,
     StrandedJob,
     Usage,
+    WatchState,
 )
 from scheduler_service.lifecycle.state_machine import LifecycleStatus, legacy_status_of
 from scheduler_service.lifecycle.store import JobStore
@@ -360,6 +361,13 @@ class FakeJobStore(JobStore):
         today = self._now.replace(hour=0, minute=0, second=0, microsecond=0)
         active = sum(r["lifecycleStatus"] in (_Q, _R) for r in mine)
         return active, sum(r["createdAt"] >= today for r in mine)
+
+    async def watch_states(self, job_ids: Sequence[str]) -> dict[str, WatchState]:
+        return {
+            job_id: JobRecord.from_mapping(self.state.jobs[job_id]).watch_state()
+            for job_id in job_ids
+            if job_id in self.state.jobs
+        }
 
     async def prune_user_gates(self, idle_ms: int, *, limit: int = 500) -> int:
         return 0  # the fake counts without gate rows

@@ -1,0 +1,82 @@
+"""The watch hub (issue 14): however many WatchJob streams are open, an idle replica reads the
+watched jobs once per interval; a watcher reads its job again only when it moved (a change made
+through another replica, found by the hub's read) or at once when this replica changed it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from scheduler_service.jobs.service import JobService
+from scheduler_service.jobs.watch_hub import WatchHub
+from scheduler_service.lifecycle.records import JobRecord
+from scheduler_service.lifecycle.store import JobStore
+from tests.services.test_job_service import command
+from tests.support.fake_uow import FakeJobStore, FakeUnitOfWork
+
+WATCHERS = 50
+
+
+class _Reads:
+    """Counts the store reads the watchers and the hub make."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, store: type[JobStore]) -> None:
+        self.gets = 0
+        self.state_reads = 0
+        get, states = store.get, store.watch_states
+
+        async def counted_get(this: Any, job_id: str) -> Any:
+            self.gets += 1
+            return await get(this, job_id)
+
+        async def counted_states(this: Any, job_ids: Any) -> Any:
+            self.state_reads += 1
+            return await states(this, job_ids)
+
+        monkeypatch.setattr(store, "get", counted_get)
+        monkeypatch.setattr(store, "watch_states", counted_states)
+
+
+async def _next(updates: AsyncIterator[JobRecord]) -> JobRecord:
+    return await anext(updates)
+
+
+async def test_idle_watchers_cost_one_read_per_round_and_wake_only_when_their_job_moves(
+    jobs: JobService, uow: FakeUnitOfWork, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hub = WatchHub(uow, interval_s=3600)  # rounds are run by hand below
+    created = [(await jobs.create(command(f"user-{i}")))[0] for i in range(WATCHERS)]
+    streams = [jobs.watch(job.userId, job.id, changed=hub.changed) for job in created]
+    for stream in streams:
+        assert (await _next(stream)).lifecycleStatus.value == "queued"
+    pending = [asyncio.ensure_future(_next(stream)) for stream in streams]
+    while hub.watched_jobs < WATCHERS:  # each watcher registers on its first turn of the loop
+        await asyncio.sleep(0)  # a yield to the ready tasks, not a wait for time
+    reads = _Reads(monkeypatch, FakeJobStore)
+    for _ in range(3):
+        await hub._round()
+    assert (reads.state_reads, reads.gets) == (3, 0)
+    assert hub.watched_jobs == WATCHERS and not any(p.done() for p in pending)
+
+    # Another replica cancels one job: the next round finds it; only its watcher reads again.
+    moved = created[7]
+    uow.state.jobs[moved.id]["lifecycleStatus"] = "cancelled"
+    await hub._round()
+    update = await pending[7]
+    assert update.lifecycleStatus.value == "cancelled" and reads.gets == 1
+    assert sum(p.done() for p in pending) == 1
+
+    # This replica changes one: its watcher wakes at once, without a hub round.
+    touched = created[3]
+    uow.state.jobs[touched.id]["progress"] = 42
+    hub.touch(touched.id)
+    assert (await pending[3]).progress == 42 and reads.state_reads == 4
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    for stream in streams:
+        await stream.aclose()
+    assert hub.watched_jobs == 0
