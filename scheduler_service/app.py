@@ -23,7 +23,7 @@ from scheduler_service.jobs.stats import queue_stats
 from scheduler_service.jobs.watch_hub import WatchHub
 from scheduler_service.outbox.dispatcher import DispatchWaker, OutboxDispatcher
 from scheduler_service.outbox.events import EventType
-from scheduler_service.outbox.log import Broadcast
+from scheduler_service.outbox.log import EventHub
 from scheduler_service.ports import Wakeups
 from scheduler_service.protocol.dispatch import Dispatcher
 from scheduler_service.protocol.group_commit import GroupCommit, ReportBatcher
@@ -59,7 +59,7 @@ class SchedulerApp:
     credentials: CredentialStore
     watch_hub: WatchHub
     outbox: OutboxDispatcher
-    published: Broadcast
+    event_hub: EventHub
     #: Told whether the database answers (the gRPC health service listens).
     on_health: Callable[[bool], Awaitable[None]] | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -97,7 +97,7 @@ class SchedulerApp:
             batch_max=settings.dispatch.batch_max,
             on_leased=watch_hub.touch,
         )
-        published = Broadcast()
+        event_hub = EventHub(uow, interval_s=settings.outbox.events_poll_s)
         outbox = OutboxDispatcher(
             uow,
             [DispatchWaker(dispatcher.notify)],
@@ -106,7 +106,7 @@ class SchedulerApp:
             batch=settings.outbox.batch,
             processing_timeout_s=settings.outbox.processing_timeout_s,
             backoff_base_ms=round(settings.outbox.backoff_s * 1000),
-            on_published=published.fire,
+            on_published=event_hub.notify,
             stall_after_claim_s=settings.outbox.fault_stall_s,
         )
         wakeups.dispatch = dispatcher.notify
@@ -169,7 +169,7 @@ class SchedulerApp:
             credentials,
             watch_hub,
             outbox,
-            published,
+            event_hub,
         )
 
     async def start(self) -> None:
@@ -177,6 +177,7 @@ class SchedulerApp:
         self.keeper.start()
         self.outbox.start()
         self.watch_hub.start()
+        self.event_hub.start()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._reap_forever(), name="reaper"))
         self._tasks.append(loop.create_task(self._watch_database(), name="health"))
@@ -190,6 +191,7 @@ class SchedulerApp:
         await self.keeper.stop()
         await self.outbox.stop()
         await self.watch_hub.stop()
+        await self.event_hub.stop()
         _done, late = await asyncio.wait(self._tasks, timeout=10) if self._tasks else (set(), set())
         for task in late:
             task.cancel()

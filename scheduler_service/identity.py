@@ -1,7 +1,8 @@
 """Who the caller of this RPC is, as far as the runtime protocol cares (issue 15).
 
-The auth interceptor binds every runtime call to its token: a short digest that counts the token's
-Poll streams, and, for a token bound to an identity (``AIJOB_RUNTIME_IDENTITIES``), the instance-id
+The auth interceptor binds every authenticated call to its token: a short digest that counts what
+one token holds open (Poll, WatchJob and SubscribeEvents streams), and, for a runtime token bound to
+an identity (``AIJOB_RUNTIME_IDENTITIES``), the instance-id
 prefix it may act for. Every runtime request names its instance id, and :func:`check_instance`
 refuses one outside the prefix, so one runtime's token cannot act as another. Unbound tokens (and
 internal callers) speak for any instance; their leases are still guarded by the server-issued
@@ -15,26 +16,26 @@ from dataclasses import dataclass
 
 from scheduler_service.errors import RuntimeIdentityError
 
-__all__ = ["RuntimeCaller", "bind", "check_instance", "current"]
+__all__ = ["BoundCaller", "bind", "check_instance", "current"]
 
 
 @dataclass(frozen=True, slots=True)
-class RuntimeCaller:
+class BoundCaller:
     #: A digest of the runtime token (never the token).
     token_key: str
     #: The instance-id prefix the token is bound to, if any.
     instance_prefix: str | None = None
 
 
-_CALLER: ContextVar[RuntimeCaller | None] = ContextVar("aijob_runtime_caller", default=None)
+_CALLER: ContextVar[BoundCaller | None] = ContextVar("aijob_runtime_caller", default=None)
 
 
-def bind(caller: RuntimeCaller) -> None:
+def bind(caller: BoundCaller) -> None:
     """From here on, the current call (its task, and tasks it starts) is ``caller``'s."""
     _CALLER.set(caller)
 
 
-def current() -> RuntimeCaller | None:
+def current() -> BoundCaller | None:
     return _CALLER.get()
 
 

@@ -82,6 +82,9 @@ class SchedulerSettings(BaseSettings):
     #: are refused with RESOURCE_EXHAUSTED TOO_MANY_STREAMS, so that however many streams come,
     #: max_concurrent_rpcs minus this many RPCs stay free for everything else.
     max_poll_streams: int = Field(default=1_000, ge=1)
+    #: WatchJob and SubscribeEvents streams one token may hold open on this replica.
+    max_watch_streams_per_token: int = Field(default=5_000, ge=1)
+    max_subscribe_streams_per_token: int = Field(default=100, ge=1)
     #: Poll streams one runtime token may hold open on this replica (TOO_MANY_STREAMS beyond).
     max_streams_per_token: int = Field(default=500, ge=1)
     #: Largest ``slots`` a Poll subscribe may ask for (leases one stream holds at once).
@@ -190,6 +193,8 @@ class SchedulerSettings(BaseSettings):
             max_concurrent_streams=self.max_concurrent_streams,
             max_poll_streams=self.max_poll_streams,
             max_streams_per_token=self.max_streams_per_token,
+            max_watch_streams_per_token=self.max_watch_streams_per_token,
+            max_subscribe_streams_per_token=self.max_subscribe_streams_per_token,
             max_slots_per_stream=self.max_slots_per_stream,
             poll_subscribe_timeout_s=self.poll_subscribe_timeout_s,
             watch_poll_s=self.watch_poll_ms / 1000,
@@ -268,6 +273,8 @@ class StreamSettings:
     max_concurrent_streams: int
     max_poll_streams: int
     max_streams_per_token: int
+    max_watch_streams_per_token: int
+    max_subscribe_streams_per_token: int
     max_slots_per_stream: int
     poll_subscribe_timeout_s: float
     #: How often WatchJob looks for changes made through other replicas.

@@ -175,9 +175,9 @@ class AuthInterceptor(ServerInterceptor):
             code, reason, message = refusal
             self._refusals.refused(code.name, method)
             return _refusing(handler, code, reason, message)
-        if caller is not None and caller.role is Role.RUNTIME:
-            return _bound(handler, identity.RuntimeCaller(caller.token_key, caller.instance_prefix))
-        return handler
+        if caller is None:
+            return handler
+        return _bound(handler, identity.BoundCaller(caller.token_key, caller.instance_prefix))
 
 
 def _refusal(
@@ -204,7 +204,7 @@ def _refusal(
     return None
 
 
-def _bound(handler: Handler, caller: identity.RuntimeCaller) -> Handler:
+def _bound(handler: Handler, caller: identity.BoundCaller) -> Handler:
     """``handler`` run as ``caller`` (acting only for instances of its prefix, if bound).
 
     grpc.aio runs each call in a task of its own, so the binding set here ends with the call

@@ -13,13 +13,14 @@ from google.rpc import status_pb2
 from scheduler_service import validation
 from scheduler_service.api import convert, runtime_convert
 from scheduler_service.api.status import status_of
+from scheduler_service.api.stream_caps import StreamCap
 from scheduler_service.app import SchedulerApp
 from scheduler_service.errors import InvalidRequestError, SchedulerError
 from scheduler_service.jobs.commands import CreateJobCommand, JobFilter
 from scheduler_service.jobs.service import MAX_BULK_CREATE, Created
 from scheduler_service.jobs.stats import queue_stats, redrive_dead_events
 from scheduler_service.outbox.events import EventType
-from scheduler_service.outbox.log import follow, latest_position
+from scheduler_service.outbox.log import latest_position
 from scheduler_service.protocol.session import Incoming
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
@@ -61,6 +62,9 @@ def _failed(exc: SchedulerError) -> job_pb.CreateJobsResult:
 class JobServicer(job_grpc.JobServiceServicer):
     def __init__(self, app: SchedulerApp) -> None:
         self._app = app
+        streams = app.settings.streams
+        self._watch_cap = StreamCap("WatchJob", streams.max_watch_streams_per_token)
+        self._subscribe_cap = StreamCap("SubscribeEvents", streams.max_subscribe_streams_per_token)
 
     async def CreateJob(
         self, request: job_pb.CreateJobRequest, context: Context
@@ -113,13 +117,13 @@ class JobServicer(job_grpc.JobServiceServicer):
     async def WatchJob(
         self, request: job_pb.WatchJobRequest, context: Context
     ) -> AsyncIterator[types_pb.Job]:
-        async for record in self._app.jobs.watch(
-            _user_id(context),
-            request.job_id,
-            changed=self._app.watch_hub.changed,
-        ):
-            artifacts = await self._app.jobs.artifacts(record.id) if record.is_terminal else None
-            yield convert.job(record, artifacts)
+        with self._watch_cap.held():
+            async for record in self._app.jobs.watch(
+                _user_id(context), request.job_id, changed=self._app.watch_hub.changed
+            ):
+                terminal = record.is_terminal
+                artifacts = await self._app.jobs.artifacts(record.id) if terminal else None
+                yield convert.job(record, artifacts)
 
     async def ListJobs(
         self, request: job_pb.ListJobsRequest, context: Context
@@ -147,20 +151,15 @@ class JobServicer(job_grpc.JobServiceServicer):
             after = validation.event_position(request.after_event_id, "after_event_id")
         else:
             after = await latest_position(self._app.uow)
-        async for event in follow(
-            self._app.uow,
-            after,
-            types,
-            poll_s=self._app.settings.outbox.events_poll_s,
-            published=self._app.published.wait,
-        ):
-            yield types_pb.JobEvent(
-                event_id=str(event.position),
-                event_type=event.event_type,
-                job_id=event.job_id,
-                job_type=event.job_type,
-                occurred_at=convert.timestamp(event.occurred_at),
-            )
+        with self._subscribe_cap.held():
+            async for event in self._app.event_hub.follow(after, types):
+                yield types_pb.JobEvent(
+                    event_id=str(event.position),
+                    event_type=event.event_type,
+                    job_id=event.job_id,
+                    job_type=event.job_type,
+                    occurred_at=convert.timestamp(event.occurred_at),
+                )
 
 
 class AdminServicer(admin_grpc.AdminServiceServicer):

@@ -8,9 +8,9 @@ nothing and repeats nothing.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import logging
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import cast
@@ -18,9 +18,13 @@ from typing import cast
 from sqlalchemy import Table, func, select
 
 from scheduler_service.db.models import OutboxEvent
+from scheduler_service.loops import RoundLoop
+from scheduler_service.outbox.events import EventType
 from scheduler_service.uow import SqlTransaction, SqlUnitOfWork
 
-__all__ = ["Broadcast", "PublishedEvent", "follow", "latest_position"]
+__all__ = ["EventHub", "PublishedEvent", "latest_position"]
+
+log = logging.getLogger(__name__)
 
 _outbox = cast(Table, OutboxEvent.__table__)
 _o = _outbox.c
@@ -35,20 +39,7 @@ class PublishedEvent:
     occurred_at: datetime
 
 
-class Broadcast:
-    """Wakes every waiter at once; waiters that arrive later wait for the next fire."""
-
-    def __init__(self) -> None:
-        self._event = asyncio.Event()
-
-    def fire(self) -> None:
-        self._event.set()
-        self._event = asyncio.Event()
-
-    async def wait(self) -> None:
-        await self._event.wait()
-
-
+ALL_TYPES = tuple(t.value for t in EventType)
 _LATEST = select(func.coalesce(func.max(_o.publishedSeq), 0))
 
 
@@ -76,28 +67,103 @@ async def _after(
     ]
 
 
-async def follow(
-    uow: SqlUnitOfWork,
-    after: int,
-    event_types: Sequence[str],
-    *,
-    poll_s: float,
-    published: Callable[[], Awaitable[None]],
-    batch: int = 500,
-) -> AsyncIterator[PublishedEvent]:
-    """Every published event of ``event_types`` after position ``after``, forever.
+@dataclass(eq=False)
+class _Subscriber:
+    queue: asyncio.Queue[PublishedEvent]
+    #: The queue overflowed: the subscriber reads the log itself until it has caught up.
+    lagging: bool = False
 
-    Wakes when this scheduler publishes (``published``) and otherwise every ``poll_s``, which
-    covers events published by other replicas.
+    def offer(self, event: PublishedEvent) -> None:
+        try:
+            self.queue.put_nowait(event)
+        except asyncio.QueueFull:
+            self.lagging = True
+
+    def clear(self) -> None:
+        self.lagging = False
+        while not self.queue.empty():
+            self.queue.get_nowait()
+
+
+class EventHub(RoundLoop):
+    """One read of the event log per interval for every SubscribeEvents stream of this replica
+    (issue 14), fanned out in memory; woken at once when this replica publishes.
+
+    A subscriber reads the log itself only to catch up (from the position it resumes after, or
+    when it fell more than ``queue_max`` events behind), then takes events from the hub.
     """
-    position = after
-    while True:
-        events = await uow.read(
-            functools.partial(_after, position=position, event_types=event_types, limit=batch)
-        )
-        for event in events:
-            position = event.position
-            yield event
-        if len(events) < batch:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(published(), timeout=poll_s)
+
+    def __init__(
+        self, uow: SqlUnitOfWork, *, interval_s: float, batch: int = 500, queue_max: int = 10_000
+    ) -> None:
+        super().__init__("event-hub", interval_s)
+        self._uow = uow
+        self._batch = batch
+        self._queue_max = queue_max
+        self._subscribers: set[_Subscriber] = set()
+        self._position: int | None = None
+        self._ready = asyncio.Lock()
+
+    @property
+    def subscribers(self) -> int:
+        return len(self._subscribers)
+
+    async def _subscribe(self) -> _Subscriber:
+        async with self._ready:
+            if self._position is None or not self._subscribers:
+                # Idle until now: start from the end, not from where the last subscriber left.
+                self._position = await latest_position(self._uow)
+        subscriber = _Subscriber(asyncio.Queue(self._queue_max))
+        self._subscribers.add(subscriber)
+        return subscriber
+
+    async def _round(self) -> None:
+        if not self._subscribers or self._position is None:
+            return
+        try:
+            while True:
+                events = await self._uow.read(
+                    functools.partial(
+                        _after, position=self._position, event_types=ALL_TYPES, limit=self._batch
+                    )
+                )
+                for event in events:
+                    self._position = event.position
+                    for subscriber in self._subscribers:
+                        subscriber.offer(event)
+                if len(events) < self._batch:
+                    return
+        except Exception:
+            # Subscribers wait for the next round; none of them fails.
+            log.exception("event hub read failed", extra={"action": "event_hub_error"})
+
+    async def follow(
+        self, after: int, event_types: Sequence[str]
+    ) -> AsyncGenerator[PublishedEvent, None]:
+        """Every published event of ``event_types`` after position ``after``, forever."""
+        subscriber = await self._subscribe()
+        wanted = frozenset(event_types)
+        position = after
+        try:
+            catching_up = True
+            while True:
+                if catching_up or subscriber.lagging:
+                    # Cleared before the read: whatever the hub offers from now on is kept, and
+                    # the read covers everything before it (repeats are skipped by position).
+                    subscriber.clear()
+                    events = await self._uow.read(
+                        functools.partial(
+                            _after, position=position, event_types=event_types, limit=self._batch
+                        )
+                    )
+                    for event in events:
+                        position = event.position
+                        yield event
+                    catching_up = len(events) == self._batch
+                    continue
+                event = await subscriber.queue.get()
+                if event.position > position and event.event_type in wanted:
+                    position = event.position
+                    yield event
+        finally:
+            self._subscribers.discard(subscriber)

@@ -53,8 +53,9 @@ async def test_idle_watchers_cost_one_read_per_round_and_wake_only_when_their_jo
     for stream in streams:
         assert (await _next(stream)).lifecycleStatus.value == "queued"
     pending = [asyncio.ensure_future(_next(stream)) for stream in streams]
-    while hub.watched_jobs < WATCHERS:  # each watcher registers on its first turn of the loop
-        await asyncio.sleep(0)  # a yield to the ready tasks, not a wait for time
+    # One turn of the event loop: each watcher runs to its registration with the hub and waits
+    # there (a yield to the ready tasks, not a wait for time).
+    await asyncio.sleep(0)
     reads = _Reads(monkeypatch, FakeJobStore)
     for _ in range(3):
         await hub._round()
