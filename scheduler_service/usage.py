@@ -10,11 +10,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import AiUsageLog
+from scheduler_service.db.multirow import insert_rows
 from scheduler_service.ids import new_id
 from scheduler_service.lifecycle.records import JobRecord, Usage
 
 _usage = cast(Table, AiUsageLog.__table__)
-_INSERT_USAGE = insert(_usage).values(modelProvider="deepseek", createdAt=db_now())
+_FIXED = {"modelProvider": "deepseek"}
+_INSERT_USAGE = insert(_usage).values(**_FIXED, createdAt=db_now())
 
 
 #: One reported model call: the job, its attempt, the usage, and the attempt's error code.
@@ -35,8 +37,11 @@ async def record_usage(
 async def record_usages(conn: AsyncConnection, entries: Sequence[UsageEntry]) -> None:
     """The usage rows of several calls in one multi-row insert."""
     rows = [_row(job, attempt, usage, code) for job, attempt, usage, code in entries if usage]
-    if rows:
-        await conn.execute(_INSERT_USAGE, rows[0] if len(rows) == 1 else rows)
+    if len(rows) > 1:
+        # One statement: the driver's executemany would send a statement per row.
+        await insert_rows(conn, _usage, rows, fixed=_FIXED)
+    elif rows:
+        await conn.execute(_INSERT_USAGE, rows[0])
 
 
 def _row(job: JobRecord, attempt_no: int, usage: Usage, error_code: str | None) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.db.clock import db_now
+from scheduler_service.db.multirow import insert_rows
 
 
 async def insert_ignoring_duplicates(
@@ -22,10 +23,11 @@ async def insert_ignoring_duplicates(
     stamped: tuple[str, ...] = ("createdAt",),
 ) -> None:
     """Insert ``rows`` (plain values); the ``stamped`` columns get the database's now."""
-    if not rows:
-        return
-    statement = _statement(conn.dialect.name, table, stamped)
-    await conn.execute(statement, rows[0] if len(rows) == 1 else list(rows))
+    if len(rows) > 1:
+        # One statement per chunk: the driver's executemany would send a statement per row.
+        await insert_rows(conn, table, rows, stamped=stamped, ignore_duplicates=True)
+    elif rows:
+        await conn.execute(_statement(conn.dialect.name, table, stamped), rows[0])
 
 
 @functools.cache

@@ -1,30 +1,32 @@
-"""Multi-row INSERT statements, built once per table, columns and chunk size.
+"""Multi-row INSERT statements: one statement for many rows, compiled once per table shape.
 
 A list of rows handed to ``conn.execute`` becomes the driver's executemany, and asyncmy (like
 PyMySQL) folds that into one multi-row INSERT only when the VALUES list holds nothing but
 placeholders; rows that carry the database clock (``createdAt = now(3)``) went to the server one
-statement each. These statements put a chunk of rows in one VALUES list, the clock in SQL and a
-bind parameter per row and column. Chunks are powers of two (37 rows: 32, 4, 1), so each table has
-a handful of statement shapes, each compiled once, rather than one per row count.
+statement each. Here a one-row INSERT is compiled once per (table, columns) and its VALUES tuple
+repeated for the rows of a call, the clock in SQL and a placeholder per row and column, sent with
+``exec_driver_sql`` with the columns' bind processing (JSON) applied the way SQLAlchemy would.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Executable, Table, bindparam, insert
+from sqlalchemy import Table, bindparam, insert
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.db.clock import db_now
 
 __all__ = ["MAX_CHUNK", "insert_rows"]
 
-#: Most rows one statement carries (a power of two).
-MAX_CHUNK = 128
+#: Most rows one statement carries.
+MAX_CHUNK = 500
 
 Fixed = tuple[tuple[str, Any], ...]
 
@@ -45,53 +47,109 @@ async def insert_rows(
     for row in rows:
         groups.setdefault(tuple(sorted(row)), []).append(row)
     for columns, group in groups.items():
-        for chunk in _chunks(group):
-            statement = _statement(
-                conn.dialect.name,
-                table,
-                columns,
-                rows=len(chunk),
-                stamped=tuple(stamped),
-                fixed=tuple(sorted((fixed or {}).items())),
-                ignore_duplicates=ignore_duplicates,
-            )
-            params = {f"{c}_{k}": row[c] for k, row in enumerate(chunk) for c in columns}
-            await conn.execute(statement, params)
+        template = _template(
+            conn.dialect,
+            table,
+            columns,
+            stamped=tuple(stamped),
+            fixed=tuple(sorted((fixed or {}).items())),
+            ignore_duplicates=ignore_duplicates,
+        )
+        for start in range(0, len(group), MAX_CHUNK):
+            chunk = group[start : start + MAX_CHUNK]
+            await conn.exec_driver_sql(template.sql(len(chunk)), template.parameters(chunk))
 
 
-def _chunks(rows: Sequence[Mapping[str, Any]]) -> list[Sequence[Mapping[str, Any]]]:
-    chunks = []
-    start = 0
-    while start < len(rows):
-        size = min(MAX_CHUNK, 1 << ((len(rows) - start).bit_length() - 1))
-        chunks.append(rows[start : start + size])
-        start += size
-    return chunks
+@dataclass(frozen=True)
+class _Template:
+    """A one-row INSERT compiled once, whose VALUES tuple is repeated for as many rows as a call
+    has: SQLAlchemy does not cache multi-row VALUES statements, and compiling one per row count
+    cost more than the round trips it saves."""
+
+    prefix: str
+    row: str
+    suffix: str
+    #: Per placeholder of the row tuple: the column a row supplies, or None for a constant.
+    slots: tuple[str | None, ...]
+    #: The constants' values (the clock's offsets, the fixed columns), by placeholder.
+    constants: tuple[Any, ...]
+    processors: Mapping[str, Callable[[Any], Any]]
+
+    def sql(self, rows: int) -> str:
+        return self.prefix + ", ".join([self.row] * rows) + self.suffix
+
+    def parameters(self, rows: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:
+        values: list[Any] = []
+        for row in rows:
+            for column, constant in zip(self.slots, self.constants, strict=True):
+                if column is None:
+                    values.append(constant)
+                else:
+                    process = self.processors.get(column)
+                    values.append(row[column] if process is None else process(row[column]))
+        return tuple(values)
 
 
 @functools.cache
-def _statement(
-    dialect: str,
+def _template(
+    dialect: Dialect,
     table: Table,
     columns: tuple[str, ...],
     *,
-    rows: int,
     stamped: tuple[str, ...],
     fixed: Fixed,
     ignore_duplicates: bool,
-) -> Executable:
-    values = [
-        {
-            **{c: bindparam(f"{c}_{k}", type_=table.c[c].type) for c in columns},
-            **{c: db_now() for c in stamped},
-            **dict(fixed),
-        }
-        for k in range(rows)
-    ]
+) -> _Template:
+    values = {
+        **{c: bindparam(f"row_{c}", None, type_=table.c[c].type) for c in columns},
+        **{c: db_now() for c in stamped},
+        **dict(fixed),
+    }
+    statement: Any
     if not ignore_duplicates:
-        return insert(table).values(values)
-    if dialect == "sqlite":
-        return sqlite_insert(table).values(values).on_conflict_do_nothing()
-    primary = next(iter(table.primary_key.columns))
-    statement = mysql_insert(table).values(values)
-    return statement.on_duplicate_key_update({primary.name: statement.inserted[primary.name]})
+        statement = insert(table).values(values)
+    elif dialect.name == "sqlite":
+        statement = sqlite_insert(table).values(values).on_conflict_do_nothing()
+    else:
+        upsert = mysql_insert(table).values(values)
+        primary = next(iter(table.primary_key.columns))
+        statement = upsert.on_duplicate_key_update({primary.name: upsert.inserted[primary.name]})
+    compiled: Any = statement.compile(dialect=dialect)
+    if not compiled.positional:
+        raise NotImplementedError(f"{dialect.name}: multi-row inserts need a positional driver")
+    sql: str = compiled.string
+    start = sql.index(" VALUES ") + len(" VALUES ")
+    end = _closing(sql, start)
+    params = compiled.construct_params(escape_names=False)
+    row_binds = {f"row_{c}": c for c in columns}
+    slots = tuple(row_binds.get(name) for name in compiled.positiontup)
+    constants = tuple(
+        None if name in row_binds else _processed(compiled, name, params[name])
+        for name in compiled.positiontup
+    )
+    processors = {
+        c: process
+        for c in columns
+        if (process := table.c[c].type.dialect_impl(dialect).bind_processor(dialect)) is not None
+    }
+    return _Template(
+        sql[:start], sql[start : end + 1], sql[end + 1 :], slots, constants, processors
+    )
+
+
+def _closing(sql: str, start: int) -> int:
+    """Where the parenthesised tuple that opens at ``start`` closes."""
+    depth = 0
+    for index in range(start, len(sql)):
+        if sql[index] == "(":
+            depth += 1
+        elif sql[index] == ")":
+            depth -= 1
+            if depth == 0:
+                return index
+    raise ValueError("unbalanced VALUES tuple")
+
+
+def _processed(compiled: Any, name: str, value: Any) -> Any:
+    process = compiled._bind_processors.get(name)
+    return value if process is None else process(value)

@@ -173,8 +173,14 @@ class JobService:
     ) -> dict[int, CreateResult]:
         keys = {i: commands[i].idempotency_key_tuple() for i in prepared}
         wanted = {key for key in keys.values() if key is not None}
-        existing_ids = await self._uow.read(lambda tx: tx.jobs.ids_by_keys(wanted))
-        existing = await self._uow.read(lambda tx: tx.jobs.get_many(list(existing_ids.values())))
+        existing_ids: dict[tuple[str, str, str], str] = {}
+        existing: dict[str, JobRecord] = {}
+        if wanted:
+            existing_ids = await self._uow.read(lambda tx: tx.jobs.ids_by_keys(wanted))
+        if existing_ids:
+            existing = await self._uow.read(
+                lambda tx: tx.jobs.get_many(list(existing_ids.values()))
+            )
         results: dict[int, CreateResult] = {}
         first_of_key: dict[tuple[str, str, str], int] = {}
         fresh: list[int] = []

@@ -39,6 +39,9 @@ __all__ = ["ClaimedEvent", "EventSink", "OutboxDispatcher"]
 
 log = logging.getLogger(__name__)
 
+#: Longest wait between timer rounds once the outbox has found nothing for a while.
+IDLE_MAX_S = 2.0
+
 _outbox = cast(Table, OutboxEvent.__table__)
 _sequence = cast(Table, OutboxSequence.__table__)
 _o = _outbox.c
@@ -80,7 +83,9 @@ class OutboxDispatcher(RoundLoop):
         on_published: Callable[[], None] = lambda: None,
         stall_after_claim_s: float = 0.0,
     ) -> None:
-        super().__init__("outbox", interval_s)
+        # Idle, it looks every interval at first, then less and less often, up to IDLE_MAX_S:
+        # events written here wake it at once, so only other replicas' wait that long.
+        super().__init__("outbox", interval_s, idle_max_s=IDLE_MAX_S)
         self._uow = uow
         self._sinks = list(sinks)
         self._instance_id = instance_id[:100]
@@ -88,17 +93,24 @@ class OutboxDispatcher(RoundLoop):
         self._processing_timeout_ms = round(processing_timeout_s * 1000)
         self._backoff_base_ms = backoff_base_ms
         self._last_stale_check = float("-inf")
+        #: A claim is stale only after the processing timeout: looking a few times per timeout
+        #: finds it in time, without a transaction every round.
+        self._stale_check_s = max(interval_s / 2, processing_timeout_s / 4)
         self._on_published = on_published
         # Fault injection for chaos tests only (AIJOB_FAULT_OUTBOX_STALL_MS): hold claimed
         # events this long before delivering, so a test can kill the process in between.
         self._stall_after_claim_s = stall_after_claim_s
 
-    async def _round(self) -> None:
+    async def _round(self) -> bool:
+        claimed = 0
         try:
-            while await self.run_once() == self._batch:
-                pass
+            while (count := await self.run_once()) == self._batch:
+                claimed += count
+            claimed += count
         except Exception:
             log.exception("outbox round failed", extra={"action": "outbox_error"})
+            return True
+        return claimed > 0
 
     async def run_once(self) -> int:
         """One round; returns how many events it claimed."""
@@ -106,7 +118,7 @@ class OutboxDispatcher(RoundLoop):
         # Under load, rounds come many times per interval (each create wakes one): looking for
         # stale claims once per interval finds them as soon as the timer rounds did, without a
         # transaction per round (half an interval apart, so a timer round never skips it).
-        if now - self._last_stale_check >= self._interval_s / 2:
+        if now - self._last_stale_check >= self._stale_check_s:
             self._last_stale_check = now
             await self.release_stale()
         claimed = await self.claim()

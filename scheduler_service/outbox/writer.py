@@ -13,19 +13,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import OutboxEvent
+from scheduler_service.db.multirow import insert_rows
 from scheduler_service.outbox.events import EventType, NewEvent, OutboxStatus
 
 __all__ = ["EventType", "NewEvent", "add_event", "add_events"]
 
 _outbox = cast(Table, OutboxEvent.__table__)
 # Built once: every insert of an event runs the cached statement with its own parameters.
-_INSERT_PENDING = insert(_outbox).values(
-    aggregateType="AiJob",
-    status=OutboxStatus.PENDING.value,
-    attemptCount=0,
-    availableAt=db_now(),
-    createdAt=db_now(),
-)
+_FIXED = {"aggregateType": "AiJob", "status": OutboxStatus.PENDING.value, "attemptCount": 0}
+_STAMPED = ("availableAt", "createdAt")
+_INSERT_PENDING = insert(_outbox).values(**_FIXED, **{column: db_now() for column in _STAMPED})
 
 
 async def add_event(
@@ -51,5 +48,8 @@ async def add_events(conn: AsyncConnection, events: Sequence[NewEvent]) -> None:
         }
         for e in events
     ]
-    if rows:
-        await conn.execute(_INSERT_PENDING, rows[0] if len(rows) == 1 else rows)
+    if len(rows) > 1:
+        # One statement per chunk: the driver's executemany would send a statement per row.
+        await insert_rows(conn, _outbox, rows, stamped=_STAMPED, fixed=_FIXED)
+    elif rows:
+        await conn.execute(_INSERT_PENDING, rows[0])

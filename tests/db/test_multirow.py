@@ -1,0 +1,64 @@
+"""Multi-row inserts (scheduler_service/db/multirow.py) on SQLite and MariaDB: one statement for
+many rows, JSON processed as SQLAlchemy would, the clock in SQL, duplicates left alone."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from sqlalchemy import Table, event, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from scheduler_service.db.models import AiUserJobGate, OutboxEvent
+from scheduler_service.db.multirow import insert_rows
+
+OUTBOX = cast(Table, OutboxEvent.__table__)
+FIXED = {"aggregateType": "AiJob", "status": "pending", "attemptCount": 0}
+
+
+def _rows(count: int, start: int = 0) -> list[dict[str, Any]]:
+    return [
+        {
+            "eventType": "ai.job.enqueue",
+            "aggregateId": f"job-{i}",
+            "dedupeKey": f"ai.job.enqueue:job-{i}",
+            "payload": {"jobId": f"job-{i}", "nested": {"n": i, "text": "ü"}},
+        }
+        for i in range(start, start + count)
+    ]
+
+
+async def test_many_rows_go_in_one_statement_with_json_and_the_clock(engine: AsyncEngine) -> None:
+    sent: list[str] = []
+    event.listen(engine.sync_engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
+    async with engine.begin() as conn:
+        await insert_rows(
+            conn, OUTBOX, _rows(37), stamped=("availableAt", "createdAt"), fixed=FIXED
+        )
+        await insert_rows(
+            conn, OUTBOX, _rows(3, 37), stamped=("availableAt", "createdAt"), fixed=FIXED
+        )
+    assert len([s for s in sent if s.lstrip().upper().startswith("INSERT")]) == 2
+    async with engine.connect() as conn:
+        rows = (await conn.execute(select(OUTBOX).order_by(OUTBOX.c.id))).mappings().all()
+    assert [r["aggregateId"] for r in rows] == [f"job-{i}" for i in range(40)]
+    assert rows[5]["payload"] == {"jobId": "job-5", "nested": {"n": 5, "text": "ü"}}
+    assert all(r["status"] == "pending" and r["createdAt"] is not None for r in rows)
+
+
+async def test_duplicate_keys_are_left_alone(engine: AsyncEngine) -> None:
+    first = [{"userId": "a"}, {"userId": "b"}]
+    table = cast(Table, AiUserJobGate.__table__)
+    async with engine.begin() as conn:
+        await insert_rows(conn, table, first, stamped=("updatedAt",), ignore_duplicates=True)
+        await insert_rows(
+            conn,
+            table,
+            [{"userId": "b"}, {"userId": "c"}],
+            stamped=("updatedAt",),
+            ignore_duplicates=True,
+        )
+    async with engine.connect() as conn:
+        users = list(
+            (await conn.execute(select(table.c.userId).order_by(table.c.userId))).scalars()
+        )
+    assert users == ["a", "b", "c"]
