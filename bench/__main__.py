@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 
-from bench import inflight, lease_latency, peer, scale, throughput
+from bench import api_scale, inflight, lease_latency, peer, scale, throughput
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -90,6 +90,31 @@ def table(f: Figures) -> str:
         _row("  database statements/s", f["inflight_db_statements_per_s"], "/s"),
         _row("  ... with a tenth of the leases", f["inflight_small_db_statements_per_s"], "/s"),
         _row("  spurious reaps", f["inflight_spurious_reaps"], "", "goal 0"),
+        _row("CreateJob, 32 callers (same run)", f["ours_create_single_jobs_per_s"], "jobs/s"),
+        _row("CreateJobs, 100 items a call, 4 callers", f["ours_create_bulk_jobs_per_s"], "jobs/s"),
+        _row("  bulk / single", f["bulk_vs_single_create"], "", "goal >= 5"),
+        _row(
+            f"{api_scale.WATCHERS} idle WatchJob streams: DB statements/s",
+            f["watch_idle_db_statements_per_s"],
+            "/s",
+            "goal <= 20",
+        ),
+        _row("  scheduler CPU", f["watch_idle_cpu_percent"], "% core", "goal <= 5"),
+        _row("GetJob p50, no watchers", f["getjob_p50_ms_idle"], "ms"),
+        _row(
+            f"GetJob p50, {api_scale.CROWD} watchers open",
+            f["getjob_p50_ms_with_2000_watchers"],
+            "ms",
+            "goal <= 2 x idle",
+        ),
+        _row(
+            f"{api_scale.SUBSCRIBERS} idle SubscribeEvents: DB statements/s",
+            f["subscribe_idle_db_statements_per_s"],
+            "/s",
+            "goal <= 20",
+        ),
+        _row("  scheduler CPU", f["subscribe_idle_cpu_percent"], "% core", "goal <= 5"),
+        _row("drain with AIJOB_WORKERS=2, 4 x 32", f["workers_2_jobs_per_s"], "jobs/s"),
     ]
     return "\n".join(rows)
 
@@ -105,6 +130,7 @@ async def main() -> None:
     figures.update(await lease_latency.main())
     figures.update(await scale.main())
     figures.update(await inflight.main())
+    figures.update(await api_scale.main())
     figures["ours_vs_ceiling"] = _ratio(figures["ours_jobs_per_s"], figures["ceiling_jobs_per_s"])
     figures["ours_vs_peer"] = _ratio(figures["ours_jobs_per_s"], figures["peer_jobs_per_s"])
     figures["ours_vs_batched_ceiling"] = _ratio(
