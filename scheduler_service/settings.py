@@ -86,7 +86,7 @@ class SchedulerSettings(BaseSettings):
     max_watch_streams_per_token: int = Field(default=5_000, ge=1)
     max_subscribe_streams_per_token: int = Field(default=100, ge=1)
     #: Poll streams one runtime token may hold open on this replica (TOO_MANY_STREAMS beyond).
-    max_streams_per_token: int = Field(default=500, ge=1)
+    max_streams_per_token: int = Field(default=1_000, ge=1)
     #: Largest ``slots`` a Poll subscribe may ask for (leases one stream holds at once).
     max_slots_per_stream: int = Field(default=256, ge=1, le=1_000)
     #: A Poll stream that has not subscribed within this long is closed (INVALID_ARGUMENT).

@@ -109,7 +109,7 @@ class PollSessions:
         *,
         max_streams: int,
         subscribe_timeout_s: float,
-        max_streams_per_token: int = 500,
+        max_streams_per_token: int = 1_000,
         max_slots: int = 256,
     ) -> None:
         self._dispatcher = dispatcher
