@@ -93,24 +93,28 @@ class OutboxDispatcher(RoundLoop):
         self._processing_timeout_ms = round(processing_timeout_s * 1000)
         self._backoff_base_ms = backoff_base_ms
         self._last_stale_check = float("-inf")
-        #: A claim is stale only after the processing timeout: looking a few times per timeout
-        #: finds it in time, without a transaction every round.
-        self._stale_check_s = max(interval_s / 2, processing_timeout_s / 4)
+        #: The last round found nothing to do and nothing on its way.
+        self._idle = False
         self._on_published = on_published
         # Fault injection for chaos tests only (AIJOB_FAULT_OUTBOX_STALL_MS): hold claimed
         # events this long before delivering, so a test can kill the process in between.
         self._stall_after_claim_s = stall_after_claim_s
 
     async def _round(self) -> bool:
-        claimed = 0
+        """False when there was nothing to do and nothing is on its way: no event claimed, none
+        pending (a retry waiting for its time) or being delivered by anyone. Only then does the
+        loop slow down, so a stalled claim or a retry is still seen within an interval."""
         try:
+            if self._idle and not await self._uow.read(_unsettled):
+                return False  # one read per idle round: nothing to claim, nothing stale
+            claimed = 0
             while (count := await self.run_once()) == self._batch:
                 claimed += count
-            claimed += count
+            self._idle = not (claimed + count or await self._uow.read(_unsettled))
+            return not self._idle
         except Exception:
             log.exception("outbox round failed", extra={"action": "outbox_error"})
             return True
-        return claimed > 0
 
     async def run_once(self) -> int:
         """One round; returns how many events it claimed."""
@@ -118,7 +122,7 @@ class OutboxDispatcher(RoundLoop):
         # Under load, rounds come many times per interval (each create wakes one): looking for
         # stale claims once per interval finds them as soon as the timer rounds did, without a
         # transaction per round (half an interval apart, so a timer round never skips it).
-        if now - self._last_stale_check >= self._stale_check_s:
+        if now - self._last_stale_check >= self._interval_s / 2:
             self._last_stale_check = now
             await self.release_stale()
         claimed = await self.claim()
@@ -323,3 +327,11 @@ class DispatchWaker:
     async def deliver(self, event: ClaimedEvent) -> None:
         if event.event_type == EventType.ENQUEUE:
             self._notify()
+
+
+_UNSETTLED = select(_o.id).where(_o.status.in_([_PENDING, _PROCESSING])).limit(1)
+
+
+async def _unsettled(tx: SqlTransaction) -> bool:
+    """Whether any event is pending or being delivered, here or by another replica."""
+    return (await tx.conn.execute(_UNSETTLED)).first() is not None
