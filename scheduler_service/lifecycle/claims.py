@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from scheduler_service.lifecycle import sql
+from scheduler_service.lifecycle import queries, sql
 from scheduler_service.lifecycle.lease_tokens import digest, new_lease_token
 from scheduler_service.lifecycle.records import LeaseGrant
 
@@ -21,6 +21,7 @@ async def claim_batches(
     *,
     lease_ttl_ms: int,
     platform_key_only: bool = False,
+    payload_rows: dict[str, Any] | None = None,
 ) -> list[list[LeaseGrant]]:
     """Lease available queued jobs of ``job_types`` to several runtimes.
 
@@ -59,7 +60,12 @@ async def claim_batches(
             # Rows locked by this transaction cannot change under it; a mismatch is a bug.
             raise RuntimeError(f"claimed {len(share)} jobs but leased {result.rowcount}")
         tokens |= dict.fromkeys(share, token)
-    rows = await conn.execute(sql.SELECT_GRANTS, {"b_ids": ids})
+    if payload_rows is None:
+        rows = list(await conn.execute(sql.SELECT_GRANTS, {"b_ids": ids}))
+    else:
+        # The payloads in the same read: the caller hands each lease its input next.
+        rows = list(await conn.execute(queries.GRANTS_WITH_PAYLOADS, {"b_ids": ids}))
+        payload_rows.update((r.id, r) for r in rows)
     grants = {r.id: grant_of(r, tokens[r.id]) for r in rows}
     return [[grants[job_id] for job_id in share] for share in shares]
 

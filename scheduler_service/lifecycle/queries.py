@@ -96,6 +96,24 @@ _CANCEL_REQUESTED_HELD = select(_c.id, _c.attemptCount, _c.lockedBy).where(
     _c.cancelRequestedAt.is_not(None),
     _c.lockedBy.in_(bindparam("b_holders", expanding=True)),
 )
+_PAYLOAD_COLUMNS = [
+    _c.jobType,
+    _c.timeoutMs,
+    _c.promptKey,
+    _c.promptVersion,
+    _c.modelName,
+    _c.credentialMode,
+    _c.credentialId,
+    _c.outputSchemaVersion,
+    _snapshots.c.content,
+    _snapshots.c.params,
+]
+#: A claim's grants and its leases' payloads in one read (the claim needs both).
+GRANTS_WITH_PAYLOADS = (
+    select(*sql.GRANT_COLUMNS, *_PAYLOAD_COLUMNS)
+    .select_from(sql.jobs.outerjoin(_snapshots, _snapshots.c.jobId == _c.id))
+    .where(_c.id.in_(bindparam("b_ids", expanding=True)))
+)
 _PAYLOADS = (
     select(
         _c.id,
@@ -280,10 +298,10 @@ async def lease_payloads(conn: AsyncConnection, grants: Sequence[LeaseGrant]) ->
         return []
     found = await conn.execute(_PAYLOADS, {"b_ids": [g.job_id for g in grants]})
     rows = {r.id: r for r in found}
-    return [_payload(g, rows[g.job_id]) for g in grants]
+    return [payload_of(g, rows[g.job_id]) for g in grants]
 
 
-def _payload(grant: LeaseGrant, row: Any) -> LeasePayload:
+def payload_of(grant: LeaseGrant, row: Any) -> LeasePayload:
     return LeasePayload(
         job_id=grant.job_id,
         job_type=row.jobType,

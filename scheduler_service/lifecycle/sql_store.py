@@ -93,6 +93,8 @@ class LeaseTimes:
 class SqlJobStore(JobStore):
     def __init__(self, conn: AsyncConnection, lease: LeaseTimes) -> None:
         self._conn = conn
+        #: Payload rows read with this transaction's claims, for lease_payloads to use.
+        self._payload_rows: dict[str, Any] = {}
         self._lease = lease
 
     async def apply(
@@ -298,6 +300,7 @@ class SqlJobStore(JobStore):
             demands,
             lease_ttl_ms=self._lease.ttl_ms,
             platform_key_only=platform_key_only,
+            payload_rows=self._payload_rows,
         )
 
     async def grant_of(self, job_id: str, holder: str) -> LeaseGrant:
@@ -307,6 +310,8 @@ class SqlJobStore(JobStore):
         return claims.grant_of(row, "")
 
     async def lease_payloads(self, grants: Sequence[LeaseGrant]) -> list[LeasePayload]:
+        if all(g.job_id in self._payload_rows for g in grants):
+            return [queries.payload_of(g, self._payload_rows.pop(g.job_id)) for g in grants]
         return await queries.lease_payloads(self._conn, grants)
 
     async def lease_state(self, job_id: str) -> HeartbeatOutcome:
