@@ -85,12 +85,16 @@ class InvalidRequestError(SchedulerError):
             self.code = code  # type: ignore[misc]
 
 
-class UnknownJobTypeError(SchedulerError):
-    code = ErrorCode.INVALID_ARGUMENT
-    status = "INVALID_ARGUMENT"
+class UnknownJobTypeError(InvalidRequestError):
+    """Names the field: ``job_type`` missing, or not a registered type."""
 
     def __init__(self, job_type: str) -> None:
-        super().__init__(f"unknown job type {job_type!r}")
+        message = (
+            f"job_type {job_type!r} is not a registered job type"
+            if job_type
+            else "job_type is required"
+        )
+        super().__init__(message, field="job_type")
         self.job_type = job_type
 
 

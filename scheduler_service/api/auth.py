@@ -198,10 +198,14 @@ def _refusal(
         return (
             grpc.StatusCode.PERMISSION_DENIED,
             ErrorCode.PERMISSION_DENIED,
-            f"a {caller.role.value} token cannot call {service}; it takes the {required.value}"
-            " role",
+            f"{_article(caller.role.value)} {caller.role.value} token cannot call {service}; it"
+            f" takes the {required.value} role",
         )
     return None
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
 
 
 def _bound(handler: Handler, caller: identity.BoundCaller) -> Handler:

@@ -147,10 +147,16 @@ class JobServicer(job_grpc.JobServiceServicer):
         unknown = sorted(set(types) - {t.value for t in EventType})
         if unknown:
             raise InvalidRequestError(f"unknown event types {unknown}", field="event_types")
+        latest = await latest_position(self._app.uow)
+        after = latest
         if request.after_event_id:
             after = validation.event_position(request.after_event_id, "after_event_id")
-        else:
-            after = await latest_position(self._app.uow)
+            if after > latest:
+                # Waiting silently would hide a client that resumes against another log.
+                raise InvalidRequestError(
+                    f"after_event_id {after} is beyond the end of the event log ({latest})",
+                    field="after_event_id",
+                )
         with self._subscribe_cap.held():
             async for event in self._app.event_hub.follow(after, types):
                 yield types_pb.JobEvent(

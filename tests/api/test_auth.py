@@ -90,6 +90,8 @@ async def test_every_rpc_refuses_missing_unknown_and_wrong_role_tokens(
                 error = await _call(channel, service, method, (*metadata, ("x-user-id", "u")))
                 assert error is not None, (service, method, metadata)
                 assert (error.code(), error_reason(error)) == (code, reason), (service, method)
+                if metadata == tokens.bearer(TOKEN_OF[Role.ADMIN]):
+                    assert (error.details() or "").startswith("an admin token cannot call")
             # The right token gets the call past authentication (it may still fail on its input).
             error = await _call(
                 channel, service, method, (*tokens.bearer(TOKEN_OF[required]), ("x-user-id", "u"))

@@ -66,7 +66,8 @@ async def test_bad_input_names_the_failing_field(scheduler: RunningScheduler) ->
         ("quiz_generation", {"learner": {}}, {}, "INVALID_SNAPSHOT", "snapshot.learner.id"),
         ("quiz_generation", LEARNING, {"count": 500}, "INVALID_PARAMS", "params.count"),
         ("quiz_generation", LEARNING, {"colour": "red"}, "INVALID_PARAMS", "params.colour"),
-        ("no_such_type", ECHO, {}, "INVALID_ARGUMENT", ""),
+        ("no_such_type", ECHO, {}, "INVALID_ARGUMENT", "job_type"),
+        ("", ECHO, {}, "INVALID_ARGUMENT", "job_type is required"),
     ]
     for job_type, snapshot, params, reason, field in cases:
         request = job_pb.CreateJobRequest(job_type=job_type)

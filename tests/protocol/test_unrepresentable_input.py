@@ -144,6 +144,11 @@ async def test_odd_event_ids_and_unparseable_messages_are_invalid_arguments(
             job_pb.SubscribeEventsRequest(after_event_id=odd), metadata=jobs.metadata
         )
         await _invalid(_first(call), field="after_event_id")
+    # A position beyond the end of the log is refused, not waited on in silence.
+    beyond = job_pb.SubscribeEventsRequest(after_event_id="1000000")
+    await _invalid(
+        _first(jobs.stub.SubscribeEvents(beyond, metadata=jobs.metadata)), field="beyond the end"
+    )
     raw = limits.channel.unary_unary(
         "/aijob.v1.JobService/GetJob",
         request_serializer=lambda data: data,
