@@ -13,7 +13,6 @@ from google.rpc import status_pb2
 from scheduler_service import validation
 from scheduler_service.api import convert, runtime_convert
 from scheduler_service.api.status import status_of
-from scheduler_service.api.stream_caps import StreamCap
 from scheduler_service.app import SchedulerApp
 from scheduler_service.errors import InvalidRequestError, SchedulerError
 from scheduler_service.jobs.commands import CreateJobCommand, JobFilter
@@ -22,6 +21,7 @@ from scheduler_service.jobs.stats import queue_stats, redrive_dead_events
 from scheduler_service.outbox.events import EventType
 from scheduler_service.outbox.log import latest_position
 from scheduler_service.protocol.session import Incoming
+from scheduler_service.stream_caps import StreamCap
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb

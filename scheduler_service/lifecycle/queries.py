@@ -115,19 +115,7 @@ GRANTS_WITH_PAYLOADS = (
     .where(_c.id.in_(bindparam("b_ids", expanding=True)))
 )
 _PAYLOADS = (
-    select(
-        _c.id,
-        _c.jobType,
-        _c.timeoutMs,
-        _c.promptKey,
-        _c.promptVersion,
-        _c.modelName,
-        _c.credentialMode,
-        _c.credentialId,
-        _c.outputSchemaVersion,
-        _snapshots.c.content,
-        _snapshots.c.params,
-    )
+    select(_c.id, *_PAYLOAD_COLUMNS)
     .select_from(sql.jobs.outerjoin(_snapshots, _snapshots.c.jobId == _c.id))
     .where(_c.id.in_(bindparam("b_ids", expanding=True)))
 )

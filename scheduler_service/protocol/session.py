@@ -15,7 +15,7 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 
-from scheduler_service import identity, metrics, validation
+from scheduler_service import metrics, validation
 from scheduler_service.errors import (
     DatabaseUnavailableError,
     InvalidRequestError,
@@ -40,6 +40,7 @@ from scheduler_service.protocol.service import (
     SubmitOutcome,
 )
 from scheduler_service.registry import JobRegistry
+from scheduler_service.stream_caps import StreamCap
 from shared.error_codes import ErrorCode
 
 __all__ = [
@@ -116,12 +117,10 @@ class PollSessions:
         self._registry = registry
         self._reports = reports
         self._max_streams = max_streams
-        self._max_streams_per_token = max_streams_per_token
+        self._per_token = StreamCap("Poll", max_streams_per_token)
         self._max_slots = min(max_slots, MAX_SLOTS)
         self._subscribe_timeout_s = subscribe_timeout_s
         self._open = 0
-        #: Open streams per runtime token (by its digest).
-        self._per_token: dict[str, int] = {}
         self._closing = False
         #: Kept by the app's database watcher: while the database is unreachable a new stream
         #: is refused UNAVAILABLE (a runtime then retries, or goes to another replica).
@@ -150,27 +149,16 @@ class PollSessions:
                 ErrorCode.TOO_MANY_STREAMS,
                 f"this scheduler holds its limit of {self._max_streams} Poll streams; retry later",
             )
-        caller = identity.current()
-        token = "" if caller is None else caller.token_key
-        if self._per_token.get(token, 0) >= self._max_streams_per_token:
-            raise LimitExceededError(
-                ErrorCode.TOO_MANY_STREAMS,
-                f"this runtime token holds its limit of {self._max_streams_per_token} Poll"
-                " streams on this scheduler",
-            )
-        self._open += 1
-        self._per_token[token] = self._per_token.get(token, 0) + 1
-        try:
-            session = self._session(await self._first(incoming))
-            # Closed with this generator, so the stream's leftovers are released right away.
-            async with contextlib.aclosing(self._run(session, incoming)) as messages:
-                async for message in messages:
-                    yield message
-        finally:
-            self._open -= 1
-            self._per_token[token] -= 1
-            if not self._per_token[token]:
-                del self._per_token[token]
+        with self._per_token.held():
+            self._open += 1
+            try:
+                session = self._session(await self._first(incoming))
+                # Closed with this generator, so the stream's leftovers are released at once.
+                async with contextlib.aclosing(self._run(session, incoming)) as messages:
+                    async for message in messages:
+                        yield message
+            finally:
+                self._open -= 1
 
     async def _first(self, incoming: AsyncIterator[Incoming]) -> Subscribe:
         try:

@@ -1,5 +1,5 @@
-"""Long-lived streams one token may hold open on this replica (issue 14): WatchJob and
-SubscribeEvents, counted per token digest; over the cap a new stream is refused
+"""Long-lived streams one token may hold open on this replica (issues 14 and 15): Poll, WatchJob
+and SubscribeEvents, each counted per token digest; over the cap a new stream is refused
 RESOURCE_EXHAUSTED (TOO_MANY_STREAMS)."""
 
 from __future__ import annotations
