@@ -153,3 +153,10 @@ def _closing(sql: str, start: int) -> int:
 def _processed(compiled: Any, name: str, value: Any) -> Any:
     process = compiled._bind_processors.get(name)
     return value if process is None else process(value)
+
+
+def batch_bucket(rows: int) -> int:
+    """The row count a multi-row statement for ``rows`` rows is compiled for: the next power of
+    two. Compiling a CASE-per-row UPDATE costs tens of milliseconds for a large batch; padding the
+    batch (repeating its last row) keeps the compiled forms few and cached."""
+    return 1 << max(rows - 1, 0).bit_length()

@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.idempotent import insert_ignoring_duplicates
 from scheduler_service.db.models import AiJobSnapshot, AiUserJobGate
-from scheduler_service.db.multirow import insert_rows
+from scheduler_service.db.multirow import batch_bucket, insert_rows
 from scheduler_service.ids import new_id
 from scheduler_service.lifecycle import claims, queries, sql
 from scheduler_service.lifecycle.records import (
@@ -146,64 +146,71 @@ class SqlJobStore(JobStore):
         return int((await self._conn.execute(sql.keep_alive_statement(), bound)).rowcount)
 
     async def succeed_many(self, items: Sequence[Success]) -> None:
-        params: dict[str, Any] = {}
-        for k, item in enumerate(items):
-            params |= {
-                f"i{k}": item.job_id,
-                f"b_attempt{k}": item.attempt_no,
-                f"b_holder{k}": item.holder,
-                f"v_outputHash{k}": item.output_hash,
-                f"v_resultIdempotencyKey{k}": item.key,
-                f"v_validatedOutput{k}": item.output,
+        rows = [
+            {
+                "i": item.job_id,
+                "b_attempt": item.attempt_no,
+                "b_holder": item.holder,
+                "v_outputHash": item.output_hash,
+                "v_resultIdempotencyKey": item.key,
+                "v_validatedOutput": item.output,
             }
-        await self._write_many(SUCCEED, len(items), _HELD_BY, _RESULT_VALUES, params)
+            for item in items
+        ]
+        await self._write_many(SUCCEED, _HELD_BY, _RESULT_VALUES, rows, {})
 
     async def extend_leases(self, items: Sequence[Beat]) -> dict[str, HeartbeatOutcome]:
         if not items:
             return {}
-        params: dict[str, Any] = {
+        shared: dict[str, Any] = {
             "b_lease_ttl_ms": self._lease.ttl_ms,
             "b_grace_ms": self._lease.grace_ms,
         }
         with_checkpoint = [item for item in items if item.checkpoint is not None]
         # Two statements at most: beats that carry a checkpoint and beats that do not.
         for group in (with_checkpoint, [item for item in items if item.checkpoint is None]):
-            if not group:
-                continue
-            group_params = dict(params)
-            for k, item in enumerate(group):
-                group_params |= {
-                    f"i{k}": item.job_id,
-                    f"b_attempt{k}": item.attempt_no,
-                    f"b_holder{k}": item.holder,
-                    f"v_progress{k}": item.progress,
-                    f"v_checkpoint{k}": item.checkpoint,
+            rows = [
+                {
+                    "i": item.job_id,
+                    "b_attempt": item.attempt_no,
+                    "b_holder": item.holder,
+                    "v_progress": item.progress,
+                    "v_checkpoint": item.checkpoint,
                 }
+                for item in group
+            ]
             present = _BEAT_VALUES if group is with_checkpoint else _BEAT_PROGRESS
-            await self._write_many(HEARTBEAT, len(group), _HELD_BY, present, group_params)
-        rows = await self._conn.execute(
+            await self._write_many(HEARTBEAT, _HELD_BY, present, rows, shared)
+        found = await self._conn.execute(
             sql.SELECT_LEASE_STATES, {"b_ids": [item.job_id for item in items]}
         )
         return {
             row.id: HeartbeatOutcome(row.lockUntil, row.cancelRequestedAt is not None)
-            for row in rows
+            for row in found
         }
 
     async def _write_many(
         self,
         write: LifecycleWrite,
-        rows: int,
         active: frozenset[Guard],
         present: frozenset[str],
-        params: dict[str, Any],
+        rows: Sequence[dict[str, Any]],
+        shared: dict[str, Any],
     ) -> None:
-        if rows == 0:
+        if not rows:
             return
-        statement = sql.write_many_statement(write, rows, active, present)
+        # Padded to its bucket by repeating the last row: a repeated id matches its row once and
+        # its CASE branch is never reached.
+        size = batch_bucket(len(rows))
+        params = dict(shared)
+        for k in range(size):
+            for name, value in rows[min(k, len(rows) - 1)].items():
+                params[f"{name}{k}"] = value
+        statement = sql.write_many_statement(write, size, active, present)
         matched = (await self._conn.execute(statement, params)).rowcount
-        if matched != rows:
+        if matched != len(rows):
             # Judged on rows locked by this transaction: nothing could have changed them.
-            raise RuntimeError(f"{write.name} of {rows} locked jobs matched {matched}")
+            raise RuntimeError(f"{write.name} of {len(rows)} locked jobs matched {matched}")
 
     async def project_many(self, items: Sequence[tuple[str, JobRecord, int, BaseModel]]) -> None:
         await project_many(

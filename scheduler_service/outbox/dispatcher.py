@@ -31,6 +31,7 @@ from sqlalchemy import BindParameter, Table, Update, bindparam, case, select, up
 
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import OutboxEvent, OutboxSequence
+from scheduler_service.db.multirow import batch_bucket
 from scheduler_service.loops import RoundLoop
 from scheduler_service.outbox.events import EventType, OutboxStatus
 from scheduler_service.uow import SqlTransaction, SqlUnitOfWork
@@ -247,9 +248,12 @@ class OutboxDispatcher(RoundLoop):
             published = len(ours)
             if ours:
                 params: dict[str, Any] = {"b_owner": self._instance_id}
-                for k, event_id in enumerate(ours):
-                    params |= {f"i{k}": event_id, f"p{k}": current + k + 1}
-                matched = (await tx.conn.execute(_publish_many(len(ours)), params)).rowcount
+                size = batch_bucket(published)
+                for k in range(size):
+                    # Padded by repeating the last event (matched once, same position).
+                    last = min(k, published - 1)
+                    params |= {f"i{k}": ours[last], f"p{k}": current + last + 1}
+                matched = (await tx.conn.execute(_publish_many(size), params)).rowcount
                 if matched != published:
                     raise RuntimeError(f"published {matched} of {published} locked events")
             await tx.conn.execute(
