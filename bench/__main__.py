@@ -2,7 +2,8 @@
 ``bench/results/latest.json``.
 
 Order: the MariaDB ceiling and our drain (AIJOB_BENCH_JOBS, default 5000), the peer and its
-PostgreSQL ceiling (same N), latency (AIJOB_BENCH_LATENCY_JOBS, default 1000), then the scale runs
+PostgreSQL ceiling (same N), the protocol floor (AIJOB_BENCH_FLOOR_JOBS, default 20000), latency
+(AIJOB_BENCH_LATENCY_JOBS, default 1000), then the scale runs
 (AIJOB_BENCH_SCALE_JOBS per drain, default 1000) and the idle streams.
 """
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import psutil
 
-from bench import api_scale, inflight, lease_latency, peer, scale, throughput
+from bench import api_scale, inflight, lease_latency, peer, protocol_floor, scale, throughput
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -50,20 +51,27 @@ def table(f: Figures) -> str:
         _row("peer: PgQueuer drain, 4 x 32", peer_value, "jobs/s"),
         _row("ours / MariaDB ceiling", f["ours_vs_ceiling"], "", "goal >= 0.70"),
         _row("ours / batched ceiling", f["ours_vs_batched_ceiling"], ""),
-        _row("ours / peer", f["ours_vs_peer"], "", "goal >= 1.00"),
+        _row("ours / peer", f["ours_vs_peer"], "", "goal >= 1.00, floor 0.50"),
         _row("peer / PostgreSQL ceiling", f["peer_vs_pg_ceiling"], ""),
+        _row(
+            "protocol floor: the gRPC exchange alone, no DB", f["grpc_floor_jobs_per_s"], "jobs/s"
+        ),
+        _row("  benchmark runtimes CPU", f["grpc_floor_client_us_per_job"], "us/job"),
+        _row("  instant server CPU", f["grpc_floor_server_us_per_job"], "us/job"),
+        _row("protocol floor / peer", f["grpc_floor_vs_peer"], ""),
+        _row("ours / protocol floor", f["ours_vs_grpc_floor"], ""),
         _row(
             "enqueue (row written) -> lease in runtime p50",
             f["lease_latency_p50_ms"],
             "ms",
-            "goal <= 5",
+            "goal <= 3",
         ),
         _row("enqueue (row written) -> lease in runtime p95", f["lease_latency_p95_ms"], "ms"),
         _row(
             "enqueue (row written) -> lease in runtime p99",
             f["lease_latency_p99_ms"],
             "ms",
-            "goal <= 25",
+            "goal <= 10",
         ),
         _row("CreateJob reply -> lease p50", f["create_reply_to_lease_p50_ms"], "ms"),
         _row("CreateJob reply -> lease p99", f["create_reply_to_lease_p99_ms"], "ms"),
@@ -127,6 +135,7 @@ async def main() -> None:
     }
     figures.update(await throughput.main())
     figures.update(await peer.main(throughput.JOBS))
+    figures.update(await protocol_floor.main())
     figures.update(await lease_latency.main())
     figures.update(await scale.main())
     figures.update(await inflight.main())
@@ -138,6 +147,12 @@ async def main() -> None:
     )
     figures["peer_vs_pg_ceiling"] = _ratio(
         figures["peer_jobs_per_s"], figures["pg_ceiling_jobs_per_s"]
+    )
+    figures["grpc_floor_vs_peer"] = _ratio(
+        figures["grpc_floor_jobs_per_s"], figures["peer_jobs_per_s"]
+    )
+    figures["ours_vs_grpc_floor"] = _ratio(
+        figures["ours_jobs_per_s"], figures["grpc_floor_jobs_per_s"]
     )
     figures["bench_seconds"] = time.perf_counter() - started
     print(f"\n{'=' * 80}\nAI Job Engine benchmark, {figures['machine']}\n")
