@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
@@ -111,8 +112,10 @@ class JobRunner:
         safety: SafetyCheck,
         *,
         heartbeat_s: float = 20.0,
+        schema_repairs: int = 1,
     ) -> None:
         self._scheduler = scheduler
+        self._schema_repairs = schema_repairs
         self._model = model
         self._safety = safety
         self._heartbeat_s = heartbeat_s
@@ -266,19 +269,7 @@ class JobRunner:
             running.progress = 10
             answer = await self._call(client, prompt.messages, running)
             running.progress = 60
-            try:
-                validated = _validate(schema, answer)
-            except JobFailure as first:
-                if (
-                    first.code is not ErrorCode.VALIDATION_FAILED
-                    and first.code is not ErrorCode.VALIDATION_UNPARSEABLE
-                ):
-                    raise
-                # One repair: show the model what was wrong, then give up (retryable).
-                answer = await self._call(
-                    client, repair_messages(prompt, answer, first.internal_message), running
-                )
-                validated = _validate(schema, answer)
+            validated = await self._validated(client, prompt, schema, answer, running)
             running.progress = 90
             output = validated.model_dump(mode="json", exclude_none=True)
             self._check_safety(canonical_json(output).decode(), "output")
@@ -286,6 +277,27 @@ class JobRunner:
         finally:
             if owned:
                 await client.close()
+
+    async def _validated(
+        self,
+        client: openai.AsyncOpenAI,
+        prompt: Prompt,
+        schema: type[BaseModel],
+        answer: str,
+        running: _Running,
+    ) -> BaseModel:
+        """The answer validated, after at most ``schema_repairs`` repair calls that show the
+        model what was wrong; then the last validation failure (retryable)."""
+        for _ in range(self._schema_repairs):
+            try:
+                return _validate(schema, answer)
+            except JobFailure as failure:
+                if failure.code not in _REPAIRABLE:
+                    raise
+                answer = await self._call(
+                    client, repair_messages(prompt, answer, failure.internal_message), running
+                )
+        return _validate(schema, answer)
 
     def _check_safety(self, text: str, where: str) -> None:
         rule = self._safety.violation(text)
@@ -378,9 +390,20 @@ def _prompt(lease: LeaseInput, schema: type[BaseModel]) -> Prompt:
         ) from None
 
 
+_REPAIRABLE = frozenset({ErrorCode.VALIDATION_FAILED, ErrorCode.VALIDATION_UNPARSEABLE})
+#: A whole answer wrapped in a Markdown code fence (```json ... ``` or ``` ... ```).
+_FENCE = re.compile(r"\A\s*```[\w-]*[ \t]*\n(.*?)\n?```\s*\Z", re.DOTALL)
+
+
+def unfenced(answer: str) -> str:
+    """The answer without the Markdown code fence some models put around JSON."""
+    match = _FENCE.match(answer)
+    return match.group(1) if match else answer
+
+
 def _validate(schema: type[BaseModel], answer: str) -> BaseModel:
     try:
-        value = json.loads(answer)
+        value = json.loads(unfenced(answer))
     except ValueError:
         raise JobFailure(
             ErrorCode.VALIDATION_UNPARSEABLE,

@@ -7,10 +7,13 @@ in the prompt, with usage counts; ``GET /v1/models`` lists one model. Faults, to
 client's error paths for real:
 
     latency:MS   answer after MS milliseconds        429[:S]   rate limited, Retry-After S (1)
-    500          internal server error               hang      never answer (past any timeout)
+    500, 503     server error / overloaded           hang      never answer (past any timeout)
     401, 403     the key is refused                  context   400: context length exceeded
     malformed    content that is not JSON            schema    JSON that breaks the job's schema
-    length       cut off, finish_reason "length"
+    length       cut off, finish_reason "length"     fenced    the JSON inside a ```json fence
+    404          model not found                     402       insufficient balance
+    400          400 "Unsupported parameter ... in this context" (not a context-length error)
+    422          invalid parameters
 
 A fault applies to every request (``--fault``), to the next requests in order (``POST
 /control/faults`` with ``{"faults": [...]}``), or to one request whose prompt contains
@@ -244,8 +247,9 @@ class _Handler(BaseHTTPRequestHandler):
                 {"Retry-After": retry_after},
             )
             return
-        elif name == "500":
-            self._send(500, {"error": {"message": "scripted failure", "type": "server_error"}})
+        elif name in _ERRORS:
+            status, error = _ERRORS[name]
+            self._send(status, {"error": error})
             return
         elif name in {"401", "403"}:
             error = {"message": "invalid api key", "type": "authentication_error"}
@@ -267,7 +271,34 @@ class _Handler(BaseHTTPRequestHandler):
             content = json.dumps({"unexpected": "shape"})
         elif name == "length":
             content, finish = content[: len(content) // 2], "length"
+        elif name == "fenced":
+            content = f"```json\n{content}\n```"
         self._send(200, _completion(request.get("model", MODEL), content, finish, prompt))
+
+
+#: Faults that are one error answer: status and the OpenAI-style error object.
+_ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
+    "500": (500, {"message": "scripted failure", "type": "server_error"}),
+    "503": (503, {"message": "Server overloaded, please retry shortly.", "type": "server_error"}),
+    "400": (
+        400,
+        {
+            "message": "Unsupported parameter: 'response_format' in this context.",
+            "type": "invalid_request_error",
+            "code": "unsupported_parameter",
+        },
+    ),
+    "402": (402, {"message": "Insufficient Balance", "type": "unknown_error"}),
+    "404": (
+        404,
+        {
+            "message": "The model `no-such-model` does not exist.",
+            "type": "invalid_request_error",
+            "code": "model_not_found",
+        },
+    ),
+    "422": (422, {"message": "Invalid parameters: temperature", "type": "invalid_request_error"}),
+}
 
 
 def _completion(model: str, content: str, finish: str, prompt: str) -> dict[str, Any]:

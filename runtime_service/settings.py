@@ -41,6 +41,9 @@ class RuntimeSettings(BaseSettings):
     #: Seconds between keepalives on the Poll stream; keep it well under the scheduler's
     #: AIJOB_STREAM_ALIVE_S.
     stream_keepalive_s: float = Field(default=3.0, gt=0)
+    #: Repair calls per attempt when the model's answer is not JSON or breaks the schema: the
+    #: model is shown what was wrong. A budget of its own: repairs never spend attempts.
+    schema_repairs: int = Field(default=1, ge=0, le=5)
     #: On SIGTERM, how long in-flight jobs may still finish before they are handed back.
     drain_grace_s: float = Field(default=30.0, ge=0)
     #: Price table, micro-units per million tokens (prompt, completion).

@@ -77,6 +77,7 @@ class Runtime:
             ),
             PatternSafetyCheck(settings.content_safety_patterns),
             heartbeat_s=settings.heartbeat_s,
+            schema_repairs=settings.schema_repairs,
         )
         self._tasks: set[asyncio.Task[str]] = set()
         self._outgoing: asyncio.Queue[rt.PollRequest] | None = None

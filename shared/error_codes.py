@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["ERROR_DOMAIN", "ErrorCode", "ErrorSpec", "is_retryable", "spec_of"]
+__all__ = ["ERROR_DOMAIN", "EXECUTION_CODES", "ErrorCode", "ErrorSpec", "is_retryable", "spec_of"]
 
 ERROR_DOMAIN = "aijob.v1"
 
@@ -32,6 +32,14 @@ class ErrorCode(StrEnum):
     CONTENT_SAFETY_BLOCKED = "CONTENT_SAFETY_BLOCKED"
     MODEL_CONTEXT_LENGTH_EXCEEDED = "MODEL_CONTEXT_LENGTH_EXCEEDED"
     MODEL_OUTPUT_TRUNCATED = "MODEL_OUTPUT_TRUNCATED"
+    #: 404 from the provider: the model (or the endpoint: a base URL without ``/v1``) does not
+    #: exist.
+    MODEL_NOT_FOUND = "MODEL_NOT_FOUND"
+    #: Any other 4xx the provider answers: the request itself was refused (an unsupported
+    #: parameter, an invalid value); retrying the same request cannot help.
+    MODEL_BAD_REQUEST = "MODEL_BAD_REQUEST"
+    #: 402: the account behind the key has no balance left.
+    MODEL_INSUFFICIENT_BALANCE = "MODEL_INSUFFICIENT_BALANCE"
     CANCELLED = "CANCELLED"
     RUNTIME_SHUTDOWN = "RUNTIME_SHUTDOWN"
     # Lifecycle outcomes decided by the scheduler.
@@ -88,6 +96,10 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
     code: ErrorSpec(code, code in _RETRYABLE) for code in ErrorCode
 }
 _SPECS[ErrorCode.INTERNAL_ERROR] = ErrorSpec(ErrorCode.INTERNAL_ERROR, True, max_attempts=2)
+
+
+#: The codes a runtime reports for a failed attempt (the README's error table lists exactly these).
+EXECUTION_CODES = frozenset(list(ErrorCode)[: list(ErrorCode).index(ErrorCode.JOB_EXPIRED)])
 
 
 def spec_of(code: str) -> ErrorSpec:

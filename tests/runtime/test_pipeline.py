@@ -67,6 +67,11 @@ async def test_every_job_type_succeeds_with_a_valid_output(
     [
         (["429:2"], "MODEL_RATE_LIMIT", True),
         (["500"], "TEMPORARY_PROVIDER_ERROR", True),
+        (["503"], "TEMPORARY_PROVIDER_ERROR", True),
+        (["400"], "MODEL_BAD_REQUEST", False),
+        (["422"], "MODEL_BAD_REQUEST", False),
+        (["402"], "MODEL_INSUFFICIENT_BALANCE", False),
+        (["404"], "MODEL_NOT_FOUND", False),
         (["401"], "INVALID_CREDENTIAL", False),
         (["403"], "INVALID_CREDENTIAL", False),
         (["context"], "MODEL_CONTEXT_LENGTH_EXCEEDED", False),
@@ -88,6 +93,57 @@ async def test_faults_map_to_the_catalogue(
     assert usage is not None and usage.latency_ms >= 0  # failed calls are recorded too
     if code == "MODEL_RATE_LIMIT":
         assert failure.retry_after_ms == 2_000
+    await runner.close()
+
+
+@pytest.mark.parametrize(
+    ("fault", "provider_says"),
+    [
+        ("400", "Unsupported parameter: 'response_format' in this context."),
+        ("404", "The model `no-such-model` does not exist."),
+        ("context", "This model's maximum context length is 65536 tokens."),
+        ("503", "Server overloaded, please retry shortly."),
+    ],
+)
+async def test_the_providers_message_is_kept_for_operators(
+    model_server: ScriptedModelServer, fault: str, provider_says: str
+) -> None:
+    model_server.state.queued.append(fault)
+    scheduler = FakeScheduler()
+    runner = _runner(scheduler, model_server)
+    await runner.run(lease())
+    ((failure, _),) = scheduler.failures
+    assert failure.internal_message == f"HTTP {failure_status(fault)}: {provider_says}"
+    assert provider_says not in failure.public_message
+    await runner.close()
+
+
+def failure_status(fault: str) -> int:
+    return 400 if fault == "context" else int(fault)
+
+
+async def test_a_fenced_json_answer_is_unwrapped(model_server: ScriptedModelServer) -> None:
+    model_server.state.queued.append("fenced")
+    scheduler = FakeScheduler()
+    runner = _runner(scheduler, model_server)
+    assert await runner.run(lease()) == "succeeded"
+    assert model_server.state.counts["requests"] == 1  # no repair call was needed
+    await runner.close()
+
+
+@pytest.mark.parametrize("repairs", [0, 1, 3])
+async def test_schema_repairs_have_their_own_budget(
+    model_server: ScriptedModelServer, repairs: int
+) -> None:
+    model_server.state.queued.extend(["schema"] * (repairs + 1))
+    scheduler = FakeScheduler()
+    runner = _runner(scheduler, model_server, schema_repairs=repairs)
+    assert await runner.run(lease()) == "VALIDATION_FAILED"
+    assert model_server.state.counts["requests"] == repairs + 1
+    await runner.close()
+    model_server.state.queued.extend(["schema"] * repairs)
+    runner = _runner(scheduler, model_server, schema_repairs=repairs)
+    assert await runner.run(lease()) == "succeeded"  # the last repair call was answered well
     await runner.close()
 
 

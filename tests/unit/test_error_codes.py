@@ -3,9 +3,12 @@ catalogue*)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
-from shared.error_codes import ErrorCode, is_retryable, spec_of
+from shared.error_codes import EXECUTION_CODES, ErrorCode, is_retryable, spec_of
 
 RETRYABLE = [
     "MODEL_TIMEOUT",
@@ -26,6 +29,9 @@ NOT_RETRYABLE = [
     "CANCELLED",
     "MODEL_CONTEXT_LENGTH_EXCEEDED",
     "MODEL_OUTPUT_TRUNCATED",
+    "MODEL_NOT_FOUND",
+    "MODEL_BAD_REQUEST",
+    "MODEL_INSUFFICIENT_BALANCE",
 ]
 
 
@@ -46,3 +52,32 @@ def test_internal_errors_are_retried_once() -> None:
 def test_unknown_code_is_refused() -> None:
     with pytest.raises(ValueError):
         spec_of("NOT_A_CODE")
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _readme_section(title: str) -> str:
+    text = README.read_text()
+    start = text.index(title)
+    return text[start : text.index("\n## ", start + len(title))]
+
+
+def test_the_readme_error_table_is_the_catalogue() -> None:
+    table = _readme_section("## Error codes")
+    row = next(line for line in table.splitlines() if line.startswith("| MODEL_TIMEOUT"))
+    retryable, not_retryable = (
+        {code.split(" ")[0] for code in cell.strip().split(", ")}
+        for cell in row.strip("|").split("|")
+    )
+    assert retryable | not_retryable == {code.value for code in EXECUTION_CODES}
+    assert all(is_retryable(code) for code in retryable)
+    assert not any(is_retryable(code) for code in not_retryable)
+
+
+def test_every_code_the_model_error_table_names_exists() -> None:
+    text = README.read_text()
+    table = text[text.index("| model error | code | retried |") :].split("\n\n")[0]
+    named = {name for name in re.findall(r"\b[A-Z][A-Z_]{5,}\b", table) if "AIJOB" not in name}
+    assert named
+    assert named <= {code.value for code in EXECUTION_CODES}
