@@ -17,13 +17,23 @@ client's error paths for real:
 
 A fault applies to every request (``--fault``), to the next requests in order (``POST
 /control/faults`` with ``{"faults": [...]}``), or to one request whose prompt contains
-``scripted-fault=NAME``. ``GET /control/stats`` counts requests.
+``scripted-fault=NAME``.
+
+Limits, per API key, as OpenAI-compatible providers enforce them (``--rpm``, ``--tpm``,
+``--concurrency``): past one, 429 with ``Retry-After``; every answer carries the
+``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` headers of the limits set. A request's
+tokens are its prompt's (a quarter of its characters) plus its ``max_tokens`` (256 when unset).
+
+``GET /control/stats``: ``requests``, ``rate_limited``, ``max_concurrent`` (calls in progress at
+once, at most), ``in_progress``, per-fault counts, and ``keys``: the same per key, each key shown
+as a fingerprint (:func:`key_label`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import threading
 import time
@@ -33,7 +43,9 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["ScriptedModelServer", "answer_for"]
+from runtime_service.scripted_limits import KeyLimits, ProviderLimits
+
+__all__ = ["ScriptedModelServer", "answer_for", "key_label"]
 
 MODEL = "scripted-deepseek"
 _JOB_TYPE = re.compile(r"^job_type: (\w+)$", re.MULTILINE)
@@ -160,12 +172,50 @@ def answer_for(messages: list[dict[str, Any]]) -> dict[str, Any]:
 # -- the server -------------------------------------------------------------------------------
 
 
+def key_label(api_key: str) -> str:
+    """How a key appears in the stats: its first 6 and last 4 characters, as dashboards show."""
+    return f"{api_key[:6]}...{api_key[-4:]}" if len(api_key) > 12 else "short-key"
+
+
 class _State:
-    def __init__(self, default_fault: str) -> None:
+    def __init__(self, default_fault: str, limits: KeyLimits | None = None) -> None:
         self.default_fault = default_fault
         self.queued: deque[str] = deque()
         self.counts: Counter[str] = Counter()
         self.lock = threading.Lock()
+        self.limits = ProviderLimits(limits or KeyLimits())
+        self.in_progress = 0
+        self.keys: dict[str, Counter[str]] = {}
+
+    def started(self, key: str) -> None:
+        with self.lock:
+            self.in_progress += 1
+            self.counts["max_concurrent"] = max(self.counts["max_concurrent"], self.in_progress)
+            per_key = self.keys.setdefault(key_label(key), Counter())
+            per_key["requests"] += 1
+            per_key["in_progress"] += 1
+            per_key["max_concurrent"] = max(per_key["max_concurrent"], per_key["in_progress"])
+
+    def ended(self, key: str) -> None:
+        with self.lock:
+            self.in_progress -= 1
+            self.keys[key_label(key)]["in_progress"] -= 1
+
+    def rate_limited(self, key: str, *, admitted: bool) -> None:
+        """A 429 answered: by the limits (not admitted) or by a scripted fault (admitted)."""
+        with self.lock:
+            self.counts["rate_limited"] += 1
+            per_key = self.keys.setdefault(key_label(key), Counter())
+            per_key["requests"] += 0 if admitted else 1
+            per_key["rate_limited"] += 1
+
+    def stats(self) -> dict[str, Any]:
+        with self.lock:
+            stats: dict[str, Any] = {"requests": 0, "rate_limited": 0, "max_concurrent": 0}
+            stats |= dict(self.counts)
+            stats["in_progress"] = self.in_progress
+            stats["keys"] = {label: dict(counts) for label, counts in self.keys.items()}
+            return stats
 
     def next_fault(self, prompt: str) -> str:
         marker = _MARKER.search(prompt)
@@ -209,8 +259,7 @@ class _Handler(BaseHTTPRequestHandler):
                 {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "aijob"}]},
             )
         elif self.path == "/control/stats":
-            with self.server.state.lock:
-                self._send(200, dict(self.server.state.counts))
+            self._send(200, self.server.state.stats())
         else:
             self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
 
@@ -228,10 +277,32 @@ class _Handler(BaseHTTPRequestHandler):
         messages = request.get("messages") or []
         prompt = "\n".join(str(m.get("content", "")) for m in messages)
         fault = self.server.state.next_fault(prompt)
-        self._answer(request, messages, prompt, fault)
+        key = self.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        tokens = len(prompt) // 4 + int(request.get("max_tokens") or 256)
+        state = self.server.state
+        admission = state.limits.admit(key, tokens, time.monotonic())
+        if not admission.admitted:
+            state.rate_limited(key, admitted=False)
+            retry_after = str(max(1, math.ceil(admission.retry_after_s)))
+            error = {"message": "Rate limit reached.", "type": "rate_limit_error"}
+            self._send(429, {"error": error}, {"Retry-After": retry_after, **admission.headers})
+            return
+        state.started(key)
+        try:
+            self._answer(request, messages, prompt, fault, admission.headers)
+            if fault.partition(":")[0] == "429":
+                state.rate_limited(key, admitted=True)
+        finally:
+            state.ended(key)
+            state.limits.done(key)
 
     def _answer(
-        self, request: dict[str, Any], messages: list[dict[str, Any]], prompt: str, fault: str
+        self,
+        request: dict[str, Any],
+        messages: list[dict[str, Any]],
+        prompt: str,
+        fault: str,
+        headers: dict[str, str],
     ) -> None:
         name, _, argument = fault.partition(":")
         if name == "latency":
@@ -244,7 +315,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(
                 429,
                 {"error": {"message": "rate limited", "type": "rate_limit_error"}},
-                {"Retry-After": retry_after},
+                {"Retry-After": retry_after, **headers},
             )
             return
         elif name in _ERRORS:
@@ -273,7 +344,7 @@ class _Handler(BaseHTTPRequestHandler):
             content, finish = content[: len(content) // 2], "length"
         elif name == "fenced":
             content = f"```json\n{content}\n```"
-        self._send(200, _completion(request.get("model", MODEL), content, finish, prompt))
+        self._send(200, _completion(request.get("model", MODEL), content, finish, prompt), headers)
 
 
 #: Faults that are one error answer: status and the OpenAI-style error object.
@@ -326,9 +397,15 @@ def _completion(model: str, content: str, finish: str, prompt: str) -> dict[str,
 class ScriptedModelServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, fault: str = "") -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        fault: str = "",
+        limits: KeyLimits | None = None,
+    ) -> None:
         super().__init__((host, port), _Handler)
-        self.state = _State(fault)
+        self.state = _State(fault, limits)
 
     @property
     def base_url(self) -> str:
@@ -348,8 +425,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8400)
     parser.add_argument("--fault", default="", help="apply this fault to every request")
+    parser.add_argument("--rpm", type=int, default=0, help="requests per minute per key")
+    parser.add_argument("--tpm", type=int, default=0, help="tokens per minute per key")
+    parser.add_argument("--concurrency", type=int, default=0, help="calls at once per key")
     args = parser.parse_args(argv)
-    server = ScriptedModelServer(args.host, args.port, args.fault)
+    limits = KeyLimits(rpm=args.rpm, tpm=args.tpm, concurrency=args.concurrency)
+    server = ScriptedModelServer(args.host, args.port, args.fault, limits)
     print(f"scripted model serving the OpenAI API at {server.base_url}", flush=True)
     try:
         server.serve_forever()
