@@ -91,6 +91,9 @@ async def _drain(address: str, server: psutil.Process, jobs: int) -> dict[str, f
     runtimes = [ClientRuntime(channel, f"floor-{r}", slots=SLOTS) for r in range(RUNTIMES)]
     done = asyncio.Event()
     finished = 0
+    # The server leases past ``jobs``: the reports still waiting when the count is reached are
+    # cancelled with the workers, before the server goes.
+    running: set[asyncio.Task[None]] = set()
 
     async def finish(runtime: ClientRuntime, lease: types_pb2.Lease) -> None:
         nonlocal finished
@@ -103,7 +106,6 @@ async def _drain(address: str, server: psutil.Process, jobs: int) -> dict[str, f
 
     async def work(runtime: ClientRuntime) -> None:
         await runtime.connect()
-        running: set[asyncio.Task[None]] = set()
         while True:
             task = asyncio.ensure_future(finish(runtime, await runtime.leases.get()))
             running.add(task)
@@ -118,8 +120,9 @@ async def _drain(address: str, server: psutil.Process, jobs: int) -> dict[str, f
         elapsed = time.perf_counter() - started
         client_after, server_after = me.cpu_times(), server.cpu_times()
     finally:
-        for worker in workers:
-            worker.cancel()
+        for task in [*workers, *running]:
+            task.cancel()
+        await asyncio.gather(*workers, *running, return_exceptions=True)
         for runtime in runtimes:
             await runtime.close()
         await channel.close(None)
