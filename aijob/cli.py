@@ -102,6 +102,16 @@ def _parser() -> argparse.ArgumentParser:
     admin_commands.add_parser("redrive", help="send dead outbox events again").add_argument(
         "event_ids", nargs="*"
     )
+    limit = admin_commands.add_parser(
+        "model-limit", help="set a model key's limits (0 takes the scheduler's default)"
+    )
+    limit.add_argument("provider")
+    limit.add_argument("model")
+    limit.add_argument("--scope", default="platform", choices=("platform", "user"))
+    limit.add_argument("--concurrency", type=int, default=0)
+    limit.add_argument("--rpm", type=int, default=0, help="requests per minute")
+    limit.add_argument("--tpm", type=int, default=0, help="tokens per minute")
+    admin_commands.add_parser("model-limits", help="list the model keys' limits")
     return parser
 
 
@@ -287,6 +297,24 @@ class Cli:
                 admin_pb.GetQueueStatsRequest(), metadata=metadata, timeout=TIMEOUT_S
             )
             _print(stats, a.json, _stats)
+        elif a.admin_command == "model-limit":
+            put = admin_pb.PutModelLimitRequest(
+                limit=admin_pb.ModelLimit(
+                    provider=a.provider,
+                    model=a.model,
+                    credential_scope=a.scope,
+                    max_concurrency=a.concurrency,
+                    requests_per_minute=a.rpm,
+                    tokens_per_minute=a.tpm,
+                )
+            )
+            stored = await self.admin.PutModelLimit(put, metadata=metadata, timeout=TIMEOUT_S)
+            _print(stored, a.json, lambda r: f"set {_limit_line(r.limit)}")
+        elif a.admin_command == "model-limits":
+            listed = await self.admin.ListModelLimits(
+                admin_pb.ListModelLimitsRequest(), metadata=metadata, timeout=TIMEOUT_S
+            )
+            _print(listed, a.json, lambda r: "\n".join(map(_limit_line, r.limits)) or "none set")
         else:
             reply = await self.admin.RedriveDeadEvents(
                 admin_pb.RedriveDeadEventsRequest(event_ids=a.event_ids),
@@ -314,7 +342,29 @@ def _stats(stats: admin_pb.QueueStats) -> str:
         f"running {stats.running_count}; outbox pending {stats.pending_outbox_events}, "
         f"dead {stats.dead_outbox_events}, lag {stats.outbox_lag_seconds:.1f}s"
     )
+    for key in stats.model_keys:
+        paused = (
+            f", paused until {key.paused_until.ToDatetime():%H:%M:%S}"
+            if key.HasField("paused_until")
+            else ""
+        )
+        lines.append(
+            f"model {_limit_line(key.limit)}: in flight {key.in_flight}, "
+            f"effective concurrency {key.effective_concurrency or 'none'}{paused}, "
+            f"429s {key.rate_limited_total}"
+        )
     return "\n".join(lines)
+
+
+def _limit_line(limit: admin_pb.ModelLimit) -> str:
+    def shown(value: int) -> str:
+        return str(value) if value else "default"
+
+    return (
+        f"{limit.provider}/{limit.model} ({limit.credential_scope}): concurrency "
+        f"{shown(limit.max_concurrency)}, rpm {shown(limit.requests_per_minute)}, "
+        f"tpm {shown(limit.tokens_per_minute)}"
+    )
 
 
 MAX_BATCH = 500

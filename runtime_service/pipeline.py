@@ -47,6 +47,9 @@ class LeaseInput:
     prompt_key: str
     prompt_version: str
     credential_mode: str
+    #: The model the job's definition names; the runtime's AIJOB_MODEL_NAME only when empty (a
+    #: scheduler that predates it), so the scheduler knows which model a lease will spend.
+    model_name: str = ""
     output_schema_version: str = "v1"
     #: Proof of holding the lease, sent back with every report; never logged.
     lease_token: str = field(default="", repr=False)
@@ -267,9 +270,12 @@ class JobRunner:
         try:
             prompt = _prompt(lease, schema)
             running.progress = 10
-            answer = await self._call(client, prompt.messages, running)
+            model = lease.model_name or self._model.model_name
+            answer = await self._call(client, model, prompt.messages, running)
             running.progress = 60
-            validated = await self._validated(client, prompt, schema, answer, running)
+            validated = await self._validated(
+                client, prompt, schema, answer, model=model, running=running
+            )
             running.progress = 90
             output = validated.model_dump(mode="json", exclude_none=True)
             self._check_safety(canonical_json(output).decode(), "output")
@@ -284,6 +290,8 @@ class JobRunner:
         prompt: Prompt,
         schema: type[BaseModel],
         answer: str,
+        *,
+        model: str,
         running: _Running,
     ) -> BaseModel:
         """The answer validated, after at most ``schema_repairs`` repair calls that show the
@@ -294,9 +302,8 @@ class JobRunner:
             except JobFailure as failure:
                 if failure.code not in _REPAIRABLE:
                     raise
-                answer = await self._call(
-                    client, repair_messages(prompt, answer, failure.internal_message), running
-                )
+                repair = repair_messages(prompt, answer, failure.internal_message)
+                answer = await self._call(client, model, repair, running)
         return _validate(schema, answer)
 
     def _check_safety(self, text: str, where: str) -> None:
@@ -324,20 +331,24 @@ class JobRunner:
         )
 
     async def _call(
-        self, client: openai.AsyncOpenAI, messages: list[dict[str, str]], running: _Running
+        self,
+        client: openai.AsyncOpenAI,
+        model: str,
+        messages: list[dict[str, str]],
+        running: _Running,
     ) -> str:
         started = time.perf_counter()
         try:
             completion = await client.chat.completions.create(
-                model=self._model.model_name,
+                model=model,
                 messages=cast("list[ChatCompletionMessageParam]", messages),
                 response_format={"type": "json_object"},
             )
         except openai.OpenAIError as error:
             # A failed call is still a call: it took time and is recorded as usage.
-            self._add_usage(running, None, time.perf_counter() - started)
+            self._add_usage(running, None, time.perf_counter() - started, model)
             raise failure_from_openai(error) from None
-        self._add_usage(running, completion, time.perf_counter() - started)
+        self._add_usage(running, completion, time.perf_counter() - started, model)
         choice = completion.choices[0]
         if choice.finish_reason == "length":
             raise JobFailure(
@@ -347,14 +358,12 @@ class JobRunner:
             )
         return choice.message.content or ""
 
-    def _add_usage(self, running: _Running, completion: Any, elapsed_s: float) -> None:
+    def _add_usage(self, running: _Running, completion: Any, elapsed_s: float, model: str) -> None:
         metrics.MODEL_LATENCY.observe(elapsed_s)
         if completion is not None and completion.usage is not None:
             metrics.TOKENS.labels("prompt").inc(completion.usage.prompt_tokens)
             metrics.TOKENS.labels("completion").inc(completion.usage.completion_tokens)
-        usage = running.usage or Usage(
-            model_name=getattr(completion, "model", "") or self._model.model_name
-        )
+        usage = running.usage or Usage(model_name=getattr(completion, "model", "") or model)
         if completion is not None and completion.usage is not None:
             usage.prompt_tokens += completion.usage.prompt_tokens
             usage.completion_tokens += completion.usage.completion_tokens

@@ -42,6 +42,7 @@ def lease_input(lease: types_pb2.Lease) -> LeaseInput:
         prompt_key=lease.prompt_key,
         prompt_version=lease.prompt_version,
         credential_mode=lease.credential_mode,
+        model_name=lease.model_name,
         output_schema_version=lease.output_schema_version or "v1",
         lease_token=lease.lease_token,
     )

@@ -88,6 +88,9 @@ class SchedulerApp:
             registry,
             max_output_bytes=settings.limits.max_output_bytes,
             max_retry_after_ms=settings.limits.max_retry_after_ms,
+            max_waived_attempts=settings.limits.max_waived_attempts,
+            running_caps=settings.running_caps,
+            flow=settings.flow,
             user_key_runtimes=settings.user_key_runtimes,
         )
         watch_hub = WatchHub(uow, interval_s=settings.streams.watch_poll_s)

@@ -14,7 +14,11 @@ from typing import Annotated
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from shared.config import DEV_TOKENS_FILE, comma_list
+from scheduler_service.flow.keys import FlowPolicy, Limits
+from scheduler_service.lifecycle.fairness import RunningCaps
+from scheduler_service.lifecycle.retry_policy import MAX_WAIVED_ATTEMPTS
+from scheduler_service.registry.definitions import USER_KEY_MODE
+from shared.config import DEV_TOKENS_FILE, comma_list, split_commas
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./aijob.db"
 
@@ -67,6 +71,17 @@ class SchedulerSettings(BaseSettings):
     tls_client_ca: str = ""
     #: Per-user limits on CreateJob: jobs queued or running at once, and jobs created per UTC day.
     max_active_jobs_per_user: int = Field(default=100, ge=1)
+    #: Jobs of one user running at once across the fleet (0: no cap); dispatch leaves the rest
+    #: queued. Per-user overrides: ``user=N`` pairs, comma-separated (``nightly-batch=5``).
+    max_running_per_user: int = Field(default=0, ge=0)
+    #: Default limits of a model key no operator set with AdminService.PutModelLimit (0: none):
+    #: calls at once, requests and tokens per minute, shared by every replica and runtime.
+    model_max_concurrency: int = Field(default=0, ge=0)
+    model_requests_per_minute: int = Field(default=0, ge=0)
+    model_tokens_per_minute: int = Field(default=0, ge=0)
+    max_running_per_user_overrides: Annotated[dict[str, int], NoDecode] = Field(
+        default_factory=dict
+    )
     daily_job_quota_per_user: int = Field(default=10_000, ge=1)
     #: Largest snapshot (canonical JSON bytes) CreateJob accepts.
     max_snapshot_bytes: int = Field(default=1024 * 1024, ge=1024)
@@ -119,6 +134,32 @@ class SchedulerSettings(BaseSettings):
     def _split_tokens(cls, value: object) -> object:
         return comma_list(value)
 
+    @field_validator("max_running_per_user_overrides", mode="before")
+    @classmethod
+    def _user_caps(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        caps: dict[str, int] = {}
+        for pair in split_commas(value):
+            user, sep, cap = pair.rpartition("=")
+            if not sep or not user or not cap.isdigit():
+                raise ValueError(f"expected user=N pairs, got {pair!r}")
+            caps[user] = int(cap)
+        return caps
+
+    @property
+    def flow(self) -> FlowPolicy:
+        defaults = Limits(
+            self.model_max_concurrency,
+            self.model_requests_per_minute,
+            self.model_tokens_per_minute,
+        )
+        return FlowPolicy(defaults, USER_KEY_MODE)
+
+    @property
+    def running_caps(self) -> RunningCaps:
+        return RunningCaps(self.max_running_per_user, dict(self.max_running_per_user_overrides))
+
     #: Seconds in-flight RPCs get to finish on SIGTERM/SIGINT.
     shutdown_grace_s: float = Field(default=10.0, ge=0)
     #: Scheduler processes serving one address (scheduler_service/workers.py).
@@ -132,6 +173,9 @@ class SchedulerSettings(BaseSettings):
     report_batch_max: int = Field(default=200, ge=1, le=2_000)
     #: Longest wait a failure's Retry-After may impose before the next attempt.
     max_retry_after_s: float = Field(default=600.0, gt=0, le=86_400)
+    #: How many times one job may go back to the queue unspent (a provider's 429, a runtime
+    #: shutting down) before such failures spend attempts like any other.
+    max_waived_attempts: int = Field(default=MAX_WAIVED_ATTEMPTS, ge=0, le=1_000)
     #: Fault injection for chaos tests only: hold the acks of a committed report batch this long.
     #: Leave at 0.
     fault_report_stall_ms: int = Field(default=0, ge=0)
@@ -182,6 +226,7 @@ class SchedulerSettings(BaseSettings):
             max_snapshot_bytes=self.max_snapshot_bytes,
             max_output_bytes=self.max_output_bytes,
             max_retry_after_ms=round(self.max_retry_after_s * 1000),
+            max_waived_attempts=self.max_waived_attempts,
             max_receive_message_bytes=self.max_receive_message_bytes,
         )
 
@@ -263,6 +308,7 @@ class LimitSettings:
     max_snapshot_bytes: int
     max_output_bytes: int
     max_retry_after_ms: int
+    max_waived_attempts: int
     max_receive_message_bytes: int
 
 

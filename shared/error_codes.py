@@ -79,6 +79,10 @@ class ErrorSpec:
     #: Attempts this code may use in total, when it is capped below the job's maxAttempts
     #: (INTERNAL_* is retried once, docs/architecture.md).
     max_attempts: int | None = None
+    #: Whether a failure with this code spends one of the job's attempts. Congestion (a
+    #: provider's 429) and a runtime shutting down say nothing about the job: the attempt goes back
+    #: unspent.
+    spends_attempt: bool = True
 
 
 _RETRYABLE = {
@@ -96,6 +100,8 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
     code: ErrorSpec(code, code in _RETRYABLE) for code in ErrorCode
 }
 _SPECS[ErrorCode.INTERNAL_ERROR] = ErrorSpec(ErrorCode.INTERNAL_ERROR, True, max_attempts=2)
+for _unspent in (ErrorCode.MODEL_RATE_LIMIT, ErrorCode.RUNTIME_SHUTDOWN):
+    _SPECS[_unspent] = ErrorSpec(_unspent, True, spends_attempt=False)
 
 
 #: The codes a runtime reports for a failed attempt (the README's error table lists exactly these).

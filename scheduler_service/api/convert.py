@@ -119,6 +119,7 @@ def job(
         progress=record.progress,
         attempt_count=record.attemptCount,
         max_attempts=record.maxAttempts,
+        waived_attempts=record.waivedAttempts,
         user_id=record.userId,
         target_type=record.targetType or "",
         target_id=record.targetId or "",

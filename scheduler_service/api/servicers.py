@@ -15,6 +15,8 @@ from scheduler_service.api import convert, runtime_convert
 from scheduler_service.api.status import status_of
 from scheduler_service.app import SchedulerApp
 from scheduler_service.errors import InvalidRequestError, SchedulerError
+from scheduler_service.flow.keys import Limits, ModelKey
+from scheduler_service.flow.service import KeyStats, ModelKeys, checked_key, checked_limits
 from scheduler_service.jobs.commands import CreateJobCommand, JobFilter
 from scheduler_service.jobs.service import MAX_BULK_CREATE, Created
 from scheduler_service.jobs.stats import queue_stats, redrive_dead_events
@@ -223,6 +225,33 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
             dead_outbox_events=stats.dead_events,
             pending_outbox_events=stats.pending_events,
             outbox_lag_seconds=stats.outbox_lag_s,
+            model_keys=[_key_stats(k) for k in await self._model_keys().stats()],
+        )
+
+    def _model_keys(self) -> ModelKeys:
+        return ModelKeys(self._app.uow, self._app.protocol.flow)
+
+    async def PutModelLimit(
+        self, request: admin_pb.PutModelLimitRequest, context: Context
+    ) -> admin_pb.PutModelLimitResponse:
+        limit = request.limit
+        key = checked_key(limit.provider, limit.model, limit.credential_scope)
+        limits = checked_limits(
+            limit.max_concurrency, limit.requests_per_minute, limit.tokens_per_minute
+        )
+        await self._model_keys().put(key, limits)
+        log.info(
+            "admin set a model limit",
+            extra={"action": "admin_model_limit", "provider": key.provider, "model": key.model},
+        )
+        return admin_pb.PutModelLimitResponse(limit=_model_limit(key, limits))
+
+    async def ListModelLimits(
+        self, request: admin_pb.ListModelLimitsRequest, context: Context
+    ) -> admin_pb.ListModelLimitsResponse:
+        keys = await self._model_keys().stats()
+        return admin_pb.ListModelLimitsResponse(
+            limits=[_model_limit(k.key, k.limits) for k in keys]
         )
 
     async def CancelUserJobs(
@@ -248,6 +277,27 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
         self._app.outbox.notify()
         log.info("admin redrove dead events", extra={"action": "admin_redrive", "count": redriven})
         return admin_pb.RedriveDeadEventsResponse(redriven=redriven)
+
+
+def _model_limit(key: ModelKey, limits: Limits) -> admin_pb.ModelLimit:
+    return admin_pb.ModelLimit(
+        provider=key.provider,
+        model=key.model,
+        credential_scope=key.scope,
+        max_concurrency=limits.max_concurrency,
+        requests_per_minute=limits.requests_per_minute,
+        tokens_per_minute=limits.tokens_per_minute,
+    )
+
+
+def _key_stats(stats: KeyStats) -> admin_pb.ModelKeyStats:
+    return admin_pb.ModelKeyStats(
+        limit=_model_limit(stats.key, stats.limits),
+        in_flight=stats.in_flight,
+        effective_concurrency=stats.effective_concurrency,
+        paused_until=convert.timestamp(stats.paused_until),
+        rate_limited_total=stats.rate_limited_total,
+    )
 
 
 class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):

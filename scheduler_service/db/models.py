@@ -17,6 +17,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -71,6 +72,8 @@ class AiJob(Base):
         ),
         # The dispatch query: queued jobs by priority, then age (reliability S15).
         Index("idx_dispatch", "lifecycleStatus", "priority", "createdAt", "id"),
+        # ... and, within a priority, users in turn (migration 0007).
+        Index("idx_fair_dispatch", "lifecycleStatus", "priority", "fairSeq", "createdAt", "id"),
         # The reaper: running jobs by lease deadline, queued jobs by start deadline.
         Index("idx_lifecycleStatus_lockUntil", "lifecycleStatus", "lockUntil"),
         Index("idx_lifecycleStatus_deadlineAt", "lifecycleStatus", "deadlineAt"),
@@ -121,6 +124,14 @@ class AiJob(Base):
     cancelRequestedAt: Mapped[datetime | None] = mapped_column(Timestamp)
     attemptCount: Mapped[int] = mapped_column(Integer, server_default="0")
     maxAttempts: Mapped[int] = mapped_column(Integer, server_default="3")
+    #: Attempts given back unspent (a provider's 429, a runtime shutting down): what counts
+    #: against ``maxAttempts`` is ``attemptCount - waivedAttempts``.
+    waivedAttempts: Mapped[int] = mapped_column(Integer, server_default="0")
+    #: The job's place in its user's turn within its priority (fair dispatch).
+    fairSeq: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    #: The tokens the job may spend of its model key's per-minute limit (migration 0008); the
+    #: key is (modelProvider, modelName, credentialMode).
+    tokenEstimate: Mapped[int] = mapped_column(Integer, server_default="0")
     timeoutMs: Mapped[int] = mapped_column(Integer, server_default="120000")
     availableAt: Mapped[datetime | None] = mapped_column(Timestamp)
     deadlineAt: Mapped[datetime | None] = mapped_column(Timestamp)
@@ -401,4 +412,29 @@ class AiUserJobGate(Base):
     __table_args__ = (MYSQL_TABLE_ARGS,)
 
     userId: Mapped[str] = mapped_column(String(191), primary_key=True)
+    updatedAt: Mapped[datetime] = mapped_column(Timestamp)
+    #: The fair-dispatch place of this user's newest job; NULL before their first.
+    fairSeq: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class AiModelKey(Base):
+    """One model key (provider, model, whose key pays): the limits an operator set (NULL takes
+    the settings' default) and the flow-control state every replica's claim reads under this
+    row's lock (scheduler_service/flow/keys.py)."""
+
+    __tablename__ = "AiModelKey"
+    __table_args__ = (MYSQL_TABLE_ARGS,)
+
+    provider: Mapped[str] = mapped_column(String(64), primary_key=True)
+    model: Mapped[str] = mapped_column(String(128), primary_key=True)
+    credentialScope: Mapped[str] = mapped_column(String(16), primary_key=True)
+    maxConcurrency: Mapped[int | None] = mapped_column(Integer)
+    requestsPerMinute: Mapped[int | None] = mapped_column(Integer)
+    tokensPerMinute: Mapped[int | None] = mapped_column(BigInteger)
+    pausedUntil: Mapped[datetime | None] = mapped_column(Timestamp)
+    effectiveConcurrency: Mapped[float | None] = mapped_column(Float)
+    requestLevel: Mapped[float | None] = mapped_column(Float)
+    tokenLevel: Mapped[float | None] = mapped_column(Float)
+    refilledAt: Mapped[datetime | None] = mapped_column(Timestamp)
+    rateLimitedTotal: Mapped[int] = mapped_column(BigInteger, server_default="0")
     updatedAt: Mapped[datetime] = mapped_column(Timestamp)

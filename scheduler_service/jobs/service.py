@@ -25,6 +25,7 @@ from scheduler_service.errors import (
     LimitExceededError,
     SchedulerError,
 )
+from scheduler_service.flow.keys import estimate_tokens
 from scheduler_service.ids import new_id
 from scheduler_service.jobs import paging
 from scheduler_service.jobs.commands import CreateJobCommand, JobFilter, Limits
@@ -264,7 +265,8 @@ class JobService:
         _bounded(cmd.target_id, "target_id", limit=255)
         validation.json_value(cmd.snapshot, "snapshot", ErrorCode.INVALID_SNAPSHOT)
         validation.json_value(cmd.params, "params", ErrorCode.INVALID_PARAMS)
-        if len(canonical_json(cmd.snapshot)) > self._limits.max_snapshot_bytes:
+        snapshot_bytes = len(canonical_json(cmd.snapshot))
+        if snapshot_bytes > self._limits.max_snapshot_bytes:
             raise InvalidRequestError(
                 f"snapshot is larger than {self._limits.max_snapshot_bytes} bytes",
                 field="snapshot",
@@ -311,6 +313,10 @@ class JobService:
             credential_mode=mode,
             credential_id=cmd.credential_id or None,
             model_name=definition.model_name,
+            model_provider=definition.model_provider,
+            token_estimate=estimate_tokens(
+                snapshot_bytes + len(canonical_json(cmd.params)), definition.max_output_tokens
+            ),
             prompt_key=definition.prompt_key,
             prompt_version=definition.prompt_version,
             input_schema_version=definition.input.version,

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from scheduler_service.flow import sql as flow_sql
+from scheduler_service.flow.keys import FlowPolicy, KeyState, ModelKey, admit
 from scheduler_service.lifecycle import queries, sql
+from scheduler_service.lifecycle.fairness import RunningCaps
 from scheduler_service.lifecycle.lease_tokens import digest, new_lease_token
 from scheduler_service.lifecycle.records import LeaseGrant
 
@@ -22,6 +26,8 @@ async def claim_batches(
     lease_ttl_ms: int,
     platform_key_only: bool = False,
     payload_rows: dict[str, Any] | None = None,
+    running_caps: RunningCaps | None = None,
+    flow: FlowPolicy | None = None,
 ) -> list[list[LeaseGrant]]:
     """Lease available queued jobs of ``job_types`` to several runtimes.
 
@@ -31,13 +37,34 @@ async def claim_batches(
     schedulers claim at once without waiting on (or double-leasing) each other's rows; the lock
     write per runtime then moves exactly its locked rows to running. One SELECT whatever the
     number of runtimes, so idle streams cost one query per round.
+
+    With a ``flow`` policy, the model keys' states are read under their rows' locks first (one
+    statement; nothing more when no key has limits or congestion). With per-user
+    ``running_caps`` or limited keys, the SELECT reads twice as many candidates with their users
+    and keys, and those of users at their cap or of keys without budget (paused, at their
+    concurrency, out of requests or tokens) stay queued: their rows are skipped, not leased.
     """
     wanted = sum(max(0, want) for _, want in demands)
     if wanted <= 0 or not job_types:
         return [[] for _ in demands]
-    select = sql.SELECT_CLAIMABLE_PLATFORM_KEY if platform_key_only else sql.SELECT_CLAIMABLE
-    found = await conn.execute(select, {"b_types": sorted(job_types), "b_limit": wanted})
-    ids = list(found.scalars())
+    caps = running_caps if running_caps is not None and running_caps.active else None
+    now, states = (
+        await flow_sql.lock_states(conn, flow.defaults) if flow is not None else (None, {})
+    )
+    if caps is not None or states or (flow is not None and flow.defaults.any):
+        ids = await _filtered_candidates(
+            conn,
+            job_types,
+            wanted,
+            platform_key_only=platform_key_only,
+            caps=caps,
+            flow=flow,
+            locked=(now, states),
+        )
+    else:
+        select = sql.SELECT_CLAIMABLE_PLATFORM_KEY if platform_key_only else sql.SELECT_CLAIMABLE
+        found = await conn.execute(select, {"b_types": sorted(job_types), "b_limit": wanted})
+        ids = list(found.scalars())
     shares = deal(ids, [want for _, want in demands])
     if not ids:
         return [[] for _ in demands]
@@ -68,6 +95,50 @@ async def claim_batches(
         payload_rows.update((r.id, r) for r in rows)
     grants = {r.id: grant_of(r, tokens[r.id]) for r in rows}
     return [[grants[job_id] for job_id in share] for share in shares]
+
+
+async def _filtered_candidates(
+    conn: AsyncConnection,
+    job_types: Sequence[str],
+    wanted: int,
+    *,
+    platform_key_only: bool,
+    caps: RunningCaps | None,
+    flow: FlowPolicy | None,
+    locked: tuple[datetime | None, dict[ModelKey, KeyState]],
+) -> list[str]:
+    select = (
+        sql.SELECT_CLAIMABLE_DETAIL_PLATFORM_KEY
+        if platform_key_only
+        else sql.SELECT_CLAIMABLE_DETAIL
+    )
+    found = await conn.execute(select, {"b_types": sorted(job_types), "b_limit": 2 * wanted})
+    rows = list(found)
+    if not rows:
+        return []
+    if caps is not None:
+        users = sorted({row.userId for row in rows})
+        running = await conn.execute(sql.SELECT_RUNNING_BY_USER, {"b_users": users})
+        kept = set(caps.admit([(r.id, r.userId) for r in rows], dict(running.all()), len(rows)))
+        rows = [row for row in rows if row.id in kept]
+    if flow is None:
+        return [row.id for row in rows[:wanted]]
+    keyed = [
+        (row.id, flow.key(row.modelProvider, row.modelName, row.credentialMode), row.tokenEstimate)
+        for row in rows
+    ]
+    now, states = locked
+    if flow.defaults.any and any(key not in states for _, key, _ in keyed):
+        now, states = await flow_sql.lock_states(conn, flow.defaults, {k for _, k, _ in keyed})
+    if now is None:  # no key has a row: nothing limits them
+        return [job_id for job_id, _, _ in keyed[:wanted]]
+    limited = {key for key, state in states.items() if state.concurrency()}
+    running_keys = (
+        await flow_sql.running_by_key(conn, flow.user_key_mode, limited) if limited else {}
+    )
+    ids, spent = admit(keyed, states, running_keys, now)
+    await flow_sql.save_states(conn, spent)
+    return ids[:wanted]
 
 
 def deal(ids: Sequence[str], wants: Sequence[int]) -> list[list[str]]:

@@ -81,7 +81,15 @@ _SNAPSHOT = select(_snapshots.c.content, _snapshots.c.params).where(
     _snapshots.c.jobId == bindparam("b_id")
 )
 _EXPIRED_LEASES = (
-    select(_c.id, _c.jobType, _c.attemptCount, _c.maxAttempts, _c.cancelRequestedAt, _c.lockedBy)
+    select(
+        _c.id,
+        _c.jobType,
+        _c.attemptCount,
+        _c.maxAttempts,
+        _c.cancelRequestedAt,
+        _c.lockedBy,
+        _c.waivedAttempts,
+    )
     .where(_c.lifecycleStatus == _R, sql.overdue())
     .order_by(_c.lockUntil)
     .limit(bindparam("b_limit"))
@@ -242,6 +250,7 @@ async def expired_leases(
             r.maxAttempts,
             r.cancelRequestedAt is not None,
             r.lockedBy,
+            r.waivedAttempts,
         )
         for r in rows
     ]

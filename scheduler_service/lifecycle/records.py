@@ -65,6 +65,9 @@ class NewJob:
     parent_job_id: str | None = None
     retried_from_job_id: str | None = None
     credential_mode: str = "platform_key"
+    model_provider: str = "deepseek"
+    #: Tokens the job may spend of its model key's per-minute limit (flow/keys.py).
+    token_estimate: int = 0
     credential_id: str | None = None
     model_name: str = "deepseek-chat"
     prompt_key: str | None = None
@@ -113,6 +116,8 @@ class ExpiredLease:
     cancel_requested: bool
     #: The runtime instance that held it (and never reported it).
     holder: str | None = None
+    #: Earlier attempts that went back unspent (they do not count against ``max_attempts``).
+    waived_attempts: int = 0
 
 
 #: What a WatchJob stream reports a change of: status, progress, attempt, cancel request, error.
@@ -153,6 +158,7 @@ class JobRecord:
     progress: int
     attemptCount: int
     maxAttempts: int
+    waivedAttempts: int
     timeoutMs: int
     lockedBy: str | None
     lockedAt: datetime | None
@@ -178,6 +184,7 @@ class JobRecord:
     resultIdempotencyKey: str | None
     credentialMode: str
     credentialId: str | None
+    modelProvider: str
     modelName: str
     promptKey: str | None
     promptVersion: str | None

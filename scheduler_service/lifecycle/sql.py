@@ -11,7 +11,7 @@ with one statement per (write, optional guards in use, optional values present).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -97,7 +97,7 @@ _GUARDS: dict[Guard, Callable[[], ColumnElement[bool]]] = {
     Guard.OWNER: lambda: _c.userId == bindparam("b_owner"),
     Guard.AVAILABLE: _available_now,
     Guard.DEADLINE_PASSED: lambda: and_(_c.deadlineAt.is_not(None), _c.deadlineAt <= db_now()),
-    Guard.ATTEMPTS_LEFT: lambda: _c.attemptCount < _c.maxAttempts,
+    Guard.ATTEMPTS_LEFT: lambda: _c.attemptCount - _c.waivedAttempts < _c.maxAttempts,
     Guard.NO_CANCEL_REQUEST: lambda: _c.cancelRequestedAt.is_(None),
     Guard.CANCEL_REQUESTED: lambda: _c.cancelRequestedAt.is_not(None),
     Guard.WITHIN_GRACE: lambda: _c.lockUntil >= db_now(-_ms("b_grace_ms")),
@@ -246,16 +246,17 @@ QUEUED_STAMPED = ("queuedAt", "availableAt", "createdAt", "updatedAt")
 INSERT_QUEUED = insert(jobs).values(**QUEUED_FIXED, **{c: db_now() for c in QUEUED_STAMPED})
 
 
-def _claimable(*extra: ColumnElement[bool]) -> Select[Any]:
+def _claimable(*extra: ColumnElement[bool], columns: Sequence[Any] = (_c.id,)) -> Select[Any]:
     return (
-        select(_c.id)
+        select(*columns)
         .where(
             status_in(sources_of(Operation.LOCK)),
             _c.jobType.in_(bindparam("b_types", expanding=True)),
             _available_now(),
             *extra,
         )
-        .order_by(_c.priority, _c.createdAt, _c.id)
+        # Users in turn within a priority (lifecycle/fairness.py), on idx_fair_dispatch.
+        .order_by(_c.priority, _c.fairSeq, _c.createdAt, _c.id)
         .limit(bindparam("b_limit"))
         .with_for_update(skip_locked=True)
     )
@@ -264,3 +265,18 @@ def _claimable(*extra: ColumnElement[bool]) -> Select[Any]:
 SELECT_CLAIMABLE = _claimable()
 #: For runtimes not allowed to use user keys (AIJOB_USER_KEY_RUNTIMES).
 SELECT_CLAIMABLE_PLATFORM_KEY = _claimable(_c.credentialMode != USER_KEY_MODE)
+#: The same with each job's user and model key, for claims under running caps or model limits.
+_DETAIL = (_c.id, _c.userId, _c.modelProvider, _c.modelName, _c.credentialMode, _c.tokenEstimate)
+SELECT_CLAIMABLE_DETAIL = _claimable(columns=_DETAIL)
+SELECT_CLAIMABLE_DETAIL_PLATFORM_KEY = _claimable(
+    _c.credentialMode != USER_KEY_MODE, columns=_DETAIL
+)
+#: Running jobs per user, for those users.
+SELECT_RUNNING_BY_USER = (
+    select(_c.userId, func.count())
+    .where(
+        _c.lifecycleStatus == LifecycleStatus.RUNNING.value,
+        _c.userId.in_(bindparam("b_users", expanding=True)),
+    )
+    .group_by(_c.userId)
+)

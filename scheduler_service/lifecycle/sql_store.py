@@ -12,21 +12,25 @@ state change and its outbox event commit together.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from pydantic import BaseModel
-from sqlalchemy import Table, bindparam, delete, insert, select
+from sqlalchemy import Table, bindparam, delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.idempotent import insert_ignoring_duplicates
 from scheduler_service.db.models import AiJobSnapshot, AiUserJobGate
 from scheduler_service.db.multirow import batch_bucket, insert_rows
+from scheduler_service.flow import sql as flow_sql
+from scheduler_service.flow.keys import FlowPolicy, after_congestion, after_successes
 from scheduler_service.ids import new_id
-from scheduler_service.lifecycle import claims, queries, sql
+from scheduler_service.lifecycle import claims, fairness, queries, sql
+from scheduler_service.lifecycle.fairness import RunningCaps
 from scheduler_service.lifecycle.records import (
     ArtifactRow,
     Beat,
@@ -43,6 +47,7 @@ from scheduler_service.lifecycle.records import (
     Usage,
     WatchState,
 )
+from scheduler_service.lifecycle.state_machine import LifecycleStatus
 from scheduler_service.lifecycle.store import JobStore
 from scheduler_service.lifecycle.transitions import (
     HEARTBEAT,
@@ -66,6 +71,28 @@ _LOCK_GATES = (
     .where(_gate.c.userId.in_(bindparam("b_users", expanding=True)))
     .order_by(_gate.c.userId)
     .with_for_update()
+)
+
+#: Fair dispatch: the users' last places, the queue's head and the newest running place.
+_GATE_PLACES = select(_gate.c.userId, _gate.c.fairSeq).where(
+    _gate.c.userId.in_(bindparam("b_users", expanding=True))
+)
+_QUEUE_FLOOR = select(
+    select(func.min(sql.jobs.c.fairSeq))
+    .where(
+        sql.jobs.c.lifecycleStatus == LifecycleStatus.QUEUED.value,
+        sql.jobs.c.priority == bindparam("b_priority"),
+    )
+    .scalar_subquery(),
+    select(func.max(sql.jobs.c.fairSeq))
+    .where(
+        sql.jobs.c.lifecycleStatus == LifecycleStatus.RUNNING.value,
+        sql.jobs.c.priority == bindparam("b_priority"),
+    )
+    .scalar_subquery(),
+)
+_SET_GATE_PLACE = (
+    update(_gate).where(_gate.c.userId == bindparam("b_user")).values(fairSeq=bindparam("v_place"))
 )
 
 _HELD_BY = frozenset({Guard.ATTEMPT, Guard.HOLDER})
@@ -239,7 +266,8 @@ class SqlJobStore(JobStore):
         snapshot: dict[str, Any] | None = None,
         params: dict[str, Any] | None = None,
     ) -> None:
-        await self._conn.execute(sql.INSERT_QUEUED, _insert_values(job))
+        (place,) = await self._fair_places([job])
+        await self._conn.execute(sql.INSERT_QUEUED, _insert_values(job, place))
         if snapshot is not None:
             await self._conn.execute(
                 _INSERT_SNAPSHOT,
@@ -255,10 +283,11 @@ class SqlJobStore(JobStore):
     async def create_many(
         self, jobs: Sequence[tuple[NewJob, dict[str, Any], dict[str, Any]]]
     ) -> None:
+        placed = await self._fair_places([job for job, _, _ in jobs])
         await insert_rows(
             self._conn,
             sql.jobs,
-            [_insert_values(job) for job, _, _ in jobs],
+            [_insert_values(job, place) for (job, _, _), place in zip(jobs, placed, strict=True)],
             stamped=sql.QUEUED_STAMPED,
             fixed=sql.QUEUED_FIXED,
         )
@@ -276,6 +305,28 @@ class SqlJobStore(JobStore):
 
     async def watch_states(self, job_ids: Sequence[str]) -> dict[str, WatchState]:
         return await queries.watch_states(self._conn, job_ids)
+
+    async def _fair_places(self, jobs: Sequence[NewJob]) -> list[int]:
+        """Each new job's place in its user's turn (:mod:`~scheduler_service.lifecycle.fairness`),
+        moving the users' gates on to their newest place."""
+        users = sorted({job.user_id for job in jobs})
+        found = await self._conn.execute(_GATE_PLACES, {"b_users": users})
+        rows = found.all()
+        lasts: dict[str, int] = {row.userId: row.fairSeq for row in rows if row.fairSeq is not None}
+        floors = {}
+        for priority in sorted({job.priority for job in jobs}):
+            head, running = (await self._conn.execute(_QUEUE_FLOOR, {"b_priority": priority})).one()
+            floors[priority] = fairness.Floor(head, running)
+        placed, latest = fairness.places([(j.user_id, j.priority) for j in jobs], lasts, floors)
+        gated = {row.userId for row in rows}
+        moved = [{"b_user": u, "v_place": p} for u, p in latest.items() if u in gated]
+        if moved:
+            await self._conn.execute(_SET_GATE_PLACE, moved)
+        # Creates that skip the limits have no gate row yet: one is made to hold the place.
+        new_gates = [{"userId": u, "fairSeq": p} for u, p in latest.items() if u not in gated]
+        if new_gates:
+            await insert_ignoring_duplicates(self._conn, _gate, new_gates, stamped=("updatedAt",))
+        return placed
 
     async def get_many(self, job_ids: Sequence[str]) -> dict[str, JobRecord]:
         return await queries.read_jobs(self._conn, job_ids)
@@ -300,6 +351,8 @@ class SqlJobStore(JobStore):
         demands: Sequence[tuple[str, int]],
         *,
         platform_key_only: bool = False,
+        running_caps: RunningCaps | None = None,
+        flow: FlowPolicy | None = None,
     ) -> list[list[LeaseGrant]]:
         return await claims.claim_batches(
             self._conn,
@@ -308,7 +361,30 @@ class SqlJobStore(JobStore):
             lease_ttl_ms=self._lease.ttl_ms,
             platform_key_only=platform_key_only,
             payload_rows=self._payload_rows,
+            running_caps=running_caps,
+            flow=flow,
         )
+
+    async def model_congested(
+        self, job: JobRecord, flow: FlowPolicy, retry_after_ms: int | None
+    ) -> None:
+        key = flow.key(job.modelProvider, job.modelName, job.credentialMode)
+        now, state = await flow_sql.congested(self._conn, key, flow.defaults)
+        running = await flow_sql.running_by_key(self._conn, flow.user_key_mode, {key})
+        pause = None if retry_after_ms is None else timedelta(milliseconds=retry_after_ms)
+        state = after_congestion(state, now, pause, running.get(key, 0))
+        await flow_sql.save_states(
+            self._conn, {key: state}, {key: 1} if retry_after_ms is not None else None
+        )
+
+    async def model_succeeded(self, jobs: Sequence[JobRecord], flow: FlowPolicy) -> None:
+        counts = Counter(flow.key(j.modelProvider, j.modelName, j.credentialMode) for j in jobs)
+        congested = await flow_sql.congested_keys(self._conn, flow.defaults, counts)
+        if congested:
+            await flow_sql.save_states(
+                self._conn,
+                {key: after_successes(state, counts[key]) for key, state in congested.items()},
+            )
 
     async def grant_of(self, job_id: str, holder: str) -> LeaseGrant:
         row = (
@@ -400,9 +476,10 @@ class SqlJobStore(JobStore):
         await record_usage(self._conn, job, attempt_no, usage, error_code)
 
 
-def _insert_values(job: NewJob) -> dict[str, Any]:
+def _insert_values(job: NewJob, fair_seq: int) -> dict[str, Any]:
     return {
         "id": job.job_id,
+        "fairSeq": fair_seq,
         "userId": job.user_id,
         "jobType": job.job_type,
         "triggerType": job.trigger_type,
@@ -419,6 +496,8 @@ def _insert_values(job: NewJob) -> dict[str, Any]:
         "credentialMode": job.credential_mode,
         "credentialId": job.credential_id,
         "modelName": job.model_name,
+        "modelProvider": job.model_provider,
+        "tokenEstimate": job.token_estimate,
         "promptKey": job.prompt_key,
         "promptVersion": job.prompt_version,
         "inputSchemaVersion": job.input_schema_version,

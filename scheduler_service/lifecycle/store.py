@@ -17,6 +17,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from scheduler_service.errors import JobNotCancellableError, JobNotFoundError, LifecycleError
+from scheduler_service.flow.keys import FlowPolicy
+from scheduler_service.lifecycle.fairness import RunningCaps
 from scheduler_service.lifecycle.lease_tokens import digest, new_lease_token
 from scheduler_service.lifecycle.records import (
     MAX_CHECKPOINT_BYTES,
@@ -48,6 +50,7 @@ from scheduler_service.lifecycle.transitions import (
     RELEASE,
     REQUEST_CANCEL,
     REQUEUE,
+    REQUEUE_WAIVED,
     RETIRE,
     SUCCEED,
     LifecycleWrite,
@@ -86,10 +89,26 @@ class JobStore(ABC):
         demands: Sequence[tuple[str, int]],
         *,
         platform_key_only: bool = False,
+        running_caps: RunningCaps | None = None,
+        flow: FlowPolicy | None = None,
     ) -> list[list[LeaseGrant]]:
         """Lease the best available jobs of ``job_types`` to several runtimes: ``demands`` are
         (runtime instance id, how many); the answer holds each one's grants, in order. With
-        ``platform_key_only``, jobs that run on a user's key are left for other runtimes."""
+        ``platform_key_only``, jobs that run on a user's key are left for other runtimes; with
+        ``running_caps``, jobs of users at their cap of running jobs stay queued; with ``flow``,
+        jobs whose model key has no budget (scheduler_service/flow/keys.py) stay queued."""
+
+    async def model_congested(
+        self, job: JobRecord, flow: FlowPolicy, retry_after_ms: int | None
+    ) -> None:
+        """A call of ``job``'s model key met congestion: a 429 (pause the key for
+        ``retry_after_ms``) or a 503 (``None``); its concurrency halves. Stores without model
+        keys ignore it."""
+        return None
+
+    async def model_succeeded(self, jobs: Sequence[JobRecord], flow: FlowPolicy) -> None:
+        """Calls of these jobs' model keys succeeded: congested keys win concurrency back."""
+        return None
 
     @abstractmethod
     async def grant_of(self, job_id: str, holder: str) -> LeaseGrant: ...
@@ -283,13 +302,15 @@ class JobStore(ABC):
         delay_ms: int,
         runtime_instance_id: str | None = None,
         overdue_only: bool = False,
+        waived: bool = False,
     ) -> datetime:
         """running → queued for another attempt after ``delay_ms``; returns ``availableAt``.
+        A ``waived`` attempt goes back unspent (REQUEUE_WAIVED).
 
         Refuses when no attempt is left or a cancel was requested (those end the job instead).
         """
         await self.apply(
-            REQUEUE,
+            REQUEUE_WAIVED if waived else REQUEUE,
             job_id,
             overdue_only=overdue_only,
             attempt=attempt_no,

@@ -48,6 +48,7 @@ __all__ = [
     "RELEASE",
     "REQUEST_CANCEL",
     "REQUEUE",
+    "REQUEUE_WAIVED",
     "RETIRE",
     "SUCCEED",
     "WRITES",
@@ -81,7 +82,8 @@ class Guard(StrEnum):
     AVAILABLE = "available"
     #: the schedule-to-start deadline has passed.
     DEADLINE_PASSED = "deadline_passed"
-    #: ``attemptCount < maxAttempts``.
+    #: ``attemptCount - waivedAttempts < maxAttempts``: attempts given back unspent (a 429, a
+    #: runtime shutting down) do not count.
     ATTEMPTS_LEFT = "attempts_left"
     #: no cancel was requested.
     NO_CANCEL_REQUEST = "no_cancel_request"
@@ -255,6 +257,22 @@ REQUEUE = LifecycleWrite(
     {**_UNLOCKED, "availableAt": Now("delay_ms"), "queuedAt": Now(), **_ERROR},
     Miss.REQUEUE,
 )
+#: A provider's 429 or a runtime shutting down: the attempt goes back unspent. Its number still
+#: grows (fencing holds) and ``waivedAttempts`` with it, so ``maxAttempts`` is not used up; the
+#: retry policy bounds how often (AIJOB_MAX_WAIVED_ATTEMPTS) and the deadline how long.
+REQUEUE_WAIVED = LifecycleWrite(
+    "requeue_waived",
+    Operation.REQUEUE,
+    _one(R, G.ATTEMPT, G.NO_CANCEL_REQUEST, optional=(G.HOLDER, G.OVERDUE)),
+    {
+        **_UNLOCKED,
+        "availableAt": Now("delay_ms"),
+        "queuedAt": Now(),
+        **_ERROR,
+        "waivedAttempts": Plus(1),
+    },
+    Miss.REQUEUE,
+)
 #: A lease that never reached its runtime goes back, and its attempt with it: the next lease
 #: carries the same attempt number (so users never see "attempt 4/4" on a three-attempt type) under
 #: a new lease token, which fences off the given-back lease should it have reached anyone.
@@ -325,6 +343,7 @@ WRITES: tuple[LifecycleWrite, ...] = (
     SUCCEED,
     FAIL,
     REQUEUE,
+    REQUEUE_WAIVED,
     RELEASE,
     CANCEL,
     CANCEL_QUEUED,

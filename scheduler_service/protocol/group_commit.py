@@ -73,6 +73,7 @@ class _Writes:
     events: list[NewEvent]
     beats: dict[int, Beat]
     accepted: list[str]
+    succeeded: list[JobRecord]
 
 
 class GroupCommit:
@@ -133,7 +134,7 @@ class GroupCommit:
     ) -> tuple[dict[int, Answer], _Writes]:
         locked = await tx.jobs.lock_rows({report.job_id for _, report, _ in batch})
         answers: dict[int, Answer] = {}
-        writes = _Writes([], [], [], [], {}, [])
+        writes = _Writes([], [], [], [], {}, [], [])
         for index, report, prepared in batch:
             job = locked.jobs.get(report.job_id)
             try:
@@ -171,6 +172,7 @@ class GroupCommit:
             NewEvent(EventType.COMPLETED, job.id, job.jobType, {"attemptNo": sub.attempt_no})
         )
         writes.accepted.append(job.id)
+        writes.succeeded.append(job)
         return SubmitOutcome(prepared.key, duplicate=False)
 
     async def _write(self, tx: Transaction, writes: _Writes, answers: dict[int, Answer]) -> None:
@@ -180,6 +182,8 @@ class GroupCommit:
         await tx.jobs.project_many(writes.projections)  # type: ignore[arg-type]
         await tx.jobs.record_usage_many(writes.usage)
         await tx.emit_many(writes.events)
+        if writes.succeeded:
+            await tx.jobs.model_succeeded(writes.succeeded, self._protocol.flow)
         for index, beat in writes.beats.items():
             answers[index] = extended[beat.job_id]
             tx.job_changed(beat.job_id)

@@ -122,7 +122,7 @@ class Reaper:
         return True
 
     async def _reap(self, lease: ExpiredLease) -> bool:
-        exhausted = lease.attempt_no >= lease.max_attempts
+        exhausted = lease.attempt_no - lease.waived_attempts >= lease.max_attempts
         error = JobError(
             ErrorCode.LEASE_EXPIRED_ATTEMPTS_EXHAUSTED if exhausted else ErrorCode.JOB_TIMEOUT,
             "The job did not finish in time.",

@@ -25,6 +25,8 @@ from scheduler_service.errors import (
     ResultAlreadyExistsError,
     UserKeyNotAllowedError,
 )
+from scheduler_service.flow.keys import FlowPolicy
+from scheduler_service.lifecycle.fairness import RunningCaps
 from scheduler_service.lifecycle.lease_tokens import digest
 from scheduler_service.lifecycle.records import (
     HeartbeatOutcome,
@@ -34,7 +36,11 @@ from scheduler_service.lifecycle.records import (
     LeasePayload,
     Usage,
 )
-from scheduler_service.lifecycle.retry_policy import MAX_RETRY_AFTER_MS, decide
+from scheduler_service.lifecycle.retry_policy import (
+    MAX_RETRY_AFTER_MS,
+    MAX_WAIVED_ATTEMPTS,
+    decide,
+)
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 from scheduler_service.lifecycle.transitions import holds_lease
 from scheduler_service.outbox.events import EventType
@@ -150,6 +156,10 @@ def count_leases(grants: Sequence[LeaseGrant]) -> None:
         metrics.LEASE_LATENCY.observe(grant.waited_s)
 
 
+#: How long a 429 without Retry-After pauses its model key.
+_DEFAULT_PAUSE_MS = 1_000
+
+
 class RuntimeProtocol:
     def __init__(
         self,
@@ -159,12 +169,19 @@ class RuntimeProtocol:
         max_output_bytes: int = 1024 * 1024,
         max_checkpoint_bytes: int = 64 * 1024,
         max_retry_after_ms: int = MAX_RETRY_AFTER_MS,
+        max_waived_attempts: int = MAX_WAIVED_ATTEMPTS,
+        running_caps: RunningCaps | None = None,
+        flow: FlowPolicy | None = None,
         user_key_runtimes: Sequence[str] = (),
         rng: random.Random | None = None,
     ) -> None:
         #: Instance-id prefixes allowed to run user-key jobs; empty allows every runtime.
         self._user_key_runtimes = tuple(user_key_runtimes)
         self._max_retry_after_ms = max_retry_after_ms
+        self._max_waived_attempts = max_waived_attempts
+        self._running_caps = running_caps
+        #: Model keys: their default limits; dispatch spends their budgets, congestion lowers them.
+        self.flow = flow or FlowPolicy(user_key_mode=USER_KEY_MODE)
         self._uow = uow
         self._registry = registry
         self._max_output_bytes = max_output_bytes
@@ -220,15 +237,22 @@ class RuntimeProtocol:
         """Claims for the runtimes allowed user keys and for the others apart, so a user-key
         job only goes to a runtime allowed to run it; shares in the order of ``demands``."""
         allowed = [self.may_use_user_keys(instance) for instance, _ in demands]
+        caps = self._running_caps
         if all(allowed):
-            return await tx.jobs.claim_batches(job_types, demands)
+            return await tx.jobs.claim_batches(
+                job_types, demands, running_caps=caps, flow=self.flow
+            )
         shares: list[list[LeaseGrant]] = [[] for _ in demands]
         for flag in (True, False):
             indexes = [i for i, a in enumerate(allowed) if a is flag]
             if not indexes:
                 continue
             claimed = await tx.jobs.claim_batches(
-                job_types, [demands[i] for i in indexes], platform_key_only=not flag
+                job_types,
+                [demands[i] for i in indexes],
+                platform_key_only=not flag,
+                running_caps=caps,
+                flow=self.flow,
             )
             for index, share in zip(indexes, claimed, strict=True):
                 shares[index] = share
@@ -343,6 +367,7 @@ class RuntimeProtocol:
             await tx.emit(
                 EventType.COMPLETED, job_id=job.id, job_type=job.jobType, attemptNo=sub.attempt_no
             )
+            await tx.jobs.model_succeeded([job], self.flow)
             return job
 
         accepted = await self._uow.run(accept)
@@ -411,6 +436,7 @@ class RuntimeProtocol:
             raise JobNotFoundError(job_id)
         if holder is not None:
             _check_still_holder(job, attempt_no, holder, failed.lease_token)
+        await self._note_congestion(tx, job, failed)
         if job.cancelRequestedAt is not None:
             await tx.jobs.mark_cancelled(job_id, attempt_no=attempt_no, overdue_only=overdue_only)
             await tx.jobs.record_usage(job, attempt_no, usage, error.code)
@@ -425,6 +451,8 @@ class RuntimeProtocol:
             backoff=self._backoff_of(job.jobType),
             rng=self._rng,
             max_retry_after_ms=self._max_retry_after_ms,
+            waived_attempts=job.waivedAttempts,
+            max_waived_attempts=self._max_waived_attempts,
         )
         if decision.retry:
             available_at = await tx.jobs.requeue_for_retry(
@@ -434,6 +462,7 @@ class RuntimeProtocol:
                 delay_ms=decision.delay_ms,
                 runtime_instance_id=holder,
                 overdue_only=overdue_only,
+                waived=decision.waived,
             )
             await tx.jobs.record_usage(job, attempt_no, usage, error.code)
             tx.attempt_ended(job_id)
@@ -448,6 +477,18 @@ class RuntimeProtocol:
         await tx.jobs.record_usage(job, attempt_no, usage, error.code)
         await tx.emit(EventType.FAILED, job_id=job_id, job_type=job.jobType, errorCode=error.code)
         return FailureOutcome(LifecycleStatus.FAILED)
+
+    async def _note_congestion(
+        self, tx: Transaction, job: JobRecord, failed: FailedAttempt
+    ) -> None:
+        """A provider's 429 pauses the job's model key fleet-wide until its Retry-After (a
+        second when it gave none; capped); a 429 or a provider error lowers its concurrency."""
+        code = failed.error.code
+        if code == ErrorCode.MODEL_RATE_LIMIT:
+            pause = min(max(failed.retry_after_ms, _DEFAULT_PAUSE_MS), self._max_retry_after_ms)
+            await tx.jobs.model_congested(job, self.flow, pause)
+        elif code == ErrorCode.TEMPORARY_PROVIDER_ERROR:
+            await tx.jobs.model_congested(job, self.flow, None)
 
     def _backoff_of(self, job_type: str) -> Backoff:
         if job_type in self._registry:

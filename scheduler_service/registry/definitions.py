@@ -82,6 +82,10 @@ class JobDefinition:
     credential: CredentialPolicy = field(default_factory=CredentialPolicy)
     security: Security = field(default_factory=Security)
     model_name: str = "deepseek-chat"
+    #: The provider whose limits the model's calls spend (with the model and whose key pays).
+    model_provider: str = "deepseek"
+    #: The answer's token cap, counted against a tokens-per-minute limit before the call.
+    max_output_tokens: int = 2_000
 
 
 # Queue defaults (docs/architecture.md, *Job types*): interactive — 2 attempts, backoff from 2 s;

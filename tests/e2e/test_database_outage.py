@@ -164,6 +164,12 @@ def _every_rpc_request(job_id: str) -> dict[str, Message]:
         "AdminService/GetQueueStats": admin_pb.GetQueueStatsRequest(),
         "AdminService/CancelUserJobs": admin_pb.CancelUserJobsRequest(user_id="user-1"),
         "AdminService/RedriveDeadEvents": admin_pb.RedriveDeadEventsRequest(),
+        "AdminService/PutModelLimit": admin_pb.PutModelLimitRequest(
+            limit=admin_pb.ModelLimit(
+                provider="deepseek", model="deepseek-chat", credential_scope="platform"
+            )
+        ),
+        "AdminService/ListModelLimits": admin_pb.ListModelLimitsRequest(),
         "RuntimeService/Poll": rt.PollRequest(
             subscribe=rt.PollSubscribe(
                 runtime_instance_id=holder, job_types=["synthetic_echo"], slots=1

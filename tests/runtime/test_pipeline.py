@@ -240,3 +240,19 @@ async def test_user_keys_are_resolved_from_the_scheduler(model_server: ScriptedM
     runner = _runner(scheduler, model_server)
     assert await runner.run(lease(credential_mode="user_deepseek_key")) == "succeeded"
     await runner.close()
+
+
+@pytest.mark.parametrize(
+    ("named", "called"), [("deepseek-reasoner", "deepseek-reasoner"), ("", "scripted")]
+)
+async def test_the_runtime_calls_the_model_the_lease_names(
+    model_server: ScriptedModelServer, named: str, called: str
+) -> None:
+    """Issue 16: the job's definition names the model (it travels on the lease); the runtime's
+    own AIJOB_MODEL_NAME is only the fallback for a lease that names none."""
+    scheduler = FakeScheduler()
+    runner = _runner(scheduler, model_server)
+    assert await runner.run(lease(model_name=named)) == "succeeded"
+    ((_, usage),) = scheduler.results
+    assert usage is not None and usage.model_name == called  # the server answers the model asked
+    await runner.close()

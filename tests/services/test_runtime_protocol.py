@@ -30,6 +30,7 @@ from shared.canonical_json import output_hash
 from tests.services.conftest import WakeupLog
 from tests.services.test_job_service import command
 from tests.support.fake_uow import FakeUnitOfWork
+from tests.support.outputs import QUIZ
 
 S = LifecycleStatus
 OUTPUT = {"echo": {"text": "hello"}}
@@ -246,3 +247,65 @@ async def test_a_long_retry_after_cannot_keep_a_job_past_its_deadline(
     assert await reaper.reap_once() == 1
     row = uow.state.jobs[job.id]
     assert (row["lifecycleStatus"], row["errorCode"]) == ("failed", "JOB_EXPIRED")
+
+
+def _congested(lease: LeasePayload, code: str, retry_after_ms: int = 0) -> FailureReport:
+    return FailureReport(
+        lease.job_id,
+        lease.attempt_no,
+        "rt-1",
+        code,
+        True,
+        "",
+        "",
+        retry_after_ms,
+        None,
+        lease.lease_token,
+    )
+
+
+async def test_429s_and_a_shutdown_do_not_spend_attempts(
+    jobs: JobService, protocol: RuntimeProtocol, uow: FakeUnitOfWork
+) -> None:
+    """Issue 16: a job that met three 429s and one runtime shutdown still succeeds with
+    maxAttempts = 2, and one real failure after them still leaves it its second attempt."""
+    snapshot = {"learner": {"id": "l-1"}, "material": {"id": "m-1", "title": "Cells"}}
+    job, _ = await jobs.create(command(job_type="quiz_generation", snapshot=snapshot))
+    assert job.maxAttempts == 2
+    reports = ["MODEL_RATE_LIMIT"] * 3 + ["RUNTIME_SHUTDOWN", "MODEL_TIMEOUT"]
+    for attempt, code in enumerate(reports, start=1):
+        (lease,) = await protocol.claim("rt-1", ["quiz_generation"], 1)
+        assert (lease.job_id, lease.attempt_no) == (job.id, attempt)
+        outcome = await protocol.submit_failure(_congested(lease, code, retry_after_ms=3_000))
+        assert outcome.status is S.QUEUED, code
+        assert outcome.next_attempt_at is not None
+        assert (outcome.next_attempt_at - uow.clock.now).total_seconds() >= 3  # Retry-After
+        uow.clock.advance(3_600)
+    (lease,) = await protocol.claim("rt-1", ["quiz_generation"], 1)
+    assert lease.attempt_no == 6  # the number grows: a stale report of attempt 5 is fenced
+    await protocol.submit_result(result(lease, output=QUIZ))
+    done, _ = await jobs.get("user-1", job.id)
+    assert (done.lifecycleStatus, done.attemptCount, done.waivedAttempts) == (S.SUCCEEDED, 6, 4)
+    with pytest.raises(LeaseLostError):
+        await protocol.submit_failure(
+            _congested(dataclasses.replace(lease, attempt_no=5), "MODEL_TIMEOUT")
+        )
+
+
+async def test_a_real_failure_after_waived_ones_still_ends_the_job_at_max_attempts(
+    jobs: JobService, protocol: RuntimeProtocol, uow: FakeUnitOfWork
+) -> None:
+    job, _ = await jobs.create(command())  # synthetic_echo: 3 attempts
+    codes = ["MODEL_RATE_LIMIT", "MODEL_TIMEOUT", "MODEL_TIMEOUT", "MODEL_TIMEOUT"]
+    statuses = []
+    for code in codes:
+        (lease,) = await protocol.claim("rt-1", ["synthetic_echo"], 1)
+        statuses.append((await protocol.submit_failure(_congested(lease, code))).status)
+        uow.clock.advance(3_600)
+    assert statuses == [S.QUEUED, S.QUEUED, S.QUEUED, S.FAILED]
+    failed, _ = await jobs.get("user-1", job.id)
+    assert (failed.attemptCount, failed.waivedAttempts, failed.errorCode) == (
+        4,
+        1,
+        "MODEL_TIMEOUT",
+    )

@@ -9,6 +9,7 @@ leaves nothing behind, and hooks and wake-ups follow the commit exactly as on SQ
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -17,7 +18,9 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 from sqlalchemy.exc import IntegrityError
 
+from scheduler_service.flow.keys import FlowPolicy
 from scheduler_service.lifecycle.claims import deal
+from scheduler_service.lifecycle.fairness import Floor, RunningCaps, places
 from scheduler_service.lifecycle.lease_tokens import digest, new_lease_token
 from scheduler_service.lifecycle.records import (
     RECORD_FIELDS,
@@ -91,6 +94,8 @@ class FakeState:
     events: list[FakeEvent] = field(default_factory=list)
     artifacts: dict[str, list[ArtifactRow]] = field(default_factory=dict)
     usage: list[tuple[str, int, Usage, str | None]] = field(default_factory=list)
+    #: The gate rows' fair-dispatch places, by user.
+    fair_lasts: dict[str, int] = field(default_factory=dict)
 
     def copy(self) -> FakeState:
         """A working copy: rows are copied, their values (never mutated in place) shared."""
@@ -100,6 +105,7 @@ class FakeState:
             events=list(self.events),
             artifacts=dict(self.artifacts),
             usage=list(self.usage),
+            fair_lasts=dict(self.fair_lasts),
         )
 
 
@@ -138,7 +144,7 @@ class FakeJobStore(JobStore):
             case Guard.DEADLINE_PASSED:
                 return row["deadlineAt"] is not None and row["deadlineAt"] <= self._now
             case Guard.ATTEMPTS_LEFT:
-                return bool(row["attemptCount"] < row["maxAttempts"])
+                return bool(row["attemptCount"] - row["waivedAttempts"] < row["maxAttempts"])
             case Guard.NO_CANCEL_REQUEST:
                 return row["cancelRequestedAt"] is None
             case Guard.CANCEL_REQUESTED:
@@ -250,6 +256,8 @@ class FakeJobStore(JobStore):
             priority=job.priority,
             progress=0,
             attemptCount=0,
+            waivedAttempts=0,
+            fairSeq=self._fair_place(job.user_id, job.priority),
             maxAttempts=job.max_attempts,
             timeoutMs=job.timeout_ms,
             availableAt=self._now,
@@ -265,6 +273,8 @@ class FakeJobStore(JobStore):
             credentialMode=job.credential_mode,
             credentialId=job.credential_id,
             modelName=job.model_name,
+            modelProvider=job.model_provider,
+            tokenEstimate=job.token_estimate,
             promptKey=job.prompt_key,
             promptVersion=job.prompt_version,
             outputSchemaVersion=job.output_schema_version,
@@ -274,15 +284,26 @@ class FakeJobStore(JobStore):
         if snapshot is not None:
             self.state.snapshots[job.job_id] = (snapshot, params or {})
 
+    def _fair_place(self, user: str, priority: int) -> int:
+        at_priority = [r for r in self.state.jobs.values() if r["priority"] == priority]
+        queued = [r["fairSeq"] for r in at_priority if r["lifecycleStatus"] == _Q]
+        running = [r["fairSeq"] for r in at_priority if r["lifecycleStatus"] == _R]
+        floor = Floor(min(queued, default=None), max(running, default=None))
+        (place,), latest = places([(user, priority)], self.state.fair_lasts, {priority: floor})
+        self.state.fair_lasts.update(latest)
+        return place
+
     async def claim_batches(
         self,
         job_types: Sequence[str],
         demands: Sequence[tuple[str, int]],
         *,
         platform_key_only: bool = False,
+        running_caps: RunningCaps | None = None,
+        flow: FlowPolicy | None = None,  # model keys are a SQL concern: not modelled here
     ) -> list[list[LeaseGrant]]:
         wanted = sum(max(0, want) for _, want in demands)
-        available = sorted(
+        candidates = sorted(
             (
                 r
                 for r in self.state.jobs.values()
@@ -291,9 +312,17 @@ class FakeJobStore(JobStore):
                 and self._holds(Guard.AVAILABLE, r, {})
                 and not (platform_key_only and r["credentialMode"] == USER_KEY_MODE)
             ),
-            key=lambda r: (r["priority"], r["createdAt"], r["id"]),
-        )[: max(0, wanted)]
-        shares = deal([r["id"] for r in available], [want for _, want in demands])
+            key=lambda r: (r["priority"], r["fairSeq"], r["createdAt"], r["id"]),
+        )
+        if running_caps is not None and running_caps.active:
+            running = Counter(
+                r["userId"] for r in self.state.jobs.values() if r["lifecycleStatus"] == _R
+            )
+            pairs = [(r["id"], r["userId"]) for r in candidates]
+            ids = running_caps.admit(pairs, running, max(0, wanted))
+        else:
+            ids = [r["id"] for r in candidates[: max(0, wanted)]]
+        shares = deal(ids, [want for _, want in demands])
         granted: list[list[LeaseGrant]] = []
         for (holder, _), share in zip(demands, shares, strict=True):
             token = new_lease_token()
@@ -428,6 +457,7 @@ class FakeJobStore(JobStore):
                 r["maxAttempts"],
                 r["cancelRequestedAt"] is not None,
                 r["lockedBy"],
+                r["waivedAttempts"],
             )
             for r in rows[:limit]
         ]

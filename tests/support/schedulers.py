@@ -44,7 +44,9 @@ async def scheduler_starter() -> AsyncIterator[SchedulerFactory]:
     """Start schedulers (several may share one database, like replicas); all stop at the end."""
     running: list[tuple[grpc.aio.Server, SchedulerApp, grpc.aio.Channel]] = []
 
-    async def start(database_url: str, **overrides: Any) -> RunningScheduler:
+    async def start(
+        database_url: str, registry: JobRegistry | None = None, **overrides: Any
+    ) -> RunningScheduler:
         values: dict[str, Any] = {
             "database_url": database_url,
             "listen": "127.0.0.1:0",
@@ -57,7 +59,7 @@ async def scheduler_starter() -> AsyncIterator[SchedulerFactory]:
         }
         values.update(overrides)
         settings = SchedulerSettings(**values)
-        app = SchedulerApp.create(settings, registry=fast_registry())
+        app = SchedulerApp.create(settings, registry=registry or fast_registry())
         server, _health, port = build_server(settings, app)
         await app.start()
         await server.start()

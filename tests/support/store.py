@@ -85,9 +85,15 @@ class UnitCalls:
         outcome: CancelOutcome = await self._run("request_cancellation", job_id, **kwargs)
         return outcome
 
-    async def claim_batches(self, *args: Any) -> list[list[LeaseGrant]]:
-        shares: list[list[LeaseGrant]] = await self._run("claim_batches", *args)
+    async def claim_batches(self, *args: Any, **kwargs: Any) -> list[list[LeaseGrant]]:
+        shares: list[list[LeaseGrant]] = await self._run("claim_batches", *args, **kwargs)
         return shares
+
+    async def model_congested(self, *args: Any) -> None:
+        await self._run("model_congested", *args)
+
+    async def model_succeeded(self, *args: Any) -> None:
+        await self._run("model_succeeded", *args)
 
     async def find_expired_leases(self, *, limit: int = 100) -> list[ExpiredLease]:
         return await self.uow.read(lambda tx: tx.jobs.expired_leases(limit=limit))

@@ -70,3 +70,36 @@ def test_a_provider_retry_after_is_capped() -> None:
         max_retry_after_ms=600_000,
     )
     assert decision.retry and decision.delay_ms == 600_000
+
+
+def test_a_429_goes_back_unspent_even_on_the_last_attempt() -> None:
+    decision = _decide(error_code="MODEL_RATE_LIMIT", attempt_no=3, retry_after_ms=3_000)
+    assert (decision.retry, decision.waived) == (True, True)
+    assert decision.delay_ms >= 3_000
+
+
+def test_a_runtime_shutdown_goes_back_unspent() -> None:
+    decision = _decide(error_code="RUNTIME_SHUTDOWN", attempt_no=2, max_attempts=2)
+    assert (decision.retry, decision.waived) == (True, True)
+
+
+def test_waived_attempts_do_not_count_against_max_attempts() -> None:
+    # Attempt 5 after three waived ones is the second spent attempt of three.
+    decision = _decide(attempt_no=5, waived_attempts=3, max_attempts=3)
+    assert (decision.retry, decision.waived) == (True, False)
+    assert _decide(attempt_no=6, waived_attempts=3, max_attempts=3).retry is False
+
+
+@given(st.integers(min_value=0, max_value=50), st.integers(min_value=1, max_value=5))
+def test_waivers_stop_at_their_cap_and_then_spend_attempts(waived: int, max_attempts: int) -> None:
+    cap = 20
+    attempt_no = waived + max_attempts  # every spendable attempt used
+    decision = _decide(
+        error_code="MODEL_RATE_LIMIT",
+        attempt_no=attempt_no,
+        max_attempts=max_attempts,
+        waived_attempts=waived,
+        max_waived_attempts=cap,
+    )
+    assert decision.waived == (waived < cap)
+    assert decision.retry == (waived < cap)

@@ -11,6 +11,58 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ModelLimit(_message.Message):
+    __slots__ = ("provider", "model", "credential_scope", "max_concurrency", "requests_per_minute", "tokens_per_minute")
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_SCOPE_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
+    provider: str
+    model: str
+    credential_scope: str
+    max_concurrency: int
+    requests_per_minute: int
+    tokens_per_minute: int
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., credential_scope: _Optional[str] = ..., max_concurrency: _Optional[int] = ..., requests_per_minute: _Optional[int] = ..., tokens_per_minute: _Optional[int] = ...) -> None: ...
+
+class PutModelLimitRequest(_message.Message):
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: ModelLimit
+    def __init__(self, limit: _Optional[_Union[ModelLimit, _Mapping]] = ...) -> None: ...
+
+class PutModelLimitResponse(_message.Message):
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: ModelLimit
+    def __init__(self, limit: _Optional[_Union[ModelLimit, _Mapping]] = ...) -> None: ...
+
+class ListModelLimitsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListModelLimitsResponse(_message.Message):
+    __slots__ = ("limits",)
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    limits: _containers.RepeatedCompositeFieldContainer[ModelLimit]
+    def __init__(self, limits: _Optional[_Iterable[_Union[ModelLimit, _Mapping]]] = ...) -> None: ...
+
+class ModelKeyStats(_message.Message):
+    __slots__ = ("limit", "in_flight", "effective_concurrency", "paused_until", "rate_limited_total")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    RATE_LIMITED_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    limit: ModelLimit
+    in_flight: int
+    effective_concurrency: int
+    paused_until: _timestamp_pb2.Timestamp
+    rate_limited_total: int
+    def __init__(self, limit: _Optional[_Union[ModelLimit, _Mapping]] = ..., in_flight: _Optional[int] = ..., effective_concurrency: _Optional[int] = ..., paused_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., rate_limited_total: _Optional[int] = ...) -> None: ...
+
 class AdminListJobsRequest(_message.Message):
     __slots__ = ("job_type", "lifecycle_status", "queue_name", "user_id", "created_after", "created_before", "page_size", "page_token")
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -42,20 +94,22 @@ class GetQueueStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class QueueStats(_message.Message):
-    __slots__ = ("depths", "oldest_queued", "running_count", "dead_outbox_events", "pending_outbox_events", "outbox_lag_seconds")
+    __slots__ = ("depths", "oldest_queued", "running_count", "dead_outbox_events", "pending_outbox_events", "outbox_lag_seconds", "model_keys")
     DEPTHS_FIELD_NUMBER: _ClassVar[int]
     OLDEST_QUEUED_FIELD_NUMBER: _ClassVar[int]
     RUNNING_COUNT_FIELD_NUMBER: _ClassVar[int]
     DEAD_OUTBOX_EVENTS_FIELD_NUMBER: _ClassVar[int]
     PENDING_OUTBOX_EVENTS_FIELD_NUMBER: _ClassVar[int]
     OUTBOX_LAG_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_KEYS_FIELD_NUMBER: _ClassVar[int]
     depths: _containers.RepeatedCompositeFieldContainer[QueueDepth]
     oldest_queued: _containers.RepeatedCompositeFieldContainer[QueueAge]
     running_count: int
     dead_outbox_events: int
     pending_outbox_events: int
     outbox_lag_seconds: float
-    def __init__(self, depths: _Optional[_Iterable[_Union[QueueDepth, _Mapping]]] = ..., oldest_queued: _Optional[_Iterable[_Union[QueueAge, _Mapping]]] = ..., running_count: _Optional[int] = ..., dead_outbox_events: _Optional[int] = ..., pending_outbox_events: _Optional[int] = ..., outbox_lag_seconds: _Optional[float] = ...) -> None: ...
+    model_keys: _containers.RepeatedCompositeFieldContainer[ModelKeyStats]
+    def __init__(self, depths: _Optional[_Iterable[_Union[QueueDepth, _Mapping]]] = ..., oldest_queued: _Optional[_Iterable[_Union[QueueAge, _Mapping]]] = ..., running_count: _Optional[int] = ..., dead_outbox_events: _Optional[int] = ..., pending_outbox_events: _Optional[int] = ..., outbox_lag_seconds: _Optional[float] = ..., model_keys: _Optional[_Iterable[_Union[ModelKeyStats, _Mapping]]] = ...) -> None: ...
 
 class QueueDepth(_message.Message):
     __slots__ = ("queue_name", "job_type", "lifecycle_status", "count")

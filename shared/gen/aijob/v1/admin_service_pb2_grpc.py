@@ -67,6 +67,16 @@ class AdminServiceStub:
                 request_serializer=aijob_dot_v1_dot_admin__service__pb2.RedriveDeadEventsRequest.SerializeToString,
                 response_deserializer=aijob_dot_v1_dot_admin__service__pb2.RedriveDeadEventsResponse.FromString,
                 _registered_method=True)
+        self.PutModelLimit = channel.unary_unary(
+                '/aijob.v1.AdminService/PutModelLimit',
+                request_serializer=aijob_dot_v1_dot_admin__service__pb2.PutModelLimitRequest.SerializeToString,
+                response_deserializer=aijob_dot_v1_dot_admin__service__pb2.PutModelLimitResponse.FromString,
+                _registered_method=True)
+        self.ListModelLimits = channel.unary_unary(
+                '/aijob.v1.AdminService/ListModelLimits',
+                request_serializer=aijob_dot_v1_dot_admin__service__pb2.ListModelLimitsRequest.SerializeToString,
+                response_deserializer=aijob_dot_v1_dot_admin__service__pb2.ListModelLimitsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -123,6 +133,21 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PutModelLimit(self, request, context):
+        """PutModelLimit sets the limits of one model key (provider, model, whose key pays); dispatch on
+        every replica stays within them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListModelLimits(self, request, context):
+        """ListModelLimits lists every model key an operator set or congestion touched, with its limits.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -155,6 +180,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RedriveDeadEvents,
                     request_deserializer=aijob_dot_v1_dot_admin__service__pb2.RedriveDeadEventsRequest.FromString,
                     response_serializer=aijob_dot_v1_dot_admin__service__pb2.RedriveDeadEventsResponse.SerializeToString,
+            ),
+            'PutModelLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutModelLimit,
+                    request_deserializer=aijob_dot_v1_dot_admin__service__pb2.PutModelLimitRequest.FromString,
+                    response_serializer=aijob_dot_v1_dot_admin__service__pb2.PutModelLimitResponse.SerializeToString,
+            ),
+            'ListModelLimits': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListModelLimits,
+                    request_deserializer=aijob_dot_v1_dot_admin__service__pb2.ListModelLimitsRequest.FromString,
+                    response_serializer=aijob_dot_v1_dot_admin__service__pb2.ListModelLimitsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -320,6 +355,60 @@ class AdminService:
             '/aijob.v1.AdminService/RedriveDeadEvents',
             aijob_dot_v1_dot_admin__service__pb2.RedriveDeadEventsRequest.SerializeToString,
             aijob_dot_v1_dot_admin__service__pb2.RedriveDeadEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutModelLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/aijob.v1.AdminService/PutModelLimit',
+            aijob_dot_v1_dot_admin__service__pb2.PutModelLimitRequest.SerializeToString,
+            aijob_dot_v1_dot_admin__service__pb2.PutModelLimitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListModelLimits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/aijob.v1.AdminService/ListModelLimits',
+            aijob_dot_v1_dot_admin__service__pb2.ListModelLimitsRequest.SerializeToString,
+            aijob_dot_v1_dot_admin__service__pb2.ListModelLimitsResponse.FromString,
             options,
             channel_credentials,
             insecure,

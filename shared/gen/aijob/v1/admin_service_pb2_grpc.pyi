@@ -59,6 +59,12 @@ class AdminServiceStub:
     """CancelUserJobs cancels every queued job of a user and asks their running jobs to stop."""
     RedriveDeadEvents: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.RedriveDeadEventsRequest, _admin_service_pb2.RedriveDeadEventsResponse]
     """RedriveDeadEvents sends dead outbox events again."""
+    PutModelLimit: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.PutModelLimitRequest, _admin_service_pb2.PutModelLimitResponse]
+    """PutModelLimit sets the limits of one model key (provider, model, whose key pays); dispatch on
+    every replica stays within them.
+    """
+    ListModelLimits: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.ListModelLimitsRequest, _admin_service_pb2.ListModelLimitsResponse]
+    """ListModelLimits lists every model key an operator set or congestion touched, with its limits."""
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -89,6 +95,12 @@ class AdminServiceAsyncStub(AdminServiceStub):
     """CancelUserJobs cancels every queued job of a user and asks their running jobs to stop."""
     RedriveDeadEvents: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.RedriveDeadEventsRequest, _admin_service_pb2.RedriveDeadEventsResponse]  # type: ignore[assignment]
     """RedriveDeadEvents sends dead outbox events again."""
+    PutModelLimit: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.PutModelLimitRequest, _admin_service_pb2.PutModelLimitResponse]  # type: ignore[assignment]
+    """PutModelLimit sets the limits of one model key (provider, model, whose key pays); dispatch on
+    every replica stays within them.
+    """
+    ListModelLimits: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.ListModelLimitsRequest, _admin_service_pb2.ListModelLimitsResponse]  # type: ignore[assignment]
+    """ListModelLimits lists every model key an operator set or congestion touched, with its limits."""
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     """AdminService is the operators' API; every call needs an admin token."""
@@ -152,5 +164,23 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_admin_service_pb2.RedriveDeadEventsResponse, _abc.Awaitable[_admin_service_pb2.RedriveDeadEventsResponse]]:
         """RedriveDeadEvents sends dead outbox events again."""
+
+    @_abc_1.abstractmethod
+    def PutModelLimit(
+        self,
+        request: _admin_service_pb2.PutModelLimitRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_service_pb2.PutModelLimitResponse, _abc.Awaitable[_admin_service_pb2.PutModelLimitResponse]]:
+        """PutModelLimit sets the limits of one model key (provider, model, whose key pays); dispatch on
+        every replica stays within them.
+        """
+
+    @_abc_1.abstractmethod
+    def ListModelLimits(
+        self,
+        request: _admin_service_pb2.ListModelLimitsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_service_pb2.ListModelLimitsResponse, _abc.Awaitable[_admin_service_pb2.ListModelLimitsResponse]]:
+        """ListModelLimits lists every model key an operator set or congestion touched, with its limits."""
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,199 @@
+"""The model keys on SQL: limits and flow state in ``AiModelKey``, one row per key, read by every
+claim under its lock so that all replicas spend one budget (scheduler_service/flow/keys.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import Table, bindparam, func, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from scheduler_service.db.clock import db_now
+from scheduler_service.db.idempotent import insert_ignoring_duplicates
+from scheduler_service.db.models import AiJob, AiModelKey
+from scheduler_service.flow.keys import KeyState, Limits, ModelKey
+from scheduler_service.lifecycle.state_machine import LifecycleStatus
+
+__all__ = [
+    "congested",
+    "congested_keys",
+    "lock_states",
+    "put_limits",
+    "read_keys",
+    "running_by_key",
+    "save_states",
+    "state_of",
+]
+
+_k = cast(Table, AiModelKey.__table__)
+_j = cast(Table, AiJob.__table__)
+
+_ALL_LOCKED = (
+    select(_k, db_now().label("dbNow"))
+    .order_by(_k.c.provider, _k.c.model, _k.c.credentialScope)
+    .with_for_update()
+)
+_ALL = select(_k).order_by(_k.c.provider, _k.c.model, _k.c.credentialScope)
+_NOW = select(db_now())
+_ONE_LOCKED = (
+    select(_k, db_now().label("dbNow"))
+    .where(
+        _k.c.provider == bindparam("b_provider"),
+        _k.c.model == bindparam("b_model"),
+        _k.c.credentialScope == bindparam("b_scope"),
+    )
+    .with_for_update()
+)
+_CONGESTED_LOCKED = (
+    select(_k)
+    .where(_k.c.effectiveConcurrency.is_not(None))
+    .order_by(_k.c.provider, _k.c.model, _k.c.credentialScope)
+    .with_for_update()
+)
+_RUNNING_BY_KEY = (
+    select(_j.c.modelProvider, _j.c.modelName, _j.c.credentialMode, func.count())
+    .where(_j.c.lifecycleStatus == LifecycleStatus.RUNNING.value)
+    .group_by(_j.c.modelProvider, _j.c.modelName, _j.c.credentialMode)
+)
+_SAVE = (
+    update(_k)
+    .where(
+        _k.c.provider == bindparam("b_provider"),
+        _k.c.model == bindparam("b_model"),
+        _k.c.credentialScope == bindparam("b_scope"),
+    )
+    .values(
+        pausedUntil=bindparam("v_paused"),
+        effectiveConcurrency=bindparam("v_effective"),
+        requestLevel=bindparam("v_requests"),
+        tokenLevel=bindparam("v_tokens"),
+        refilledAt=bindparam("v_refilled"),
+        rateLimitedTotal=_k.c.rateLimitedTotal + bindparam("v_limited"),
+        updatedAt=db_now(),
+    )
+)
+
+
+def key_of(row: Any) -> ModelKey:
+    return ModelKey(row.provider, row.model, row.credentialScope)
+
+
+def limits_of(row: Any) -> Limits:
+    return Limits(
+        row.maxConcurrency or 0, row.requestsPerMinute or 0, int(row.tokensPerMinute or 0)
+    )
+
+
+def state_of(row: Any, defaults: Limits) -> KeyState:
+    return KeyState(
+        limits_of(row).over(defaults),
+        row.pausedUntil,
+        row.effectiveConcurrency,
+        row.requestLevel,
+        row.tokenLevel,
+        row.refilledAt,
+    )
+
+
+async def lock_states(
+    conn: AsyncConnection, defaults: Limits, keys: Collection[ModelKey] = ()
+) -> tuple[datetime | None, dict[ModelKey, KeyState]]:
+    """Every key's state, locked to the end of the transaction, with the database's now. With
+    default limits, ``keys`` without a row get one first (so their budgets are shared too)."""
+    if defaults.any and keys:
+        rows = [
+            {"provider": k.provider, "model": k.model, "credentialScope": k.scope}
+            for k in sorted(keys)
+        ]
+        await insert_ignoring_duplicates(conn, _k, rows, stamped=("updatedAt",))
+    found = (await conn.execute(_ALL_LOCKED)).all()
+    if not found:
+        return None, {}
+    return found[0].dbNow, {key_of(row): state_of(row, defaults) for row in found}
+
+
+async def running_by_key(
+    conn: AsyncConnection, user_key_mode: str, keys: Collection[ModelKey]
+) -> dict[ModelKey, int]:
+    """Jobs running per key, for ``keys``."""
+    found: dict[ModelKey, int] = {}
+    for provider, model, mode, count in await conn.execute(_RUNNING_BY_KEY):
+        key = ModelKey(provider, model, "user" if mode == user_key_mode else "platform")
+        if key in keys:
+            found[key] = found.get(key, 0) + int(count)
+    return found
+
+
+async def save_states(
+    conn: AsyncConnection,
+    states: Mapping[ModelKey, KeyState],
+    rate_limited: Mapping[ModelKey, int] | None = None,
+) -> None:
+    for key, state in sorted(states.items()):
+        await conn.execute(
+            _SAVE,
+            {
+                "b_provider": key.provider,
+                "b_model": key.model,
+                "b_scope": key.scope,
+                "v_paused": state.paused_until,
+                "v_effective": state.effective,
+                "v_requests": state.request_level,
+                "v_tokens": state.token_level,
+                "v_refilled": state.refilled_at,
+                "v_limited": (rate_limited or {}).get(key, 0),
+            },
+        )
+
+
+async def congested(
+    conn: AsyncConnection, key: ModelKey, defaults: Limits
+) -> tuple[datetime, KeyState]:
+    """The key's state locked (its row made if missing), with the database's now."""
+    row = {"provider": key.provider, "model": key.model, "credentialScope": key.scope}
+    await insert_ignoring_duplicates(conn, _k, [row], stamped=("updatedAt",))
+    found = (
+        await conn.execute(
+            _ONE_LOCKED, {"b_provider": key.provider, "b_model": key.model, "b_scope": key.scope}
+        )
+    ).one()
+    return found.dbNow, state_of(found, defaults)
+
+
+async def congested_keys(
+    conn: AsyncConnection, defaults: Limits, keys: Collection[ModelKey]
+) -> dict[ModelKey, KeyState]:
+    """The states of those ``keys`` whose concurrency congestion lowered, locked."""
+    if not keys:
+        return {}
+    found = (await conn.execute(_CONGESTED_LOCKED)).all()
+    states = {key_of(row): state_of(row, defaults) for row in found}
+    return {key: state for key, state in states.items() if key in keys}
+
+
+async def put_limits(conn: AsyncConnection, key: ModelKey, limits: Limits) -> None:
+    """Set a key's limits (0: the default); its congestion state is kept."""
+    row = {"provider": key.provider, "model": key.model, "credentialScope": key.scope}
+    await insert_ignoring_duplicates(conn, _k, [row], stamped=("updatedAt",))
+    await conn.execute(
+        update(_k)
+        .where(
+            _k.c.provider == key.provider,
+            _k.c.model == key.model,
+            _k.c.credentialScope == key.scope,
+        )
+        .values(
+            maxConcurrency=limits.max_concurrency or None,
+            requestsPerMinute=limits.requests_per_minute or None,
+            tokensPerMinute=limits.tokens_per_minute or None,
+            updatedAt=db_now(),
+        )
+    )
+
+
+async def read_keys(conn: AsyncConnection) -> tuple[datetime, list[Any]]:
+    """Every key's row, unlocked, with the database's now (for the admin API and stats)."""
+    now = (await conn.execute(_NOW)).scalar_one()
+    return now, list(await conn.execute(_ALL))

@@ -1,0 +1,103 @@
+"""Model keys in the SQL claim (issue 16): limits shared by every claim, pauses after a 429,
+AIMD concurrency, on SQLite and MariaDB, and two claims racing on real MariaDB connections."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import cast
+
+import pytest
+from sqlalchemy import Table, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from scheduler_service.db.models import AiModelKey
+from scheduler_service.flow import sql as flow_sql
+from scheduler_service.flow.keys import FlowPolicy, Limits, ModelKey
+from scheduler_service.lifecycle.records import JobRecord
+from scheduler_service.registry.definitions import USER_KEY_MODE
+from tests.support.db import create_job
+from tests.support.store import StoreCalls
+
+TYPES = ["synthetic_echo"]
+FLOW = FlowPolicy(Limits(), USER_KEY_MODE)
+KEY_A = ModelKey("deepseek", "model-a", "platform")
+_keys = cast(Table, AiModelKey.__table__)
+
+
+async def _jobs(repo: StoreCalls, engine: AsyncEngine, model: str, count: int) -> list[str]:
+    return [await create_job(repo, engine, model_name=model) for _ in range(count)]
+
+
+async def _put(engine: AsyncEngine, key: ModelKey, limits: Limits) -> None:
+    async with engine.begin() as conn:
+        await flow_sql.put_limits(conn, key, limits)
+
+
+async def _claim(repo: StoreCalls, want: int, holder: str = "rt-1") -> list[str]:
+    (share,) = await repo.claim_batches(TYPES, [(holder, want)], flow=FLOW)
+    return [grant.job_id for grant in share]
+
+
+async def _record(repo: StoreCalls, job_id: str) -> JobRecord:
+    job = await repo.get(job_id)
+    assert job is not None
+    return job
+
+
+async def test_concurrency_is_shared_by_every_claim(repo: StoreCalls, engine: AsyncEngine) -> None:
+    await _jobs(repo, engine, "model-a", 6)
+    others = await _jobs(repo, engine, "model-b", 2)
+    await _put(engine, KEY_A, Limits(max_concurrency=2))
+    first = await _claim(repo, 3, "rt-1")
+    second = await _claim(repo, 5, "rt-2")  # another replica's claim, same budget
+    leased = first + second
+    assert set(others) <= set(leased)
+    assert len(leased) == 4  # two of model-a (its limit), both of model-b (no limit)
+
+
+async def test_a_429_pauses_its_key_and_not_the_others(
+    repo: StoreCalls, engine: AsyncEngine
+) -> None:
+    a_jobs = await _jobs(repo, engine, "model-a", 3)
+    b_jobs = await _jobs(repo, engine, "model-b", 3)
+    await repo.model_congested(await _record(repo, a_jobs[0]), FLOW, 3_000)
+    assert sorted(await _claim(repo, 6)) == sorted(b_jobs)
+    # Three seconds later by the database clock (moved, not waited for), the key is open.
+    async with engine.begin() as conn:
+        now, (state,) = await flow_sql.read_keys(conn)
+        assert state.rateLimitedTotal == 1
+        assert state.pausedUntil - now <= timedelta(seconds=3)
+        assert state.pausedUntil - now > timedelta(seconds=2)  # set by the same clock just now
+        moved = state.pausedUntil - timedelta(seconds=3)
+        await conn.execute(update(_keys).values(pausedUntil=moved))
+    # Open again, at the concurrency the 429 halved (from the one call in flight then: 1).
+    (reopened,) = await _claim(repo, 6)
+    assert reopened in a_jobs
+
+
+async def test_congestion_halves_concurrency_and_successes_win_it_back(
+    repo: StoreCalls, engine: AsyncEngine
+) -> None:
+    a_jobs = await _jobs(repo, engine, "model-a", 12)
+    await _put(engine, KEY_A, Limits(max_concurrency=8))
+    leased = await _claim(repo, 12)
+    assert len(leased) == 8
+    await repo.model_congested(await _record(repo, leased[0]), FLOW, None)  # a 503: no pause
+    async with engine.connect() as conn:
+        (row,) = (await flow_sql.read_keys(conn))[1]
+    assert row.effectiveConcurrency == 4 and row.pausedUntil is None
+    await repo.model_succeeded([await _record(repo, j) for j in a_jobs[:3]], FLOW)
+    async with engine.connect() as conn:
+        (row,) = (await flow_sql.read_keys(conn))[1]
+    assert 4 < row.effectiveConcurrency < 5
+
+
+@pytest.mark.mysql
+async def test_two_racing_claims_never_pass_the_limit(
+    mysql_repo: StoreCalls, mysql_engine: AsyncEngine
+) -> None:
+    await _jobs(mysql_repo, mysql_engine, "model-a", 10)
+    await _put(mysql_engine, KEY_A, Limits(max_concurrency=3))
+    shares = await asyncio.gather(*(_claim(mysql_repo, 5, f"rt-{n}") for n in range(2)))
+    assert sum(len(share) for share in shares) == 3
