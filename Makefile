@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 
-.PHONY: install run demo test test-fast lint proto breaking bench bench-latency clean
+.PHONY: install run demo test test-fast lint proto breaking bench bench-llm bench-latency clean
 
 install: $(VENV)/.installed
 
@@ -47,6 +47,10 @@ breaking: $(BUF)
 # Throughput, peer, latency and scale: one table and bench/results/latest.json (docs/performance.md).
 bench: install
 	$(PY) -m bench
+
+# The throttle storm alone (issue 16): LLM jobs of three users against a rate-limited model.
+bench-llm: install
+	$(PY) -m bench.llm_storm
 
 # Enqueue -> lease latency with one idle runtime (MariaDB at AIJOB_BENCH_MYSQL_URL).
 bench-latency: install

@@ -17,7 +17,16 @@ from pathlib import Path
 
 import psutil
 
-from bench import api_scale, inflight, lease_latency, peer, protocol_floor, scale, throughput
+from bench import (
+    api_scale,
+    inflight,
+    lease_latency,
+    llm_storm,
+    peer,
+    protocol_floor,
+    scale,
+    throughput,
+)
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -123,6 +132,14 @@ def table(f: Figures) -> str:
         ),
         _row("  scheduler CPU", f["subscribe_idle_cpu_percent"], "% core", "goal <= 5"),
         _row("drain with AIJOB_WORKERS=2, 4 x 32", f["workers_2_jobs_per_s"], "jobs/s"),
+        _row("throttle storm: jobs (250 + 2 x 25 users)", f["llm_jobs"], ""),
+        _row("  failed", f["llm_failed"], "", "goal 0"),
+        _row("  429s / model calls", f["llm_rate_limited_share"], "", "goal <= 0.05"),
+        _row("  makespan / ideal", f["llm_makespan_vs_ideal"], "", "goal <= 1.25"),
+        _row(
+            "  small users' create -> lease p95", f["llm_small_users_wait_p95_s"], "s", "goal <= 5"
+        ),
+        _row("  model calls at once, at most", f["llm_model_max_concurrent"], ""),
     ]
     return "\n".join(rows)
 
@@ -140,6 +157,7 @@ async def main() -> None:
     figures.update(await scale.main())
     figures.update(await inflight.main())
     figures.update(await api_scale.main())
+    figures.update(await llm_storm.main())
     figures["ours_vs_ceiling"] = _ratio(figures["ours_jobs_per_s"], figures["ceiling_jobs_per_s"])
     figures["ours_vs_peer"] = _ratio(figures["ours_jobs_per_s"], figures["peer_jobs_per_s"])
     figures["ours_vs_batched_ceiling"] = _ratio(

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from scheduler_service import metrics
 from scheduler_service.credentials import CredentialCipher, CredentialStore
 from scheduler_service.db.engine import create_engine
+from scheduler_service.flow.service import ModelKeys
 from scheduler_service.jobs.commands import Limits
 from scheduler_service.jobs.service import JobService
 from scheduler_service.jobs.stats import queue_stats
@@ -229,6 +230,8 @@ class SchedulerApp:
             if healthy:
                 with contextlib.suppress(Exception):
                     metrics.publish_stats(await queue_stats(self.uow))
+                    keys = ModelKeys(self.uow, self.protocol.flow)
+                    metrics.publish_model_keys(await keys.stats())
             if not await self._pause(self.settings.db.health_interval_s):
                 return
 

@@ -7,8 +7,11 @@ task from the same query GetQueueStats uses.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from prometheus_client import Counter, Gauge, Histogram
 
+from scheduler_service.flow.service import KeyStats
 from scheduler_service.jobs.stats import QueueStats
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 
@@ -48,6 +51,29 @@ REFUSED_CALLS = Counter(
     ["code"],
 )
 RPC_LATENCY = Histogram("aijob_rpc_duration_seconds", "RPC handling time", ["method"])
+_KEY = ["provider", "model", "scope"]
+MODEL_INFLIGHT = Gauge("aijob_model_inflight", "Jobs running per model key", _KEY)
+MODEL_LIMIT = Gauge(
+    "aijob_model_limit",
+    "Calls at once allowed per model key now (congestion lowers it; 0 is no limit)",
+    _KEY,
+)
+MODEL_PAUSED = Gauge(
+    "aijob_model_paused", "1 while a model key is paused by a provider's 429", _KEY
+)
+MODEL_RATE_LIMITED = Counter(
+    "aijob_model_rate_limited_total", "429s reported by runtimes per model key", _KEY
+)
+
+
+def publish_model_keys(keys: Sequence[KeyStats]) -> None:
+    for gauge in (MODEL_INFLIGHT, MODEL_LIMIT, MODEL_PAUSED):
+        gauge.clear()
+    for stats in keys:
+        labels = (stats.key.provider, stats.key.model, stats.key.scope)
+        MODEL_INFLIGHT.labels(*labels).set(stats.in_flight)
+        MODEL_LIMIT.labels(*labels).set(stats.effective_concurrency)
+        MODEL_PAUSED.labels(*labels).set(1 if stats.paused_until is not None else 0)
 
 
 def publish_stats(stats: QueueStats) -> None:

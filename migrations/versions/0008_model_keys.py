@@ -5,8 +5,8 @@
   ``modelName``, ``credentialMode``), columns the job already has.
 * ``AiModelKey``: one row per model key — the limits an operator set (``AdminService.
   PutModelLimit``; NULL takes the settings' default) and the state every replica's dispatch reads
-  under a row lock: paused until, the concurrency found by AIMD, and the request and token
-  buckets.
+  under a row lock: paused until, the concurrency found by AIMD, and the sliding windows of
+  requests and tokens (per-second counts of the last minute, as JSON).
 
 Expand-only, like every migration here.
 
@@ -49,9 +49,8 @@ def upgrade() -> None:
         sa.Column("tokensPerMinute", sa.BigInteger()),
         sa.Column("pausedUntil", TS),
         sa.Column("effectiveConcurrency", sa.Float()),
-        sa.Column("requestLevel", sa.Float()),
-        sa.Column("tokenLevel", sa.Float()),
-        sa.Column("refilledAt", TS),
+        sa.Column("requestWindow", sa.Text()),
+        sa.Column("tokenWindow", sa.Text()),
         sa.Column("rateLimitedTotal", sa.BigInteger(), nullable=False, server_default="0"),
         sa.Column("updatedAt", TS, nullable=False),
         mysql_charset="utf8mb4",

@@ -433,8 +433,8 @@ class AiModelKey(Base):
     tokensPerMinute: Mapped[int | None] = mapped_column(BigInteger)
     pausedUntil: Mapped[datetime | None] = mapped_column(Timestamp)
     effectiveConcurrency: Mapped[float | None] = mapped_column(Float)
-    requestLevel: Mapped[float | None] = mapped_column(Float)
-    tokenLevel: Mapped[float | None] = mapped_column(Float)
-    refilledAt: Mapped[datetime | None] = mapped_column(Timestamp)
+    #: Per-second counts of the last minute, JSON [[second, amount], ...] (flow/keys.py).
+    requestWindow: Mapped[str | None] = mapped_column(Text)
+    tokenWindow: Mapped[str | None] = mapped_column(Text)
     rateLimitedTotal: Mapped[int] = mapped_column(BigInteger, server_default="0")
     updatedAt: Mapped[datetime] = mapped_column(Timestamp)

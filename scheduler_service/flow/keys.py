@@ -9,8 +9,10 @@ claim) holds:
 * ``paused_until``: after a 429 with Retry-After nobody leases on the key before then;
 * ``effective``: the concurrency found by AIMD — halved by a 429 or 503, raised by ``1/effective``
   per success back up to the configured limit (TCP's congestion window, per key);
-* two token buckets, requests and tokens, refilled at 90 % of the per-minute rate and holding at
-  most a tenth of it, so that no sliding minute ever sees more than the limit (0.9 + 0.1).
+* two sliding windows, requests and tokens started per whole second over the last 61 seconds:
+  a lease is given while the window holds less than the per-minute limit, so no continuous
+  minute — the window providers count in — ever sees more than the limit, and a burst the
+  provider would accept (300 calls against 600 a minute) is not held back.
 """
 
 from __future__ import annotations
@@ -30,13 +32,37 @@ __all__ = [
     "after_congestion",
     "after_successes",
     "estimate_tokens",
-    "refilled",
     "scope_of",
+    "trimmed",
 ]
 
 PLATFORM, USER = "platform", "user"
-#: Share of the per-minute rate the buckets refill at, and the share they may hold.
-RATE_SHARE, BURST_SHARE = 0.9, 0.1
+#: Whole seconds a window counts: a continuous minute touches at most 61 of them.
+WINDOW_SECONDS = 61
+
+#: (epoch second, amount) pairs, oldest first.
+Window = tuple[tuple[int, int], ...]
+
+
+def second_of(now: datetime) -> int:
+    return math.floor(now.timestamp())
+
+
+def trimmed(window: Window, now: datetime) -> Window:
+    """The window without the seconds that left it."""
+    oldest = second_of(now) - WINDOW_SECONDS
+    return tuple(entry for entry in window if entry[0] > oldest)
+
+
+def spent(window: Window) -> int:
+    return sum(amount for _, amount in window)
+
+
+def _added(window: Window, now: datetime, amount: int) -> Window:
+    second = second_of(now)
+    if window and window[-1][0] == second:
+        return (*window[:-1], (second, window[-1][1] + amount))
+    return (*window, (second, amount))
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -97,9 +123,9 @@ class KeyState:
     limits: Limits
     paused_until: datetime | None = None
     effective: float | None = None
-    request_level: float | None = None
-    token_level: float | None = None
-    refilled_at: datetime | None = None
+    #: Leases started, and the tokens they may spend, per second of the last minute.
+    requests: Window = ()
+    tokens: Window = ()
 
     def concurrency(self) -> int:
         """Calls at once allowed now: the configured limit, lowered by congestion."""
@@ -110,33 +136,6 @@ class KeyState:
         return min(limit, found) if limit else found
 
 
-def _bucket(per_minute: int, level: float | None, elapsed_s: float) -> float:
-    capacity = max(1.0, BURST_SHARE * per_minute)
-    start = capacity if level is None else level
-    return min(capacity, start + RATE_SHARE * per_minute / 60 * elapsed_s)
-
-
-def refilled(state: KeyState, now: datetime) -> KeyState:
-    """The buckets topped up for the time since they were last."""
-    elapsed = 0.0 if state.refilled_at is None else (now - state.refilled_at).total_seconds()
-    elapsed = max(0.0, elapsed)
-    limits = state.limits
-    return replace(
-        state,
-        request_level=(
-            _bucket(limits.requests_per_minute, state.request_level, elapsed)
-            if limits.requests_per_minute
-            else None
-        ),
-        token_level=(
-            _bucket(limits.tokens_per_minute, state.token_level, elapsed)
-            if limits.tokens_per_minute
-            else None
-        ),
-        refilled_at=now,
-    )
-
-
 def admit(
     candidates: Sequence[tuple[str, ModelKey, int]],
     states: Mapping[ModelKey, KeyState],
@@ -145,27 +144,30 @@ def admit(
 ) -> tuple[list[str], dict[ModelKey, KeyState]]:
     """The candidates (job id, key, token estimate), in order, that fit their keys' budgets, and
     the keys' states after spending them. Keys without a state are not limited."""
-    spent: dict[ModelKey, KeyState] = {}
+    used: dict[ModelKey, KeyState] = {}
     taken: Counter[ModelKey] = Counter(running)
     admitted: list[str] = []
     for job_id, key, tokens in candidates:
-        state = spent.get(key) or states.get(key)
+        state = used.get(key)
         if state is None:
-            admitted.append(job_id)
-            continue
-        if state.refilled_at != now:
-            state = refilled(state, now)
+            if key not in states:
+                admitted.append(job_id)
+                continue
+            state = states[key]
+            state = replace(
+                state, requests=trimmed(state.requests, now), tokens=trimmed(state.tokens, now)
+            )
+        used[key] = state
         if not _fits(state, taken[key], tokens, now):
-            spent[key] = state
             continue
-        spent[key] = replace(
+        used[key] = replace(
             state,
-            request_level=None if state.request_level is None else state.request_level - 1,
-            token_level=None if state.token_level is None else state.token_level - tokens,
+            requests=_added(state.requests, now, 1),
+            tokens=_added(state.tokens, now, tokens),
         )
         taken[key] += 1
         admitted.append(job_id)
-    return admitted, spent
+    return admitted, used
 
 
 def _fits(state: KeyState, running: int, tokens: int, now: datetime) -> bool:
@@ -174,12 +176,14 @@ def _fits(state: KeyState, running: int, tokens: int, now: datetime) -> bool:
     concurrency = state.concurrency()
     if concurrency and running >= concurrency:
         return False
-    if state.request_level is not None and state.request_level < 1:
+    limits = state.limits
+    if limits.requests_per_minute and spent(state.requests) >= limits.requests_per_minute:
         return False
-    # A job larger than the whole bucket still runs once the bucket is full.
-    capacity = max(1.0, BURST_SHARE * state.limits.tokens_per_minute)
-    need = min(float(tokens), capacity)
-    return state.token_level is None or state.token_level >= need
+    if not limits.tokens_per_minute:
+        return True
+    used = spent(state.tokens)
+    # A job larger than the whole limit still runs, alone in its minute.
+    return used + tokens <= limits.tokens_per_minute or used == 0
 
 
 def after_congestion(

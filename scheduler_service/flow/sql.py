@@ -3,6 +3,7 @@ claim under its lock so that all replicas spend one budget (scheduler_service/fl
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any, cast
@@ -13,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.idempotent import insert_ignoring_duplicates
 from scheduler_service.db.models import AiJob, AiModelKey
-from scheduler_service.flow.keys import KeyState, Limits, ModelKey
+from scheduler_service.flow.keys import KeyState, Limits, ModelKey, Window
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 
 __all__ = [
@@ -67,9 +68,8 @@ _SAVE = (
     .values(
         pausedUntil=bindparam("v_paused"),
         effectiveConcurrency=bindparam("v_effective"),
-        requestLevel=bindparam("v_requests"),
-        tokenLevel=bindparam("v_tokens"),
-        refilledAt=bindparam("v_refilled"),
+        requestWindow=bindparam("v_requests"),
+        tokenWindow=bindparam("v_tokens"),
         rateLimitedTotal=_k.c.rateLimitedTotal + bindparam("v_limited"),
         updatedAt=db_now(),
     )
@@ -91,10 +91,17 @@ def state_of(row: Any, defaults: Limits) -> KeyState:
         limits_of(row).over(defaults),
         row.pausedUntil,
         row.effectiveConcurrency,
-        row.requestLevel,
-        row.tokenLevel,
-        row.refilledAt,
+        _window(row.requestWindow),
+        _window(row.tokenWindow),
     )
+
+
+def _window(text: str | None) -> Window:
+    return tuple((int(second), int(amount)) for second, amount in json.loads(text or "[]"))
+
+
+def _text(window: Window) -> str | None:
+    return json.dumps(window, separators=(",", ":")) if window else None
 
 
 async def lock_states(
@@ -140,9 +147,8 @@ async def save_states(
                 "b_scope": key.scope,
                 "v_paused": state.paused_until,
                 "v_effective": state.effective,
-                "v_requests": state.request_level,
-                "v_tokens": state.token_level,
-                "v_refilled": state.refilled_at,
+                "v_requests": _text(state.requests),
+                "v_tokens": _text(state.tokens),
                 "v_limited": (rate_limited or {}).get(key, 0),
             },
         )

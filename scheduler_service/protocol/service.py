@@ -487,6 +487,10 @@ class RuntimeProtocol:
         if code == ErrorCode.MODEL_RATE_LIMIT:
             pause = min(max(failed.retry_after_ms, _DEFAULT_PAUSE_MS), self._max_retry_after_ms)
             await tx.jobs.model_congested(job, self.flow, pause)
+            key = self.flow.key(job.modelProvider, job.modelName, job.credentialMode)
+            tx.after_commit(
+                lambda: metrics.MODEL_RATE_LIMITED.labels(key.provider, key.model, key.scope).inc()
+            )
         elif code == ErrorCode.TEMPORARY_PROVIDER_ERROR:
             await tx.jobs.model_congested(job, self.flow, None)
 

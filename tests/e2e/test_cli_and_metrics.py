@@ -123,6 +123,38 @@ def test_cli_admin_commands(stack: Stack) -> None:
     assert aijob(stack, "admin", "redrive").stdout.strip() == "redriven: 0"
 
 
+def test_cli_model_limits(stack: Stack) -> None:
+    limit = aijob(
+        stack,
+        "admin",
+        "model-limit",
+        "deepseek",
+        "deepseek-chat",
+        "--concurrency",
+        "8",
+        "--rpm",
+        "600",
+    )
+    assert limit.returncode == 0
+    assert limit.stdout.strip() == (
+        "set deepseek/deepseek-chat (platform): concurrency 8, rpm 600, tpm default"
+    )
+    listed = json.loads(aijob(stack, "--json", "admin", "model-limits").stdout)
+    assert listed["limits"] == [
+        {
+            "provider": "deepseek",
+            "model": "deepseek-chat",
+            "credentialScope": "platform",
+            "maxConcurrency": 8,
+            "requestsPerMinute": 600,
+        }
+    ]
+    stats = aijob(stack, "admin", "stats")
+    assert "model deepseek/deepseek-chat (platform): concurrency 8, rpm 600" in stats.stdout
+    refused = aijob(stack, "admin", "model-limit", "deep seek", "m")
+    assert refused.returncode == 5 and "limit.provider" in refused.stderr
+
+
 def _scrape(port: int) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
         return str(response.read().decode())

@@ -10,9 +10,12 @@ from datetime import datetime
 
 import grpc
 import pytest
+from prometheus_client import REGISTRY
 
 from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from aijob.harness.tokens import ADMIN_TOKEN, bearer
+from scheduler_service import metrics
+from scheduler_service.flow.service import ModelKeys
 from scheduler_service.registry import JobRegistry
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc, types_pb2
@@ -55,8 +58,10 @@ async def test_a_429_pauses_its_key_on_every_replica_and_other_keys_keep_running
         first = await jobs.create()
         lease, holder = await asyncio.wait_for(merged.get(), 30)
         assert lease.job_id == first.job_id
+        counted = _rate_limited("model-a")
         reply = await holder.fail(lease, "MODEL_RATE_LIMIT", retryable=True, retry_after_ms=3_000)
         assert reply.lifecycle_status == "queued"
+        assert _rate_limited("model-a") == counted + 1
         paused_at = (await _key_stats(replicas[1], "model-a")).paused_until.ToDatetime()
         # More work for both keys, through both replicas.
         echo = [(await JobClient(r.channel).create()).job_id for r in replicas]
@@ -90,6 +95,11 @@ async def _forward(
 ) -> None:
     while True:
         merged.put_nowait((await runtime.leases.get(), runtime))
+
+
+def _rate_limited(model: str) -> float:
+    labels = {"provider": "deepseek", "model": model, "scope": "platform"}
+    return REGISTRY.get_sample_value("aijob_model_rate_limited_total", labels) or 0.0
 
 
 def _admin(scheduler: RunningScheduler) -> admin_service_pb2_grpc.AdminServiceAsyncStub:
@@ -134,6 +144,13 @@ async def test_operators_set_and_read_model_limits(scheduler: RunningScheduler) 
         8,
         False,
     )
+    metrics.publish_model_keys(
+        await ModelKeys(scheduler.app.uow, scheduler.app.protocol.flow).stats()
+    )
+    labels = {"provider": "deepseek", "model": "deepseek-chat", "scope": "platform"}
+    assert REGISTRY.get_sample_value("aijob_model_limit", labels) == 8
+    assert REGISTRY.get_sample_value("aijob_model_paused", labels) == 0
+    assert REGISTRY.get_sample_value("aijob_model_inflight", labels) == 0
 
 
 @pytest.mark.parametrize(

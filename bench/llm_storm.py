@@ -1,0 +1,189 @@
+"""The throttle storm (issue 16): LLM jobs from several users against a rate-limited model.
+
+300 ``synthetic_echo`` jobs — 250 from one user created first, then 25 each from two others —
+run by 3 real runtime processes x 16 slots against the scripted model limited to 600 requests a
+minute and 8 concurrent calls per API key (each call taking ``AIJOB_BENCH_LLM_LATENCY_MS``), with
+the model key's limits set as an operator would (``PutModelLimit``: 8 at once, 600 a minute).
+
+    python -m bench.llm_storm
+
+Figures: ``llm_jobs``, ``llm_failed``, ``llm_rate_limited_share`` (429s / model calls),
+``llm_makespan_vs_ideal`` (wall time from the first create to the last job's end, over jobs ÷ the
+model's rate of 600 a minute), ``llm_small_users_wait_p95_s`` (create → lease of the two small
+users' jobs, by the database clock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, cast
+
+from google.protobuf import json_format
+from sqlalchemy import Table, func, select
+
+from aijob.harness import tokens
+from aijob.harness.procs import spawn_schedulers
+from aijob.harness.runtime_client import JobClient
+from bench.databases import throwaway_database
+from runtime_service.scripted_limits import KeyLimits
+from runtime_service.scripted_model import ScriptedModelServer
+from scheduler_service.db.engine import create_engine
+from scheduler_service.db.models import AiJob
+from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
+from shared.gen.aijob.v1 import admin_service_pb2_grpc
+from shared.gen.aijob.v1 import job_service_pb2 as job_pb
+
+RPM, CONCURRENCY = 600, 8
+BIG, SMALL = 250, 25
+RUNTIMES, SLOTS = 3, 16
+LATENCY_MS = int(os.environ.get("AIJOB_BENCH_LLM_LATENCY_MS", "200"))
+PLATFORM_KEY = "sk-bench-platform-key-0001"
+_jobs = cast(Table, AiJob.__table__)
+
+
+@contextmanager
+def _runtimes(address: str, base_url: str, logs: Path) -> Iterator[None]:
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "runtime_service"],
+            env={
+                **os.environ,
+                "AIJOB_SCHEDULER_ADDR": address,
+                "AIJOB_RUNTIME_TOKEN": tokens.RUNTIME_TOKEN,
+                "AIJOB_RUNTIME_INSTANCE_ID": f"storm-{n}",
+                "AIJOB_RUNTIME_SLOTS": str(SLOTS),
+                "AIJOB_MODEL_BASE_URL": base_url,
+                "DEEPSEEK_API_KEY": PLATFORM_KEY,
+                "AIJOB_METRICS_LISTEN": "",
+            },
+            stderr=(logs / f"runtime-{n}.log").open("wb"),
+        )
+        for n in range(RUNTIMES)
+    ]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=60)
+
+
+async def _create(client: JobClient, users: list[str]) -> None:
+    items = []
+    for n, user in enumerate(users):
+        job = job_pb.CreateJobRequest(job_type="synthetic_echo")
+        json_format.ParseDict({"text": f"storm {n}"}, job.snapshot)
+        items.append(job_pb.CreateJobsItem(user_id=user, job=job))
+    reply = await client.stub.CreateJobs(
+        job_pb.CreateJobsRequest(items=items), metadata=client.metadata, timeout=120
+    )
+    refused = [r.status.message for r in reply.results if r.status.code != 0]
+    assert not refused, refused[:3]
+
+
+async def _storm(url: str, address: str, server: ScriptedModelServer) -> dict[str, float]:
+    channel = tokens.channel(address)
+    admin = admin_service_pb2_grpc.AdminServiceStub(channel)
+    limit = admin_pb.ModelLimit(
+        provider="deepseek",
+        model="deepseek-chat",
+        credential_scope="platform",
+        max_concurrency=CONCURRENCY,
+        requests_per_minute=RPM,
+    )
+    await admin.PutModelLimit(
+        admin_pb.PutModelLimitRequest(limit=limit),
+        metadata=tokens.bearer(tokens.ADMIN_TOKEN),
+        timeout=30,
+    )
+    client = JobClient(channel, "storm-caller")
+    started = time.perf_counter()
+    await _create(client, ["nightly-batch"] * BIG)
+    await _create(client, ["learner-a"] * SMALL + ["learner-b"] * SMALL)
+    engine = create_engine(url, pool_size=2)
+    try:
+        ended = await _finished(engine, BIG + 2 * SMALL)
+        makespan = ended - started
+        async with engine.connect() as conn:
+            failed = (
+                await conn.execute(
+                    select(func.count()).where(_jobs.c.lifecycleStatus != "succeeded")
+                )
+            ).scalar_one()
+            waits = [
+                (row.startedAt - row.createdAt).total_seconds()
+                for row in await conn.execute(
+                    select(_jobs.c.startedAt, _jobs.c.createdAt).where(
+                        _jobs.c.userId.in_(["learner-a", "learner-b"])
+                    )
+                )
+            ]
+    finally:
+        await engine.dispose()
+        await channel.close(None)
+    stats = server.state.stats()
+    calls = max(1, int(stats["requests"]))
+    ideal = (BIG + 2 * SMALL) / (RPM / 60)
+    return {
+        "llm_jobs": float(BIG + 2 * SMALL),
+        "llm_failed": float(failed),
+        "llm_rate_limited_share": stats["rate_limited"] / calls,
+        "llm_makespan_s": makespan,
+        "llm_makespan_vs_ideal": makespan / ideal,
+        "llm_small_users_wait_p95_s": statistics.quantiles(waits, n=20)[-1],
+        "llm_model_max_concurrent": float(stats["max_concurrent"]),
+    }
+
+
+async def _finished(engine: Any, total: int) -> float:
+    """When the last of ``total`` jobs reached a terminal state (polled: the bench's own loop)."""
+    terminal = ("succeeded", "failed", "cancelled")
+    query = select(func.count()).where(_jobs.c.lifecycleStatus.in_(terminal))
+    deadline = time.perf_counter() + 600
+    while time.perf_counter() < deadline:
+        async with engine.connect() as conn:
+            if (await conn.execute(query)).scalar_one() >= total:
+                return time.perf_counter()
+        await asyncio.sleep(0.05)
+    raise TimeoutError("the storm did not finish in 10 minutes")
+
+
+async def main() -> dict[str, float]:
+    server = ScriptedModelServer(
+        fault=f"latency:{LATENCY_MS}", limits=KeyLimits(rpm=RPM, concurrency=CONCURRENCY)
+    )
+    server.start_in_thread()
+    try:
+        async with throwaway_database() as url:
+            with (
+                tempfile.TemporaryDirectory() as logs,
+                spawn_schedulers(url, 1, env={"AIJOB_MAX_ACTIVE_JOBS_PER_USER": "1000"}) as (
+                    scheduler,
+                ),
+                _runtimes(scheduler.address, server.base_url, Path(logs)),
+            ):
+                figures = await _storm(url, scheduler.address, server)
+    finally:
+        server.shutdown()
+        server.server_close()
+    print(
+        f"\nthrottle storm: {BIG} + 2 x {SMALL} jobs, {RUNTIMES} runtimes x {SLOTS} slots, model "
+        f"{RPM}/min and {CONCURRENCY} at once, {LATENCY_MS} ms a call\n"
+    )
+    for name, value in figures.items():
+        print(f"{name:44} {value:10.3f}")
+    return figures
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
