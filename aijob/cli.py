@@ -351,7 +351,8 @@ def _stats(stats: admin_pb.QueueStats) -> str:
         lines.append(
             f"model {_limit_line(key.limit)}: in flight {key.in_flight}, "
             f"effective concurrency {key.effective_concurrency or 'none'}{paused}, "
-            f"429s {key.rate_limited_total}"
+            f"429s {key.rate_limited_last_minute} in the last minute "
+            f"({key.rate_limited_total} in all)"
         )
     return "\n".join(lines)
 

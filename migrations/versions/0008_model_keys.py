@@ -51,6 +51,7 @@ def upgrade() -> None:
         sa.Column("effectiveConcurrency", sa.Float()),
         sa.Column("requestWindow", sa.Text()),
         sa.Column("tokenWindow", sa.Text()),
+        sa.Column("rateLimitedWindow", sa.Text()),
         sa.Column("rateLimitedTotal", sa.BigInteger(), nullable=False, server_default="0"),
         sa.Column("updatedAt", TS, nullable=False),
         mysql_charset="utf8mb4",

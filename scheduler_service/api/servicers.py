@@ -297,6 +297,7 @@ def _key_stats(stats: KeyStats) -> admin_pb.ModelKeyStats:
         effective_concurrency=stats.effective_concurrency,
         paused_until=convert.timestamp(stats.paused_until),
         rate_limited_total=stats.rate_limited_total,
+        rate_limited_last_minute=stats.rate_limited_last_minute,
     )
 
 

@@ -436,5 +436,6 @@ class AiModelKey(Base):
     #: Per-second counts of the last minute, JSON [[second, amount], ...] (flow/keys.py).
     requestWindow: Mapped[str | None] = mapped_column(Text)
     tokenWindow: Mapped[str | None] = mapped_column(Text)
+    rateLimitedWindow: Mapped[str | None] = mapped_column(Text)
     rateLimitedTotal: Mapped[int] = mapped_column(BigInteger, server_default="0")
     updatedAt: Mapped[datetime] = mapped_column(Timestamp)

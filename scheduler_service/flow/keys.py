@@ -33,6 +33,7 @@ __all__ = [
     "after_successes",
     "estimate_tokens",
     "scope_of",
+    "spent",
     "trimmed",
 ]
 
@@ -126,6 +127,8 @@ class KeyState:
     #: Leases started, and the tokens they may spend, per second of the last minute.
     requests: Window = ()
     tokens: Window = ()
+    #: 429s reported per second of the last minute.
+    rate_limited: Window = ()
 
     def concurrency(self) -> int:
         """Calls at once allowed now: the configured limit, lowered by congestion."""
@@ -192,11 +195,12 @@ def after_congestion(
     """A 429 (with its Retry-After: the key pauses) or a 503: the concurrency halves, from what
     was running when it happened if no window was known yet."""
     window = state.effective if state.effective is not None else float(max(1, running))
-    paused = state.paused_until
-    if retry_after is not None and retry_after > timedelta(0):
+    paused, limited = state.paused_until, trimmed(state.rate_limited, now)
+    if retry_after is not None:
+        limited = _added(limited, now, 1)
         until = now + retry_after
         paused = until if paused is None or paused < until else paused
-    return replace(state, effective=max(1.0, window / 2), paused_until=paused)
+    return replace(state, effective=max(1.0, window / 2), paused_until=paused, rate_limited=limited)
 
 
 def after_successes(state: KeyState, count: int) -> KeyState:

@@ -8,7 +8,15 @@ from datetime import datetime
 
 from scheduler_service.errors import InvalidRequestError
 from scheduler_service.flow import sql as flow_sql
-from scheduler_service.flow.keys import PLATFORM, USER, FlowPolicy, Limits, ModelKey
+from scheduler_service.flow.keys import (
+    PLATFORM,
+    USER,
+    FlowPolicy,
+    Limits,
+    ModelKey,
+    spent,
+    trimmed,
+)
 from scheduler_service.uow import SqlTransaction, SqlUnitOfWork
 
 __all__ = ["KeyStats", "ModelKeys"]
@@ -25,6 +33,7 @@ class KeyStats:
     effective_concurrency: int  # 0: none
     paused_until: datetime | None
     rate_limited_total: int
+    rate_limited_last_minute: int
 
 
 def _name(value: str, field: str, limit: int) -> str:
@@ -83,6 +92,7 @@ class ModelKeys:
                         state.concurrency(),
                         paused,
                         int(row.rateLimitedTotal),
+                        spent(trimmed(state.rate_limited, now)),
                     )
                 )
             return found

@@ -70,6 +70,7 @@ _SAVE = (
         effectiveConcurrency=bindparam("v_effective"),
         requestWindow=bindparam("v_requests"),
         tokenWindow=bindparam("v_tokens"),
+        rateLimitedWindow=bindparam("v_limited_window"),
         rateLimitedTotal=_k.c.rateLimitedTotal + bindparam("v_limited"),
         updatedAt=db_now(),
     )
@@ -93,6 +94,7 @@ def state_of(row: Any, defaults: Limits) -> KeyState:
         row.effectiveConcurrency,
         _window(row.requestWindow),
         _window(row.tokenWindow),
+        _window(row.rateLimitedWindow),
     )
 
 
@@ -149,6 +151,7 @@ async def save_states(
                 "v_effective": state.effective,
                 "v_requests": _text(state.requests),
                 "v_tokens": _text(state.tokens),
+                "v_limited_window": _text(state.rate_limited),
                 "v_limited": (rate_limited or {}).get(key, 0),
             },
         )

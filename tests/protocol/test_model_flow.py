@@ -62,7 +62,9 @@ async def test_a_429_pauses_its_key_on_every_replica_and_other_keys_keep_running
         reply = await holder.fail(lease, "MODEL_RATE_LIMIT", retryable=True, retry_after_ms=3_000)
         assert reply.lifecycle_status == "queued"
         assert _rate_limited("model-a") == counted + 1
-        paused_at = (await _key_stats(replicas[1], "model-a")).paused_until.ToDatetime()
+        stats = await _key_stats(replicas[1], "model-a")
+        assert (stats.rate_limited_last_minute, stats.rate_limited_total) == (1, 1)
+        paused_at = stats.paused_until.ToDatetime()
         # More work for both keys, through both replicas.
         echo = [(await JobClient(r.channel).create()).job_id for r in replicas]
         quiz = [

@@ -14,6 +14,8 @@ from scheduler_service.flow.keys import (
     admit,
     after_congestion,
     after_successes,
+    spent,
+    trimmed,
 )
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -88,3 +90,12 @@ def test_a_burst_the_provider_accepts_is_not_held_back() -> None:
     state = KeyState(Limits(requests_per_minute=600))
     admitted, _ = admit(_jobs(A, 300), {A: state}, {}, NOW)
     assert len(admitted) == 300
+
+
+def test_429s_are_counted_per_last_minute() -> None:
+    state = KeyState(Limits())
+    for seconds in (0, 10, 30):
+        state = after_congestion(state, NOW + timedelta(seconds=seconds), timedelta(1), 1)
+    state = after_congestion(state, NOW + timedelta(seconds=30), None, 1)  # a 503: not a 429
+    assert spent(trimmed(state.rate_limited, NOW + timedelta(seconds=30))) == 3
+    assert spent(trimmed(state.rate_limited, NOW + timedelta(seconds=71))) == 1

@@ -50,18 +50,20 @@ class ListModelLimitsResponse(_message.Message):
     def __init__(self, limits: _Optional[_Iterable[_Union[ModelLimit, _Mapping]]] = ...) -> None: ...
 
 class ModelKeyStats(_message.Message):
-    __slots__ = ("limit", "in_flight", "effective_concurrency", "paused_until", "rate_limited_total")
+    __slots__ = ("limit", "in_flight", "effective_concurrency", "paused_until", "rate_limited_total", "rate_limited_last_minute")
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     EFFECTIVE_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     PAUSED_UNTIL_FIELD_NUMBER: _ClassVar[int]
     RATE_LIMITED_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    RATE_LIMITED_LAST_MINUTE_FIELD_NUMBER: _ClassVar[int]
     limit: ModelLimit
     in_flight: int
     effective_concurrency: int
     paused_until: _timestamp_pb2.Timestamp
     rate_limited_total: int
-    def __init__(self, limit: _Optional[_Union[ModelLimit, _Mapping]] = ..., in_flight: _Optional[int] = ..., effective_concurrency: _Optional[int] = ..., paused_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., rate_limited_total: _Optional[int] = ...) -> None: ...
+    rate_limited_last_minute: int
+    def __init__(self, limit: _Optional[_Union[ModelLimit, _Mapping]] = ..., in_flight: _Optional[int] = ..., effective_concurrency: _Optional[int] = ..., paused_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., rate_limited_total: _Optional[int] = ..., rate_limited_last_minute: _Optional[int] = ...) -> None: ...
 
 class AdminListJobsRequest(_message.Message):
     __slots__ = ("job_type", "lifecycle_status", "queue_name", "user_id", "created_after", "created_before", "page_size", "page_token")
