@@ -12,6 +12,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -22,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from runtime_service import metrics
 from runtime_service.failures import JobFailure, failure_from_openai
 from runtime_service.prompts import Prompt, UnknownPromptError, build_prompt, repair_messages
+from runtime_service.rate_limits import RateLimitHeaders, rate_limit_headers
 from runtime_service.safety import SafetyCheck
 from shared.canonical_json import canonical_json
 from shared.error_codes import ErrorCode
@@ -62,6 +64,8 @@ class Usage:
     completion_tokens: int = 0
     latency_ms: int = 0
     cost_micros: int = 0
+    #: What the provider's x-ratelimit-* headers said on the latest answer.
+    rate_limits: RateLimitHeaders | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,16 +343,20 @@ class JobRunner:
     ) -> str:
         started = time.perf_counter()
         try:
-            completion = await client.chat.completions.create(
+            raw = await client.chat.completions.with_raw_response.create(
                 model=model,
                 messages=cast("list[ChatCompletionMessageParam]", messages),
                 response_format={"type": "json_object"},
             )
+            completion = raw.parse()
         except openai.OpenAIError as error:
             # A failed call is still a call: it took time and is recorded as usage.
             self._add_usage(running, None, time.perf_counter() - started, model)
+            if isinstance(error, openai.APIStatusError):
+                self._saw_limits(running, error.response.headers)
             raise failure_from_openai(error) from None
         self._add_usage(running, completion, time.perf_counter() - started, model)
+        self._saw_limits(running, raw.headers)
         choice = completion.choices[0]
         if choice.finish_reason == "length":
             raise JobFailure(
@@ -357,6 +365,13 @@ class JobRunner:
                 "finish_reason=length",
             )
         return choice.message.content or ""
+
+    @staticmethod
+    def _saw_limits(running: _Running, headers: Mapping[str, str]) -> None:
+        """The provider's rate-limit headers of the latest answer travel with the usage."""
+        seen = rate_limit_headers(headers)
+        if seen is not None and running.usage is not None:
+            running.usage.rate_limits = seen
 
     def _add_usage(self, running: _Running, completion: Any, elapsed_s: float, model: str) -> None:
         metrics.MODEL_LATENCY.observe(elapsed_s)

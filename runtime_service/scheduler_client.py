@@ -13,6 +13,7 @@ from google.protobuf import duration_pb2, json_format
 
 from runtime_service.failures import JobFailure
 from runtime_service.pipeline import HeartbeatReply, LeaseInput, LeaseLost, Usage
+from runtime_service.rate_limits import RateLimitHeaders
 from runtime_service.stream_reports import StreamBroken, StreamReports
 from shared.canonical_json import output_hash
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
@@ -51,13 +52,29 @@ def lease_input(lease: types_pb2.Lease) -> LeaseInput:
 def _usage(usage: Usage | None) -> types_pb2.Usage | None:
     if usage is None:
         return None
-    return types_pb2.Usage(
+    message = types_pb2.Usage(
         model_name=usage.model_name,
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
         latency_ms=usage.latency_ms,
         cost_micros=usage.cost_micros,
     )
+    if usage.rate_limits is not None:
+        message.rate_limits.CopyFrom(_rate_limits(usage.rate_limits))
+    return message
+
+
+def _rate_limits(seen: RateLimitHeaders) -> types_pb2.ProviderRateLimits:
+    message = types_pb2.ProviderRateLimits()
+    for field in ("limit_requests", "remaining_requests", "limit_tokens", "remaining_tokens"):
+        value = getattr(seen, field)
+        if value is not None:
+            setattr(message, field, value)
+    if seen.reset_requests_ms is not None:
+        message.reset_requests.FromMilliseconds(seen.reset_requests_ms)
+    if seen.reset_tokens_ms is not None:
+        message.reset_tokens.FromMilliseconds(seen.reset_tokens_ms)
+    return message
 
 
 class GrpcSchedulerClient:

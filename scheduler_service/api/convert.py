@@ -104,7 +104,23 @@ def usage(message: types_pb2.Usage, present: bool) -> Usage | None:
         completion_tokens=max(0, message.completion_tokens),
         latency_ms=max(0, message.latency_ms),
         cost_micros=max(0, message.cost_micros),
+        exhausted_for_ms=(
+            exhausted_for_ms(message.rate_limits) if message.HasField("rate_limits") else None
+        ),
     )
+
+
+def exhausted_for_ms(limits: types_pb2.ProviderRateLimits) -> int | None:
+    """How long the provider's headers say nothing remains (the longer window), or None."""
+    waits = [
+        max(0, reset.ToMilliseconds())
+        for remaining, reset in (
+            ("remaining_requests", limits.reset_requests),
+            ("remaining_tokens", limits.reset_tokens),
+        )
+        if limits.HasField(remaining) and getattr(limits, remaining) <= 0
+    ]
+    return max(waits) if waits else None
 
 
 def job(

@@ -32,6 +32,7 @@ __all__ = [
     "after_congestion",
     "after_successes",
     "estimate_tokens",
+    "paused",
     "scope_of",
     "spent",
     "trimmed",
@@ -201,6 +202,14 @@ def after_congestion(
         until = now + retry_after
         paused = until if paused is None or paused < until else paused
     return replace(state, effective=max(1.0, window / 2), paused_until=paused, rate_limited=limited)
+
+
+def paused(state: KeyState, now: datetime, pause: timedelta) -> KeyState:
+    """No lease on the key before ``now + pause`` (a later pause already set stays)."""
+    until = now + pause
+    if state.paused_until is not None and state.paused_until >= until:
+        return state
+    return replace(state, paused_until=until)
 
 
 def after_successes(state: KeyState, count: int) -> KeyState:

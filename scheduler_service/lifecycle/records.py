@@ -252,6 +252,9 @@ class Usage:
     completion_tokens: int
     latency_ms: int
     cost_micros: int
+    #: How long the provider said its key has nothing left (its x-ratelimit-* headers: none
+    #: remaining, and the window's reset); None when it has some, or said nothing.
+    exhausted_for_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

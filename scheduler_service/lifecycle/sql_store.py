@@ -27,7 +27,7 @@ from scheduler_service.db.idempotent import insert_ignoring_duplicates
 from scheduler_service.db.models import AiJobSnapshot, AiUserJobGate
 from scheduler_service.db.multirow import batch_bucket, insert_rows
 from scheduler_service.flow import sql as flow_sql
-from scheduler_service.flow.keys import FlowPolicy, after_congestion, after_successes
+from scheduler_service.flow.keys import FlowPolicy, after_congestion, after_successes, paused
 from scheduler_service.ids import new_id
 from scheduler_service.lifecycle import claims, fairness, queries, sql
 from scheduler_service.lifecycle.fairness import RunningCaps
@@ -375,6 +375,13 @@ class SqlJobStore(JobStore):
         state = after_congestion(state, now, pause, running.get(key, 0))
         await flow_sql.save_states(
             self._conn, {key: state}, {key: 1} if retry_after_ms is not None else None
+        )
+
+    async def model_paused(self, job: JobRecord, flow: FlowPolicy, pause_ms: int) -> None:
+        key = flow.key(job.modelProvider, job.modelName, job.credentialMode)
+        now, state = await flow_sql.congested(self._conn, key, flow.defaults)
+        await flow_sql.save_states(
+            self._conn, {key: paused(state, now, timedelta(milliseconds=pause_ms))}
         )
 
     async def model_succeeded(self, jobs: Sequence[JobRecord], flow: FlowPolicy) -> None:

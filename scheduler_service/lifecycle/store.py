@@ -106,6 +106,11 @@ class JobStore(ABC):
         keys ignore it."""
         return None
 
+    async def model_paused(self, job: JobRecord, flow: FlowPolicy, pause_ms: int) -> None:
+        """The provider said ``job``'s model key has nothing left for ``pause_ms``: no lease on it
+        before then (its concurrency is left alone: this is not congestion)."""
+        return None
+
     async def model_succeeded(self, jobs: Sequence[JobRecord], flow: FlowPolicy) -> None:
         """Calls of these jobs' model keys succeeded: congested keys win concurrency back."""
         return None

@@ -184,6 +184,8 @@ class GroupCommit:
         await tx.emit_many(writes.events)
         if writes.succeeded:
             await tx.jobs.model_succeeded(writes.succeeded, self._protocol.flow)
+        for job, _, usage, _ in writes.usage:
+            await self._protocol.note_provider_limits(tx, job, usage)
         for index, beat in writes.beats.items():
             answers[index] = extended[beat.job_id]
             tx.job_changed(beat.job_id)

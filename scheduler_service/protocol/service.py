@@ -368,6 +368,7 @@ class RuntimeProtocol:
                 EventType.COMPLETED, job_id=job.id, job_type=job.jobType, attemptNo=sub.attempt_no
             )
             await tx.jobs.model_succeeded([job], self.flow)
+            await self.note_provider_limits(tx, job, sub.usage)
             return job
 
         accepted = await self._uow.run(accept)
@@ -483,6 +484,7 @@ class RuntimeProtocol:
     ) -> None:
         """A provider's 429 pauses the job's model key fleet-wide until its Retry-After (a
         second when it gave none; capped); a 429 or a provider error lowers its concurrency."""
+        await self.note_provider_limits(tx, job, failed.usage)
         code = failed.error.code
         if code == ErrorCode.MODEL_RATE_LIMIT:
             pause = min(max(failed.retry_after_ms, _DEFAULT_PAUSE_MS), self._max_retry_after_ms)
@@ -493,6 +495,16 @@ class RuntimeProtocol:
             )
         elif code == ErrorCode.TEMPORARY_PROVIDER_ERROR:
             await tx.jobs.model_congested(job, self.flow, None)
+
+    async def note_provider_limits(
+        self, tx: Transaction, job: JobRecord, usage: Usage | None
+    ) -> None:
+        """The provider's headers said the key has nothing left: pause it until the window
+        resets (a second when no reset was sent; capped), before the 429s come."""
+        if usage is None or usage.exhausted_for_ms is None:
+            return
+        pause = min(max(usage.exhausted_for_ms, _DEFAULT_PAUSE_MS), self._max_retry_after_ms)
+        await tx.jobs.model_paused(job, self.flow, pause)
 
     def _backoff_of(self, job_type: str) -> Backoff:
         if job_type in self._registry:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import grpc
 import pytest
@@ -19,7 +19,9 @@ from scheduler_service.flow.service import ModelKeys
 from scheduler_service.registry import JobRegistry
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc, types_pb2
+from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.status_details import error_reason
+from tests.support.db import db_now_value
 from tests.support.db_checks import job_row
 from tests.support.outputs import QUIZ
 from tests.support.schedulers import RunningScheduler, SchedulerFactory, fast_registry
@@ -188,3 +190,34 @@ async def test_a_bad_model_limit_is_refused_and_writes_nothing(
         admin_pb.ListModelLimitsRequest(), metadata=metadata, timeout=30
     )
     assert not listed.limits
+
+
+@pytest.mark.parametrize("on_stream", [False, True])
+async def test_headers_saying_none_remain_pause_the_key_before_a_429(
+    scheduler: RunningScheduler, on_stream: bool
+) -> None:
+    runtime = ClientRuntime(scheduler.channel, "rt-headers", slots=1)
+    await runtime.connect()
+    try:
+        await JobClient(scheduler.channel).create()
+        lease = await runtime.next_lease()
+        request = runtime.result_request(lease, echo_output(lease))
+        request.usage.rate_limits.limit_requests = 600
+        request.usage.rate_limits.remaining_requests = 0
+        request.usage.rate_limits.reset_requests.FromMilliseconds(2_000)
+        if on_stream:
+            ack = await runtime.report(rt.PollReport(result=request))
+            assert ack.status.code == 0, ack.status
+        else:
+            await runtime.stub.SubmitResult(request, metadata=runtime.metadata, timeout=30)
+        row = await job_row(scheduler.app.engine, lease.job_id)
+        stats = await _key_stats(scheduler, "deepseek-chat")
+        after = await db_now_value(scheduler.app.engine)
+    finally:
+        await runtime.close()
+    assert row["lifecycleStatus"] == "succeeded"
+    # Paused for 2 s from a moment of the result's transaction, by the database clock.
+    until = stats.paused_until.ToDatetime()
+    assert row["finishedAt"] + timedelta(seconds=2) <= until <= after + timedelta(seconds=2)
+    # Not congestion: no 429 counted, the concurrency left alone.
+    assert (stats.rate_limited_total, stats.effective_concurrency) == (0, 0)

@@ -11,8 +11,11 @@ from typing import Any
 
 import pytest
 
+from runtime_service.pipeline import JobRunner, ModelConfig
+from runtime_service.safety import PatternSafetyCheck
 from runtime_service.scripted_limits import KeyLimits, ProviderLimits, reset_text
 from runtime_service.scripted_model import ScriptedModelServer, key_label
+from tests.support.fakes import FakeScheduler, lease
 
 KEY_A, KEY_B = "sk-test-aaaaaaaaaaaa", "sk-test-bbbbbbbbbbbb"
 
@@ -100,3 +103,32 @@ def test_the_server_answers_429_with_retry_after_and_rate_limit_headers(
     assert (per_key["requests"], per_key["rate_limited"]) == (4, 1)
     assert stats["keys"][key_label(KEY_B)]["requests"] == 1
     assert KEY_A not in json.dumps(stats)  # keys appear as fingerprints only
+
+
+async def test_the_runtime_reports_the_providers_rate_limit_headers() -> None:
+    """Issue 16: the provider's x-ratelimit-* headers travel with each result and failure."""
+    server = ScriptedModelServer(limits=KeyLimits(rpm=2))
+    server.start_in_thread()
+    scheduler = FakeScheduler()
+    runner = JobRunner(
+        scheduler,
+        ModelConfig(base_url=server.base_url, model_name="scripted", platform_key=KEY_A),
+        PatternSafetyCheck([]),
+    )
+    try:
+        assert await runner.run(lease(job_id="j-1")) == "succeeded"
+        assert await runner.run(lease(job_id="j-2")) == "succeeded"
+        assert await runner.run(lease(job_id="j-3")) == "MODEL_RATE_LIMIT"
+    finally:
+        await runner.close()
+        server.shutdown()
+        server.server_close()
+    (_, first), (_, second) = scheduler.results
+    assert first is not None and first.rate_limits is not None
+    assert (first.rate_limits.limit_requests, first.rate_limits.remaining_requests) == (2, 1)
+    assert second is not None and second.rate_limits is not None
+    assert second.rate_limits.remaining_requests == 0
+    assert 0 < (second.rate_limits.reset_requests_ms or 0) <= 60_000
+    ((failure, usage),) = scheduler.failures
+    assert usage is not None and usage.rate_limits is not None
+    assert usage.rate_limits.remaining_requests == 0 and failure.retry_after_ms >= 1_000

@@ -22,27 +22,30 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x61ijob/v1/types.proto\x12\x08\x61ijob.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb9\x05\n\x03Job\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08job_type\x18\x02 \x01(\t\x12\x18\n\x10lifecycle_status\x18\x03 \x01(\t\x12\x12\n\nqueue_name\x18\x04 \x01(\t\x12\x10\n\x08priority\x18\x05 \x01(\x05\x12\x10\n\x08progress\x18\x06 \x01(\x05\x12\x15\n\rattempt_count\x18\x07 \x01(\x05\x12\x14\n\x0cmax_attempts\x18\x08 \x01(\x05\x12\x0f\n\x07user_id\x18\t \x01(\t\x12\x13\n\x0btarget_type\x18\n \x01(\t\x12\x11\n\ttarget_id\x18\x0b \x01(\t\x12.\n\ncreated_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstarted_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nerror_code\x18\x0f \x01(\t\x12\x1c\n\x14public_error_message\x18\x10 \x01(\t\x12\x1e\n\x16internal_error_message\x18\x11 \x01(\t\x12\x1b\n\x13retried_from_job_id\x18\x12 \x01(\t\x12#\n\x06result\x18\x13 \x01(\x0b\x32\x13.aijob.v1.JobResult\x12\x37\n\x13\x63\x61ncel_requested_at\x18\x14 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0c\x61vailable_at\x18\x15 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x64\x65\x61\x64line_at\x18\x16 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fwaived_attempts\x18\x17 \x01(\x05\"w\n\tJobResult\x12\x16\n\x0e\x61rtifact_count\x18\x01 \x01(\x05\x12(\n\tartifacts\x18\x02 \x03(\x0b\x32\x15.aijob.v1.ArtifactRef\x12\x13\n\x0boutput_hash\x18\x03 \x01(\t\x12\x13\n\x0boutput_json\x18\x04 \x01(\t\"9\n\x0b\x41rtifactRef\x12\x15\n\rartifact_type\x18\x01 \x01(\t\x12\x13\n\x0b\x61rtifact_id\x18\x02 \x01(\t\"v\n\x05Usage\x12\x12\n\nmodel_name\x18\x01 \x01(\t\x12\x15\n\rprompt_tokens\x18\x02 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x03 \x01(\x05\x12\x12\n\nlatency_ms\x18\x04 \x01(\x05\x12\x13\n\x0b\x63ost_micros\x18\x05 \x01(\x03\"\x8d\x03\n\x05Lease\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08job_type\x18\x02 \x01(\t\x12\x12\n\nattempt_no\x18\x03 \x01(\x05\x12.\n\nlock_until\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ntimeout_ms\x18\x05 \x01(\x05\x12)\n\x08snapshot\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\'\n\x06params\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nprompt_key\x18\x08 \x01(\t\x12\x16\n\x0eprompt_version\x18\t \x01(\t\x12\x12\n\nmodel_name\x18\n \x01(\t\x12\x17\n\x0f\x63redential_mode\x18\x0b \x01(\t\x12\x15\n\rcredential_id\x18\x0c \x01(\t\x12\x12\n\ncheckpoint\x18\r \x01(\x0c\x12\x1d\n\x15output_schema_version\x18\x0e \x01(\t\x12\x13\n\x0blease_token\x18\x0f \x01(\t\"\x83\x01\n\x08JobEvent\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x12\n\nevent_type\x18\x02 \x01(\t\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\x10\n\x08job_type\x18\x04 \x01(\t\x12/\n\x0boccurred_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestampb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x61ijob/v1/types.proto\x12\x08\x61ijob.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb9\x05\n\x03Job\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08job_type\x18\x02 \x01(\t\x12\x18\n\x10lifecycle_status\x18\x03 \x01(\t\x12\x12\n\nqueue_name\x18\x04 \x01(\t\x12\x10\n\x08priority\x18\x05 \x01(\x05\x12\x10\n\x08progress\x18\x06 \x01(\x05\x12\x15\n\rattempt_count\x18\x07 \x01(\x05\x12\x14\n\x0cmax_attempts\x18\x08 \x01(\x05\x12\x0f\n\x07user_id\x18\t \x01(\t\x12\x13\n\x0btarget_type\x18\n \x01(\t\x12\x11\n\ttarget_id\x18\x0b \x01(\t\x12.\n\ncreated_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstarted_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nerror_code\x18\x0f \x01(\t\x12\x1c\n\x14public_error_message\x18\x10 \x01(\t\x12\x1e\n\x16internal_error_message\x18\x11 \x01(\t\x12\x1b\n\x13retried_from_job_id\x18\x12 \x01(\t\x12#\n\x06result\x18\x13 \x01(\x0b\x32\x13.aijob.v1.JobResult\x12\x37\n\x13\x63\x61ncel_requested_at\x18\x14 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0c\x61vailable_at\x18\x15 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x64\x65\x61\x64line_at\x18\x16 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fwaived_attempts\x18\x17 \x01(\x05\"w\n\tJobResult\x12\x16\n\x0e\x61rtifact_count\x18\x01 \x01(\x05\x12(\n\tartifacts\x18\x02 \x03(\x0b\x32\x15.aijob.v1.ArtifactRef\x12\x13\n\x0boutput_hash\x18\x03 \x01(\t\x12\x13\n\x0boutput_json\x18\x04 \x01(\t\"9\n\x0b\x41rtifactRef\x12\x15\n\rartifact_type\x18\x01 \x01(\t\x12\x13\n\x0b\x61rtifact_id\x18\x02 \x01(\t\"\xa9\x01\n\x05Usage\x12\x12\n\nmodel_name\x18\x01 \x01(\t\x12\x15\n\rprompt_tokens\x18\x02 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x03 \x01(\x05\x12\x12\n\nlatency_ms\x18\x04 \x01(\x05\x12\x13\n\x0b\x63ost_micros\x18\x05 \x01(\x03\x12\x31\n\x0brate_limits\x18\x06 \x01(\x0b\x32\x1c.aijob.v1.ProviderRateLimits\"\xc0\x02\n\x12ProviderRateLimits\x12\x1b\n\x0elimit_requests\x18\x01 \x01(\x03H\x00\x88\x01\x01\x12\x1f\n\x12remaining_requests\x18\x02 \x01(\x03H\x01\x88\x01\x01\x12\x31\n\x0ereset_requests\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x19\n\x0climit_tokens\x18\x04 \x01(\x03H\x02\x88\x01\x01\x12\x1d\n\x10remaining_tokens\x18\x05 \x01(\x03H\x03\x88\x01\x01\x12/\n\x0creset_tokens\x18\x06 \x01(\x0b\x32\x19.google.protobuf.DurationB\x11\n\x0f_limit_requestsB\x15\n\x13_remaining_requestsB\x0f\n\r_limit_tokensB\x13\n\x11_remaining_tokens\"\x8d\x03\n\x05Lease\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08job_type\x18\x02 \x01(\t\x12\x12\n\nattempt_no\x18\x03 \x01(\x05\x12.\n\nlock_until\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ntimeout_ms\x18\x05 \x01(\x05\x12)\n\x08snapshot\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\'\n\x06params\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nprompt_key\x18\x08 \x01(\t\x12\x16\n\x0eprompt_version\x18\t \x01(\t\x12\x12\n\nmodel_name\x18\n \x01(\t\x12\x17\n\x0f\x63redential_mode\x18\x0b \x01(\t\x12\x15\n\rcredential_id\x18\x0c \x01(\t\x12\x12\n\ncheckpoint\x18\r \x01(\x0c\x12\x1d\n\x15output_schema_version\x18\x0e \x01(\t\x12\x13\n\x0blease_token\x18\x0f \x01(\t\"\x83\x01\n\x08JobEvent\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x12\n\nevent_type\x18\x02 \x01(\t\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\x10\n\x08job_type\x18\x04 \x01(\t\x12/\n\x0boccurred_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestampb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'aijob.v1.types_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_JOB']._serialized_start=98
-  _globals['_JOB']._serialized_end=795
-  _globals['_JOBRESULT']._serialized_start=797
-  _globals['_JOBRESULT']._serialized_end=916
-  _globals['_ARTIFACTREF']._serialized_start=918
-  _globals['_ARTIFACTREF']._serialized_end=975
-  _globals['_USAGE']._serialized_start=977
-  _globals['_USAGE']._serialized_end=1095
-  _globals['_LEASE']._serialized_start=1098
-  _globals['_LEASE']._serialized_end=1495
-  _globals['_JOBEVENT']._serialized_start=1498
-  _globals['_JOBEVENT']._serialized_end=1629
+  _globals['_JOB']._serialized_start=130
+  _globals['_JOB']._serialized_end=827
+  _globals['_JOBRESULT']._serialized_start=829
+  _globals['_JOBRESULT']._serialized_end=948
+  _globals['_ARTIFACTREF']._serialized_start=950
+  _globals['_ARTIFACTREF']._serialized_end=1007
+  _globals['_USAGE']._serialized_start=1010
+  _globals['_USAGE']._serialized_end=1179
+  _globals['_PROVIDERRATELIMITS']._serialized_start=1182
+  _globals['_PROVIDERRATELIMITS']._serialized_end=1502
+  _globals['_LEASE']._serialized_start=1505
+  _globals['_LEASE']._serialized_end=1902
+  _globals['_JOBEVENT']._serialized_start=1905
+  _globals['_JOBEVENT']._serialized_end=2036
 # @@protoc_insertion_point(module_scope)

@@ -1,5 +1,6 @@
 import datetime
 
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -81,18 +82,36 @@ class ArtifactRef(_message.Message):
     def __init__(self, artifact_type: _Optional[str] = ..., artifact_id: _Optional[str] = ...) -> None: ...
 
 class Usage(_message.Message):
-    __slots__ = ("model_name", "prompt_tokens", "completion_tokens", "latency_ms", "cost_micros")
+    __slots__ = ("model_name", "prompt_tokens", "completion_tokens", "latency_ms", "cost_micros", "rate_limits")
     MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
     COST_MICROS_FIELD_NUMBER: _ClassVar[int]
+    RATE_LIMITS_FIELD_NUMBER: _ClassVar[int]
     model_name: str
     prompt_tokens: int
     completion_tokens: int
     latency_ms: int
     cost_micros: int
-    def __init__(self, model_name: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., latency_ms: _Optional[int] = ..., cost_micros: _Optional[int] = ...) -> None: ...
+    rate_limits: ProviderRateLimits
+    def __init__(self, model_name: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., latency_ms: _Optional[int] = ..., cost_micros: _Optional[int] = ..., rate_limits: _Optional[_Union[ProviderRateLimits, _Mapping]] = ...) -> None: ...
+
+class ProviderRateLimits(_message.Message):
+    __slots__ = ("limit_requests", "remaining_requests", "reset_requests", "limit_tokens", "remaining_tokens", "reset_tokens")
+    LIMIT_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    RESET_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    RESET_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    limit_requests: int
+    remaining_requests: int
+    reset_requests: _duration_pb2.Duration
+    limit_tokens: int
+    remaining_tokens: int
+    reset_tokens: _duration_pb2.Duration
+    def __init__(self, limit_requests: _Optional[int] = ..., remaining_requests: _Optional[int] = ..., reset_requests: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., limit_tokens: _Optional[int] = ..., remaining_tokens: _Optional[int] = ..., reset_tokens: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class Lease(_message.Message):
     __slots__ = ("job_id", "job_type", "attempt_no", "lock_until", "timeout_ms", "snapshot", "params", "prompt_key", "prompt_version", "model_name", "credential_mode", "credential_id", "checkpoint", "output_schema_version", "lease_token")
