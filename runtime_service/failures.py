@@ -10,7 +10,7 @@ import openai
 
 from shared.error_codes import ErrorCode, is_retryable
 
-__all__ = ["JobFailure", "failure_from_openai"]
+__all__ = ["JobFailure", "failure_from_openai", "failure_in_body"]
 
 
 class JobFailure(Exception):
@@ -93,6 +93,20 @@ def is_context_length(error: openai.APIStatusError) -> bool:
     if error.status_code == 413 or provider_code(error) in _CONTEXT_CODES:
         return True
     return error.status_code == 400 and bool(_CONTEXT_MESSAGES.search(provider_message(error)))
+
+
+def failure_in_body(body: object) -> JobFailure:
+    """A 200 whose body is an error, not a completion: what an overloaded provider that held the
+    request open (status already sent) answers when it gives up on it."""
+    message = ""
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        message = str(body["error"].get("message", ""))
+    text = " ".join(message.split())[:PROVIDER_MESSAGE_CHARS]
+    return JobFailure(
+        ErrorCode.TEMPORARY_PROVIDER_ERROR,
+        "The model provider had a temporary error.",
+        f"HTTP 200 with an error: {text}".rstrip(": "),
+    )
 
 
 def failure_from_openai(error: openai.OpenAIError) -> JobFailure:

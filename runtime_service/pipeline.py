@@ -21,7 +21,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel, ValidationError
 
 from runtime_service import metrics
-from runtime_service.failures import JobFailure, failure_from_openai
+from runtime_service.failures import JobFailure, failure_from_openai, failure_in_body
 from runtime_service.prompts import Prompt, UnknownPromptError, build_prompt, repair_messages
 from runtime_service.rate_limits import RateLimitHeaders, rate_limit_headers
 from runtime_service.safety import SafetyCheck
@@ -357,6 +357,8 @@ class JobRunner:
             raise failure_from_openai(error) from None
         self._add_usage(running, completion, time.perf_counter() - started, model)
         self._saw_limits(running, raw.headers)
+        if not getattr(completion, "choices", None):
+            raise failure_in_body(raw.http_response.json())
         choice = completion.choices[0]
         if choice.finish_reason == "length":
             raise JobFailure(

@@ -7,6 +7,7 @@ in the prompt, with usage counts; ``GET /v1/models`` lists one model. Faults, to
 client's error paths for real:
 
     latency:MS   answer after MS milliseconds        429[:S]   rate limited, Retry-After S (1)
+    gate         answer once the server's ``state.gate`` is set (tests hold a call in progress)
     500, 503     server error / overloaded           hang      never answer (past any timeout)
     401, 403     the key is refused                  context   400: context length exceeded
     malformed    content that is not JSON            schema    JSON that breaks the job's schema
@@ -24,9 +25,17 @@ Limits, per API key, as OpenAI-compatible providers enforce them (``--rpm``, ``-
 ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` headers of the limits set. A request's
 tokens are its prompt's (a quarter of its characters) plus its ``max_tokens`` (256 when unset).
 
+Overload, as DeepSeek behaves under load (``--overload C``): past C calls in progress the others
+are held open until a place frees — a non-streaming request gets its 200 headers at once and a
+blank line every ``--keepalive-s``, a streaming one ``: keep-alive`` comments — and a request
+held longer than ``--overload-hold-s`` ends with a 503 error (as the status when nothing was sent
+yet, else as the body or the stream's last event, the way a provider that already said 200 can).
+``"stream": true`` is answered as server-sent events (with a usage chunk when
+``stream_options.include_usage``).
+
 ``GET /control/stats``: ``requests``, ``rate_limited``, ``max_concurrent`` (calls in progress at
-once, at most), ``in_progress``, per-fault counts, and ``keys``: the same per key, each key shown
-as a fingerprint (:func:`key_label`).
+once, at most), ``in_progress``, ``held`` and ``overloaded`` (held too long), per-fault counts,
+and ``keys``: the same per key, each key shown as a fingerprint (:func:`key_label`).
 """
 
 from __future__ import annotations
@@ -40,12 +49,13 @@ import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from runtime_service.scripted_limits import KeyLimits, ProviderLimits
 
-__all__ = ["ScriptedModelServer", "answer_for", "key_label"]
+__all__ = ["Overload", "ScriptedModelServer", "answer_for", "key_label"]
 
 MODEL = "scripted-deepseek"
 _JOB_TYPE = re.compile(r"^job_type: (\w+)$", re.MULTILINE)
@@ -177,29 +187,68 @@ def key_label(api_key: str) -> str:
     return f"{api_key[:6]}...{api_key[-4:]}" if len(api_key) > 12 else "short-key"
 
 
+@dataclass(frozen=True, slots=True)
+class Overload:
+    """Hold calls past ``places`` in progress; a hold longer than ``hold_s`` ends in a 503."""
+
+    places: int
+    hold_s: float = 30.0
+    keepalive_s: float = 1.0
+
+
 class _State:
-    def __init__(self, default_fault: str, limits: KeyLimits | None = None) -> None:
+    def __init__(
+        self, default_fault: str, limits: KeyLimits | None = None, overload: Overload | None = None
+    ) -> None:
         self.default_fault = default_fault
         self.queued: deque[str] = deque()
         self.counts: Counter[str] = Counter()
         self.lock = threading.Lock()
+        self.places = threading.Condition(self.lock)
+        #: What the ``gate`` fault waits for.
+        self.gate = threading.Event()
         self.limits = ProviderLimits(limits or KeyLimits())
+        self.overload = overload
         self.in_progress = 0
         self.keys: dict[str, Counter[str]] = {}
 
+    def must_hold(self) -> bool:
+        with self.lock:
+            return self.overload is not None and self.in_progress >= self.overload.places
+
+    def take_place(self, key: str, wait_s: float) -> bool:
+        """Start ``key``'s call if a place is free within ``wait_s``."""
+        assert self.overload is not None
+        with self.places:
+            if self.in_progress >= self.overload.places:
+                self.places.wait(timeout=wait_s)
+            if self.in_progress >= self.overload.places:
+                return False
+            self._start(key)
+            return True
+
     def started(self, key: str) -> None:
         with self.lock:
-            self.in_progress += 1
-            self.counts["max_concurrent"] = max(self.counts["max_concurrent"], self.in_progress)
-            per_key = self.keys.setdefault(key_label(key), Counter())
-            per_key["requests"] += 1
-            per_key["in_progress"] += 1
-            per_key["max_concurrent"] = max(per_key["max_concurrent"], per_key["in_progress"])
+            self._start(key)
+
+    def _start(self, key: str) -> None:
+        """A call starts (the caller holds the lock)."""
+        self.in_progress += 1
+        self.counts["max_concurrent"] = max(self.counts["max_concurrent"], self.in_progress)
+        per_key = self.keys.setdefault(key_label(key), Counter())
+        per_key["requests"] += 1
+        per_key["in_progress"] += 1
+        per_key["max_concurrent"] = max(per_key["max_concurrent"], per_key["in_progress"])
 
     def ended(self, key: str) -> None:
-        with self.lock:
+        with self.places:
             self.in_progress -= 1
             self.keys[key_label(key)]["in_progress"] -= 1
+            self.places.notify()
+
+    def count(self, name: str) -> None:
+        with self.lock:
+            self.counts[name] += 1
 
     def rate_limited(self, key: str, *, admitted: bool) -> None:
         """A 429 answered: by the limits (not admitted) or by a scripted fault (admitted)."""
@@ -234,12 +283,18 @@ class _State:
 class _Handler(BaseHTTPRequestHandler):
     server: ScriptedModelServer
     protocol_version = "HTTP/1.1"
+    #: The status line went out already (a held request): only the body is left to write.
+    committed = False
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # requests carry prompts; the server logs nothing about them
 
     def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode()
+        if self.committed:
+            self.wfile.write(data)
+            self.close_connection = True
+            return
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -287,7 +342,8 @@ class _Handler(BaseHTTPRequestHandler):
             error = {"message": "Rate limit reached.", "type": "rate_limit_error"}
             self._send(429, {"error": error}, {"Retry-After": retry_after, **admission.headers})
             return
-        state.started(key)
+        if not self._place(state, key, bool(request.get("stream"))):
+            return
         try:
             self._answer(request, messages, prompt, fault, admission.headers)
             if fault.partition(":")[0] == "429":
@@ -295,6 +351,36 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             state.ended(key)
             state.limits.done(key)
+
+    def _place(self, state: _State, key: str, streaming: bool) -> bool:
+        """Start the call, after holding it open while the server is overloaded; False when the
+        hold ran out (answered 503)."""
+        overload = state.overload
+        if overload is None or not state.must_hold():
+            state.started(key)
+            return True
+        state.count("held")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream" if streaming else "application/json")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.committed = True
+        keepalive = b": keep-alive\n\n" if streaming else b"\n"
+        held_until = time.monotonic() + overload.hold_s
+        while not state.take_place(key, min(overload.keepalive_s, overload.hold_s)):
+            if time.monotonic() >= held_until:
+                state.count("overloaded")
+                error = {"error": _ERRORS["503"][1]}
+                self.wfile.write(
+                    f"data: {json.dumps(error)}\n\n".encode()
+                    if streaming
+                    else json.dumps(error).encode()
+                )
+                self.close_connection = True
+                return False
+            self.wfile.write(keepalive)
+            self.wfile.flush()
+        return True
 
     def _answer(
         self,
@@ -310,6 +396,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif name == "hang":
             time.sleep(3_600)
             return
+        elif name == "gate":
+            self.server.state.gate.wait(timeout=3_600)
         elif name == "429":
             retry_after = argument or "1"
             self._send(
@@ -344,7 +432,25 @@ class _Handler(BaseHTTPRequestHandler):
             content, finish = content[: len(content) // 2], "length"
         elif name == "fenced":
             content = f"```json\n{content}\n```"
-        self._send(200, _completion(request.get("model", MODEL), content, finish, prompt), headers)
+        model = request.get("model", MODEL)
+        if request.get("stream"):
+            usage = bool((request.get("stream_options") or {}).get("include_usage"))
+            self._stream(_chunks(model, content, finish, prompt, usage), headers)
+            return
+        self._send(200, _completion(model, content, finish, prompt), headers)
+
+    def _stream(self, events: list[dict[str, Any]], headers: dict[str, str]) -> None:
+        if not self.committed:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+        for event in events:
+            self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.close_connection = True
 
 
 #: Faults that are one error answer: status and the OpenAI-style error object.
@@ -372,8 +478,43 @@ _ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
 }
 
 
-def _completion(model: str, content: str, finish: str, prompt: str) -> dict[str, Any]:
+def _usage(prompt: str, content: str) -> dict[str, int]:
     prompt_tokens, completion_tokens = max(1, len(prompt) // 4), max(1, len(content) // 4)
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def _chunks(
+    model: str, content: str, finish: str, prompt: str, include_usage: bool
+) -> list[dict[str, Any]]:
+    """The answer as chat.completion.chunk events: the role, the content in pieces, the finish,
+    and the usage when asked for."""
+    base = {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        return {
+            **base,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+        }
+
+    pieces = [content[i : i + 64] for i in range(0, len(content), 64)] or [""]
+    events = [chunk({"role": "assistant", "content": ""})]
+    events += [chunk({"content": piece}) for piece in pieces]
+    events.append(chunk({}, finish))
+    if include_usage:
+        events.append({**base, "choices": [], "usage": _usage(prompt, content)})
+    return events
+
+
+def _completion(model: str, content: str, finish: str, prompt: str) -> dict[str, Any]:
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
         "object": "chat.completion",
@@ -386,11 +527,7 @@ def _completion(model: str, content: str, finish: str, prompt: str) -> dict[str,
                 "finish_reason": finish,
             }
         ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
+        "usage": _usage(prompt, content),
     }
 
 
@@ -403,9 +540,10 @@ class ScriptedModelServer(ThreadingHTTPServer):
         port: int = 0,
         fault: str = "",
         limits: KeyLimits | None = None,
+        overload: Overload | None = None,
     ) -> None:
         super().__init__((host, port), _Handler)
-        self.state = _State(fault, limits)
+        self.state = _State(fault, limits, overload)
 
     @property
     def base_url(self) -> str:
@@ -428,9 +566,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rpm", type=int, default=0, help="requests per minute per key")
     parser.add_argument("--tpm", type=int, default=0, help="tokens per minute per key")
     parser.add_argument("--concurrency", type=int, default=0, help="calls at once per key")
+    parser.add_argument(
+        "--overload", type=int, default=0, help="hold calls past this many in progress"
+    )
+    parser.add_argument("--overload-hold-s", type=float, default=600.0)
+    parser.add_argument("--keepalive-s", type=float, default=1.0)
     args = parser.parse_args(argv)
     limits = KeyLimits(rpm=args.rpm, tpm=args.tpm, concurrency=args.concurrency)
-    server = ScriptedModelServer(args.host, args.port, args.fault, limits)
+    overload = (
+        Overload(args.overload, args.overload_hold_s, args.keepalive_s) if args.overload else None
+    )
+    server = ScriptedModelServer(args.host, args.port, args.fault, limits, overload)
     print(f"scripted model serving the OpenAI API at {server.base_url}", flush=True)
     try:
         server.serve_forever()
