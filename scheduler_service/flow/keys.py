@@ -145,13 +145,17 @@ def admit(
     states: Mapping[ModelKey, KeyState],
     running: Mapping[ModelKey, int],
     now: datetime,
+    wanted: int | None = None,
 ) -> tuple[list[str], dict[ModelKey, KeyState]]:
-    """The candidates (job id, key, token estimate), in order, that fit their keys' budgets, and
-    the keys' states after spending them. Keys without a state are not limited."""
+    """The candidates (job id, key, token estimate), in order, that fit their keys' budgets — at
+    most ``wanted`` of them — and the keys' states after spending them. Keys without a state are
+    not limited."""
     used: dict[ModelKey, KeyState] = {}
     taken: Counter[ModelKey] = Counter(running)
     admitted: list[str] = []
     for job_id, key, tokens in candidates:
+        if wanted is not None and len(admitted) == wanted:
+            break
         state = used.get(key)
         if state is None:
             if key not in states:

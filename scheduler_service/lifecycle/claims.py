@@ -32,7 +32,8 @@ async def claim_batches(
     """Lease available queued jobs of ``job_types`` to several runtimes.
 
     ``demands`` are (runtime instance id, how many) pairs; the answer holds each one's grants, in
-    the same order. Highest priority first, then oldest, dealt out one at a time so that scarce
+    the same order. Highest priority first, then users in turn (``fairSeq``), then oldest, dealt
+    out one at a time so that scarce
     work spreads over the runtimes. ``FOR UPDATE SKIP LOCKED`` on the dispatch index lets several
     schedulers claim at once without waiting on (or double-leasing) each other's rows; the lock
     write per runtime then moves exactly its locked rows to running. One SELECT whatever the
@@ -136,9 +137,9 @@ async def _filtered_candidates(
     running_keys = (
         await flow_sql.running_by_key(conn, flow.user_key_mode, limited) if limited else {}
     )
-    ids, spent = admit(keyed, states, running_keys, now)
+    ids, spent = admit(keyed, states, running_keys, now, wanted)
     await flow_sql.save_states(conn, spent)
-    return ids[:wanted]
+    return ids
 
 
 def deal(ids: Sequence[str], wants: Sequence[int]) -> list[list[str]]:

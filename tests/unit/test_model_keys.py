@@ -99,3 +99,10 @@ def test_429s_are_counted_per_last_minute() -> None:
     state = after_congestion(state, NOW + timedelta(seconds=30), None, 1)  # a 503: not a 429
     assert spent(trimmed(state.rate_limited, NOW + timedelta(seconds=30))) == 3
     assert spent(trimmed(state.rate_limited, NOW + timedelta(seconds=71))) == 1
+
+
+def test_only_what_is_leased_is_spent() -> None:
+    state = KeyState(Limits(requests_per_minute=10))
+    admitted, used = admit(_jobs(A, 8), {A: state}, {}, NOW, wanted=3)
+    assert len(admitted) == 3
+    assert spent(used[A].requests) == 3
