@@ -39,6 +39,19 @@ def _ratio(numerator: float | str | None, denominator: float | str | None) -> fl
     return None
 
 
+def _design_floor(f: Figures) -> float | None:
+    """Jobs per second if every core did nothing but the drain's gRPC exchange (both sides) and
+    its batched SQL (loop and database): no validation, projection, outbox or Python logic."""
+    parts = [
+        f.get("grpc_floor_client_us_per_job"),
+        f.get("grpc_floor_server_us_per_job"),
+        f.get("batched_ceiling_cpu_us_per_job"),
+    ]
+    if not all(isinstance(p, float) and p > 0 for p in parts):
+        return None
+    return (psutil.cpu_count() or 1) * 1e6 / sum(p for p in parts if isinstance(p, float))
+
+
 def _row(name: str, value: float | str | None, unit: str, goal: str = "") -> str:
     shown = f"{value:10.2f}" if isinstance(value, float) else f"{value or 'n/a':>10}"
     return f"{name:52} {shown} {unit:8} {goal}"
@@ -68,6 +81,17 @@ def table(f: Figures) -> str:
         _row("  benchmark runtimes CPU", f["grpc_floor_client_us_per_job"], "us/job"),
         _row("  instant server CPU", f["grpc_floor_server_us_per_job"], "us/job"),
         _row("protocol floor / peer", f["grpc_floor_vs_peer"], ""),
+        _row(
+            "  batched SQL alone: CPU (loop and MariaDB)",
+            f["batched_ceiling_cpu_us_per_job"],
+            "us/job",
+        ),
+        _row(
+            "design floor: all cores / (exchange + batched SQL)",
+            f["design_floor_jobs_per_s"],
+            "jobs/s",
+        ),
+        _row("design floor / peer", f["design_floor_vs_peer"], ""),
         _row("ours / protocol floor", f["ours_vs_grpc_floor"], ""),
         _row(
             "enqueue (row written) -> lease in runtime p50",
@@ -168,6 +192,10 @@ async def main() -> None:
     )
     figures["grpc_floor_vs_peer"] = _ratio(
         figures["grpc_floor_jobs_per_s"], figures["peer_jobs_per_s"]
+    )
+    figures["design_floor_jobs_per_s"] = _design_floor(figures)
+    figures["design_floor_vs_peer"] = _ratio(
+        figures["design_floor_jobs_per_s"], figures["peer_jobs_per_s"]
     )
     figures["ours_vs_grpc_floor"] = _ratio(
         figures["ours_jobs_per_s"], figures["grpc_floor_jobs_per_s"]

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import psutil
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
@@ -53,3 +54,29 @@ async def jobs_per_second(
     share = [jobs // connections + (1 if i < jobs % connections else 0) for i in range(connections)]
     await asyncio.gather(*(worker(n) for n in share))
     return jobs / (time.perf_counter() - started)
+
+
+class CpuMeter:
+    """CPU seconds spent by this process and the local database servers between ``start`` and
+    ``stop`` (psutil), to turn a rate into CPU per job."""
+
+    SERVERS = ("mariadbd", "mysqld", "postgres")
+
+    def __init__(self) -> None:
+        self._processes = [psutil.Process()] + [
+            p for p in psutil.process_iter(["name"]) if p.info["name"] in self.SERVERS
+        ]
+        self._before = self._total()
+
+    def _total(self) -> float:
+        total = 0.0
+        for process in self._processes:
+            try:
+                times = process.cpu_times()
+            except psutil.Error:
+                continue
+            total += times.user + times.system
+        return total
+
+    def seconds(self) -> float:
+        return self._total() - self._before

@@ -28,7 +28,7 @@ from sqlalchemy.engine import make_url
 
 from aijob.harness.procs import scheduler_processes
 from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
-from bench.databases import jobs_per_second, throwaway_database
+from bench.databases import CpuMeter, jobs_per_second, throwaway_database
 
 JOBS = int(os.environ.get("AIJOB_BENCH_JOBS", "5000"))
 RUNTIMES, SLOTS, CONNECTIONS = 4, 32, 20
@@ -112,8 +112,16 @@ def _values(rows: int, one: str) -> str:
     return ", ".join([one] * rows)
 
 
-async def batched_ceiling(url: str, jobs: int) -> float:
-    """Jobs per second for the same statements, ``BATCH`` jobs per transaction."""
+@dataclass(frozen=True)
+class Batched:
+    jobs_per_s: float
+    #: CPU of the loop and the database server per job: what the batched SQL alone costs.
+    cpu_us_per_job: float
+
+
+async def batched_ceiling(url: str, jobs: int) -> Batched:
+    """Jobs per second for the same statements, ``BATCH`` jobs per transaction, and the CPU they
+    cost (this process and the database server)."""
     # Our sessions run READ COMMITTED (scheduler_service/db/engine.py); so does this loop, which
     # without it deadlocks on the gap locks of its own multi-row inserts.
     pool = await _pool(url, init_command="SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
@@ -152,7 +160,9 @@ async def batched_ceiling(url: str, jobs: int) -> float:
             await conn.commit()
 
     try:
-        return BATCH * await jobs_per_second(pool, CONNECTIONS, jobs // BATCH, one_batch)
+        meter = CpuMeter()
+        rate = BATCH * await jobs_per_second(pool, CONNECTIONS, jobs // BATCH, one_batch)
+        return Batched(rate, 1e6 * meter.seconds() / (BATCH * (jobs // BATCH)))
     finally:
         pool.close()
         await pool.wait_closed()
@@ -247,21 +257,23 @@ async def main(jobs: int = JOBS) -> dict[str, float]:
     async with throwaway_database() as url:
         ceiling_rate = await ceiling(url, jobs)
     async with throwaway_database() as url:
-        batched_rate = await batched_ceiling(url, jobs)
+        batched = await batched_ceiling(url, jobs)
     async with throwaway_database() as url:
         ours = await drain(url, jobs, stream=True)
     async with throwaway_database() as url:
         unary = await drain(url, jobs, stream=False)
     print(f"\nthroughput, {jobs} synthetic_echo jobs, MariaDB, 1 scheduler, {RUNTIMES}x{SLOTS}\n")
     print(f"{'ceiling (3 commits/job, 20 connections)':44} {ceiling_rate:10.0f} jobs/s")
-    print(f"{'batched ceiling (50 jobs/transaction)':44} {batched_rate:10.0f} jobs/s")
+    print(f"{'batched ceiling (50 jobs/transaction)':44} {batched.jobs_per_s:10.0f} jobs/s")
+    print(f"{'  its CPU (loop and database)':44} {batched.cpu_us_per_job:10.0f} us/job")
     print(f"{'ours: CreateJob, 32 callers':44} {ours.create_jobs_per_s:10.0f} jobs/s")
     print(f"{'ours: drain, reports on the stream':44} {ours.drain_jobs_per_s:10.0f} jobs/s")
     print(f"{'ours: drain, unary SubmitResult':44} {unary.drain_jobs_per_s:10.0f} jobs/s")
     return {
         "jobs": float(jobs),
         "ceiling_jobs_per_s": ceiling_rate,
-        "batched_ceiling_jobs_per_s": batched_rate,
+        "batched_ceiling_jobs_per_s": batched.jobs_per_s,
+        "batched_ceiling_cpu_us_per_job": batched.cpu_us_per_job,
         "ours_create_jobs_per_s": ours.create_jobs_per_s,
         "ours_jobs_per_s": ours.drain_jobs_per_s,
         "ours_unary_jobs_per_s": unary.drain_jobs_per_s,
