@@ -91,9 +91,18 @@ _QUEUE_FLOOR = select(
     )
     .scalar_subquery(),
 )
+#: The same for one user at one priority (a single create), with the user's gate, in one read.
+_ONE_USER_FLOOR = select(
+    *_QUEUE_FLOOR.selected_columns,
+    select(_gate.c.fairSeq).where(_gate.c.userId == bindparam("b_user")).scalar_subquery(),
+    select(func.count()).where(_gate.c.userId == bindparam("b_user")).scalar_subquery(),
+)
 _SET_GATE_PLACE = (
     update(_gate).where(_gate.c.userId == bindparam("b_user")).values(fairSeq=bindparam("v_place"))
 )
+
+#: Users' last places, the users with a gate row, and each priority's floor.
+_Floors = tuple[dict[str, int], set[str], dict[int, fairness.Floor]]
 
 _HELD_BY = frozenset({Guard.ATTEMPT, Guard.HOLDER})
 _RESULT_VALUES = frozenset({"outputHash", "resultIdempotencyKey", "validatedOutput"})
@@ -306,19 +315,34 @@ class SqlJobStore(JobStore):
     async def watch_states(self, job_ids: Sequence[str]) -> dict[str, WatchState]:
         return await queries.watch_states(self._conn, job_ids)
 
+    async def _one_user_floor(self, user: str, priority: int) -> _Floors:
+        row = (
+            await self._conn.execute(_ONE_USER_FLOOR, {"b_priority": priority, "b_user": user})
+        ).one()
+        head, running, last, gates = row[0], row[1], row[2], row[3]
+        lasts = {} if last is None else {user: int(last)}
+        return lasts, {user} if gates else set(), {priority: fairness.Floor(head, running)}
+
+    async def _floors(self, users: list[str], priorities: list[int]) -> _Floors:
+        rows = (await self._conn.execute(_GATE_PLACES, {"b_users": users})).all()
+        lasts = {row.userId: int(row.fairSeq) for row in rows if row.fairSeq is not None}
+        floors = {}
+        for priority in priorities:
+            head, running = (await self._conn.execute(_QUEUE_FLOOR, {"b_priority": priority})).one()
+            floors[priority] = fairness.Floor(head, running)
+        return lasts, {row.userId for row in rows}, floors
+
     async def _fair_places(self, jobs: Sequence[NewJob]) -> list[int]:
         """Each new job's place in its user's turn (:mod:`~scheduler_service.lifecycle.fairness`),
         moving the users' gates on to their newest place."""
         users = sorted({job.user_id for job in jobs})
-        found = await self._conn.execute(_GATE_PLACES, {"b_users": users})
-        rows = found.all()
-        lasts: dict[str, int] = {row.userId: row.fairSeq for row in rows if row.fairSeq is not None}
-        floors = {}
-        for priority in sorted({job.priority for job in jobs}):
-            head, running = (await self._conn.execute(_QUEUE_FLOOR, {"b_priority": priority})).one()
-            floors[priority] = fairness.Floor(head, running)
+        priorities = sorted({job.priority for job in jobs})
+        lasts, gated, floors = await (
+            self._one_user_floor(users[0], priorities[0])
+            if len(users) == len(priorities) == 1
+            else self._floors(users, priorities)
+        )
         placed, latest = fairness.places([(j.user_id, j.priority) for j in jobs], lasts, floors)
-        gated = {row.userId for row in rows}
         moved = [{"b_user": u, "v_place": p} for u, p in latest.items() if u in gated]
         if moved:
             await self._conn.execute(_SET_GATE_PLACE, moved)
