@@ -122,6 +122,10 @@ def failure_from_openai(error: openai.OpenAIError) -> JobFailure:
         )
     if isinstance(error, openai.APIStatusError):
         return _status_failure(error)
+    if type(error) is openai.APIError:
+        # An error event inside a 200 stream: a provider that held the request open gave up.
+        body = error.body if isinstance(error.body, dict) else {"message": error.message}
+        return failure_in_body({"error": body})
     return JobFailure(ErrorCode.INTERNAL_ERROR, "The model call failed.", type(error).__name__)
 
 

@@ -13,5 +13,10 @@ MODEL_LATENCY = Histogram(
     "Model call time",
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
 )
+FIRST_TOKEN = Histogram(
+    "aijob_runtime_model_first_token_seconds",
+    "Time from a model call to its first token (grows first when a provider holds requests)",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+)
 TOKENS = Counter("aijob_runtime_tokens_total", "Model tokens", ["kind"])
 COST = Counter("aijob_runtime_cost_micros_total", "Model cost in millionths of the price unit")

@@ -21,7 +21,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel, ValidationError
 
 from runtime_service import metrics
-from runtime_service.failures import JobFailure, failure_from_openai, failure_in_body
+from runtime_service.failures import JobFailure, failure_from_openai
 from runtime_service.prompts import Prompt, UnknownPromptError, build_prompt, repair_messages
 from runtime_service.rate_limits import RateLimitHeaders, rate_limit_headers
 from runtime_service.safety import SafetyCheck
@@ -66,6 +66,38 @@ class Usage:
     cost_micros: int = 0
     #: What the provider's x-ratelimit-* headers said on the latest answer.
     rate_limits: RateLimitHeaders | None = None
+    #: Time to the latest call's first token, in milliseconds; None before one arrived.
+    time_to_first_token_ms: int | None = None
+
+
+@dataclass
+class _Answer:
+    """A streamed answer as it arrives: its text, finish reason, usage, and when the first
+    token came (seconds after the call started)."""
+
+    model: str
+    parts: list[str] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: Any = None
+    first_token_s: float | None = None
+
+    def take(self, chunk: Any, elapsed_s: float) -> None:
+        if getattr(chunk, "model", None):
+            self.model = chunk.model
+        if chunk.usage is not None:
+            self.usage = chunk.usage
+        for choice in chunk.choices or ():
+            text = choice.delta.content if choice.delta is not None else None
+            if text:
+                if self.first_token_s is None:
+                    self.first_token_s = elapsed_s
+                self.parts.append(text)
+            if choice.finish_reason:
+                self.finish_reason = choice.finish_reason
+
+    @property
+    def content(self) -> str:
+        return "".join(self.parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,32 +373,35 @@ class JobRunner:
         messages: list[dict[str, str]],
         running: _Running,
     ) -> str:
+        """One model call, streamed: the answer is the same, and the time to its first token —
+        what grows first when a provider holds requests under load — is seen and reported."""
         started = time.perf_counter()
+        answer = _Answer(model)
         try:
             raw = await client.chat.completions.with_raw_response.create(
                 model=model,
                 messages=cast("list[ChatCompletionMessageParam]", messages),
                 response_format={"type": "json_object"},
+                stream=True,
+                stream_options={"include_usage": True},
             )
-            completion = raw.parse()
+            async for chunk in raw.parse():
+                answer.take(chunk, time.perf_counter() - started)
         except openai.OpenAIError as error:
             # A failed call is still a call: it took time and is recorded as usage.
-            self._add_usage(running, None, time.perf_counter() - started, model)
+            self._add_usage(running, answer, time.perf_counter() - started, model)
             if isinstance(error, openai.APIStatusError):
                 self._saw_limits(running, error.response.headers)
             raise failure_from_openai(error) from None
-        self._add_usage(running, completion, time.perf_counter() - started, model)
+        self._add_usage(running, answer, time.perf_counter() - started, model)
         self._saw_limits(running, raw.headers)
-        if not getattr(completion, "choices", None):
-            raise failure_in_body(raw.http_response.json())
-        choice = completion.choices[0]
-        if choice.finish_reason == "length":
+        if answer.finish_reason == "length":
             raise JobFailure(
                 ErrorCode.MODEL_OUTPUT_TRUNCATED,
                 "The model's answer was cut off.",
                 "finish_reason=length",
             )
-        return choice.message.content or ""
+        return answer.content
 
     @staticmethod
     def _saw_limits(running: _Running, headers: Mapping[str, str]) -> None:
@@ -375,13 +410,19 @@ class JobRunner:
         if seen is not None and running.usage is not None:
             running.usage.rate_limits = seen
 
-    def _add_usage(self, running: _Running, completion: Any, elapsed_s: float, model: str) -> None:
+    def _add_usage(
+        self, running: _Running, completion: _Answer, elapsed_s: float, model: str
+    ) -> None:
         metrics.MODEL_LATENCY.observe(elapsed_s)
-        if completion is not None and completion.usage is not None:
+        if completion.first_token_s is not None:
+            metrics.FIRST_TOKEN.observe(completion.first_token_s)
+        if completion.usage is not None:
             metrics.TOKENS.labels("prompt").inc(completion.usage.prompt_tokens)
             metrics.TOKENS.labels("completion").inc(completion.usage.completion_tokens)
-        usage = running.usage or Usage(model_name=getattr(completion, "model", "") or model)
-        if completion is not None and completion.usage is not None:
+        usage = running.usage or Usage(model_name=completion.model or model)
+        if completion.first_token_s is not None:
+            usage.time_to_first_token_ms = round(completion.first_token_s * 1000)
+        if completion.usage is not None:
             usage.prompt_tokens += completion.usage.prompt_tokens
             usage.completion_tokens += completion.usage.completion_tokens
         usage.latency_ms += round(elapsed_s * 1000)

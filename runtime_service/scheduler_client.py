@@ -59,6 +59,8 @@ def _usage(usage: Usage | None) -> types_pb2.Usage | None:
         latency_ms=usage.latency_ms,
         cost_micros=usage.cost_micros,
     )
+    if usage.time_to_first_token_ms is not None:
+        message.time_to_first_token_ms = usage.time_to_first_token_ms
     if usage.rate_limits is not None:
         message.rate_limits.CopyFrom(_rate_limits(usage.rate_limits))
     return message

@@ -256,3 +256,18 @@ async def test_the_runtime_calls_the_model_the_lease_names(
     ((_, usage),) = scheduler.results
     assert usage is not None and usage.model_name == called  # the server answers the model asked
     await runner.close()
+
+
+async def test_calls_stream_and_report_the_time_to_first_token(
+    model_server: ScriptedModelServer,
+) -> None:
+    model_server.state.queued.append("latency:80")
+    scheduler = FakeScheduler()
+    runner = _runner(scheduler, model_server)
+    assert await runner.run(lease()) == "succeeded"
+    ((_, usage),) = scheduler.results
+    assert usage is not None and usage.time_to_first_token_ms is not None
+    assert usage.time_to_first_token_ms >= 80  # the model answered after 80 ms
+    assert usage.latency_ms >= usage.time_to_first_token_ms
+    assert usage.completion_tokens > 0  # the stream's usage chunk
+    await runner.close()

@@ -98,7 +98,11 @@ def test_the_server_answers_429_with_retry_after_and_rate_limit_headers(
         limited_server.base_url.removesuffix("/v1") + "/control/stats", timeout=30
     ) as reply:
         stats = json.loads(reply.read())
-    assert (stats["requests"], stats["rate_limited"], stats["max_concurrent"]) == (5, 1, 1)
+    assert (stats["requests"], stats["rate_limited"]) == (5, 1)
+    # A call counts as in progress until its answer is written, and a client may start its next
+    # call before the server has counted the last one out: sequential calls can show 2 here.
+    # max_concurrent is checked exactly where calls cannot overlap (test_scripted_overload.py).
+    assert stats["max_concurrent"] >= 1
     per_key = stats["keys"][key_label(KEY_A)]
     assert (per_key["requests"], per_key["rate_limited"]) == (4, 1)
     assert stats["keys"][key_label(KEY_B)]["requests"] == 1
