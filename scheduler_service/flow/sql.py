@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.idempotent import insert_ignoring_duplicates
 from scheduler_service.db.models import AiJob, AiModelKey
-from scheduler_service.flow.keys import KeyState, Limits, ModelKey, Window
+from scheduler_service.flow.keys import KeyState, Limits, ModelKey, Window, scope_of
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 
 __all__ = [
@@ -129,7 +129,7 @@ async def running_by_key(
     """Jobs running per key, for ``keys``."""
     found: dict[ModelKey, int] = {}
     for provider, model, mode, count in await conn.execute(_RUNNING_BY_KEY):
-        key = ModelKey(provider, model, "user" if mode == user_key_mode else "platform")
+        key = ModelKey(provider, model, scope_of(mode, user_key_mode))
         if key in keys:
             found[key] = found.get(key, 0) + int(count)
     return found
