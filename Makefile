@@ -51,6 +51,7 @@ bench: install
 # The throttle storm alone (issue 16): LLM jobs of three users against a rate-limited model.
 bench-llm: install
 	$(PY) -m bench.llm_storm
+	$(PY) -m bench.llm_overload
 
 # Enqueue -> lease latency with one idle runtime (MariaDB at AIJOB_BENCH_MYSQL_URL).
 bench-latency: install

@@ -21,6 +21,7 @@ from bench import (
     api_scale,
     inflight,
     lease_latency,
+    llm_overload,
     llm_storm,
     peer,
     protocol_floor,
@@ -164,6 +165,17 @@ def table(f: Figures) -> str:
             "  small users' create -> lease p95", f["llm_small_users_wait_p95_s"], "s", "goal <= 5"
         ),
         _row("  model calls at once, at most", f["llm_model_max_concurrent"], ""),
+        _row("overload storm: jobs (no limit set, model holds past 8)", f["llm_overload_jobs"], ""),
+        _row("  failed", f["llm_overload_failed"], "", "goal 0"),
+        _row(
+            "  calls open at the model, settled mean",
+            f["llm_overload_open_calls_mean"],
+            "",
+            "goal ~8",
+        ),
+        _row(
+            "  first token p95 / unloaded", f["llm_overload_ttft_p95_vs_unloaded"], "", "goal <= 2"
+        ),
     ]
     return "\n".join(rows)
 
@@ -182,6 +194,7 @@ async def main() -> None:
     figures.update(await inflight.main())
     figures.update(await api_scale.main())
     figures.update(await llm_storm.main())
+    figures.update(await llm_overload.main())
     figures["ours_vs_ceiling"] = _ratio(figures["ours_jobs_per_s"], figures["ceiling_jobs_per_s"])
     figures["ours_vs_peer"] = _ratio(figures["ours_jobs_per_s"], figures["peer_jobs_per_s"])
     figures["ours_vs_batched_ceiling"] = _ratio(

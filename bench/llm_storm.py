@@ -51,7 +51,7 @@ _jobs = cast(Table, AiJob.__table__)
 
 
 @contextmanager
-def _runtimes(address: str, base_url: str, logs: Path) -> Iterator[None]:
+def runtimes(address: str, base_url: str, logs: Path) -> Iterator[None]:
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "runtime_service"],
@@ -78,7 +78,7 @@ def _runtimes(address: str, base_url: str, logs: Path) -> Iterator[None]:
             proc.wait(timeout=60)
 
 
-async def _create(client: JobClient, users: list[str]) -> None:
+async def create_jobs(client: JobClient, users: list[str]) -> None:
     items = []
     for n, user in enumerate(users):
         job = job_pb.CreateJobRequest(job_type="synthetic_echo")
@@ -108,11 +108,11 @@ async def _storm(url: str, address: str, server: ScriptedModelServer) -> dict[st
     )
     client = JobClient(channel, "storm-caller")
     started = time.perf_counter()
-    await _create(client, ["nightly-batch"] * BIG)
-    await _create(client, ["learner-a"] * SMALL + ["learner-b"] * SMALL)
+    await create_jobs(client, ["nightly-batch"] * BIG)
+    await create_jobs(client, ["learner-a"] * SMALL + ["learner-b"] * SMALL)
     engine = create_engine(url, pool_size=2)
     try:
-        ended = await _finished(engine, BIG + 2 * SMALL)
+        ended = await finished(engine, BIG + 2 * SMALL)
         makespan = ended - started
         async with engine.connect() as conn:
             failed = (
@@ -145,7 +145,7 @@ async def _storm(url: str, address: str, server: ScriptedModelServer) -> dict[st
     }
 
 
-async def _finished(engine: Any, total: int) -> float:
+async def finished(engine: Any, total: int) -> float:
     """When the last of ``total`` jobs reached a terminal state (polled: the bench's own loop)."""
     terminal = ("succeeded", "failed", "cancelled")
     query = select(func.count()).where(_jobs.c.lifecycleStatus.in_(terminal))
@@ -170,7 +170,7 @@ async def main() -> dict[str, float]:
                 spawn_schedulers(url, 1, env={"AIJOB_MAX_ACTIVE_JOBS_PER_USER": "1000"}) as (
                     scheduler,
                 ),
-                _runtimes(scheduler.address, server.base_url, Path(logs)),
+                runtimes(scheduler.address, server.base_url, Path(logs)),
             ):
                 figures = await _storm(url, scheduler.address, server)
     finally:

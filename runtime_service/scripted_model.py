@@ -34,13 +34,16 @@ yet, else as the body or the stream's last event, the way a provider that alread
 ``stream_options.include_usage``).
 
 ``GET /control/stats``: ``requests``, ``rate_limited``, ``max_concurrent`` (calls in progress at
-once, at most), ``in_progress``, ``held`` and ``overloaded`` (held too long), per-fault counts,
+once, at most), ``in_progress``, ``held`` (calls ever held open), ``holding`` (held now),
+``max_open`` (in progress and held at once, at most), ``overloaded`` (held too long),
+``abandoned`` (held, and the caller left), per-fault counts,
 and ``keys``: the same per key, each key shown as a fingerprint (:func:`key_label`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import re
@@ -210,22 +213,42 @@ class _State:
         self.limits = ProviderLimits(limits or KeyLimits())
         self.overload = overload
         self.in_progress = 0
+        #: Calls held open right now, waiting for a place.
+        self.holding = 0
         self.keys: dict[str, Counter[str]] = {}
 
     def must_hold(self) -> bool:
         with self.lock:
             return self.overload is not None and self.in_progress >= self.overload.places
 
+    def hold(self) -> None:
+        """A call is held open until a place frees."""
+        with self.lock:
+            self.counts["held"] += 1
+            self.holding += 1
+            self._note_open()
+
     def take_place(self, key: str, wait_s: float) -> bool:
-        """Start ``key``'s call if a place is free within ``wait_s``."""
+        """Start ``key``'s held call if a place is free within ``wait_s``."""
         assert self.overload is not None
         with self.places:
             if self.in_progress >= self.overload.places:
                 self.places.wait(timeout=wait_s)
             if self.in_progress >= self.overload.places:
                 return False
+            self.holding -= 1
             self._start(key)
             return True
+
+    def release_hold(self, *, overloaded: bool) -> None:
+        """A held call ends without a place: held too long (``overloaded``), or its caller left."""
+        with self.lock:
+            self.holding -= 1
+            self.counts["overloaded" if overloaded else "abandoned"] += 1
+
+    def _note_open(self) -> None:
+        open_calls = self.in_progress + self.holding
+        self.counts["max_open"] = max(self.counts["max_open"], open_calls)
 
     def started(self, key: str) -> None:
         with self.lock:
@@ -235,6 +258,7 @@ class _State:
         """A call starts (the caller holds the lock)."""
         self.in_progress += 1
         self.counts["max_concurrent"] = max(self.counts["max_concurrent"], self.in_progress)
+        self._note_open()
         per_key = self.keys.setdefault(key_label(key), Counter())
         per_key["requests"] += 1
         per_key["in_progress"] += 1
@@ -263,6 +287,7 @@ class _State:
             stats: dict[str, Any] = {"requests": 0, "rate_limited": 0, "max_concurrent": 0}
             stats |= dict(self.counts)
             stats["in_progress"] = self.in_progress
+            stats["holding"] = self.holding
             stats["keys"] = {label: dict(counts) for label, counts in self.keys.items()}
             return stats
 
@@ -343,6 +368,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(429, {"error": error}, {"Retry-After": retry_after, **admission.headers})
             return
         if not self._place(state, key, bool(request.get("stream"))):
+            state.limits.done(key)
             return
         try:
             self._answer(request, messages, prompt, fault, admission.headers)
@@ -359,7 +385,15 @@ class _Handler(BaseHTTPRequestHandler):
         if overload is None or not state.must_hold():
             state.started(key)
             return True
-        state.count("held")
+        state.hold()
+        try:
+            return self._held(state, key, overload, streaming)
+        except OSError:  # the caller went away while held
+            state.release_hold(overloaded=False)
+            self.close_connection = True
+            return False
+
+    def _held(self, state: _State, key: str, overload: Overload, streaming: bool) -> bool:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream" if streaming else "application/json")
         self.send_header("Connection", "close")
@@ -369,14 +403,15 @@ class _Handler(BaseHTTPRequestHandler):
         held_until = time.monotonic() + overload.hold_s
         while not state.take_place(key, min(overload.keepalive_s, overload.hold_s)):
             if time.monotonic() >= held_until:
-                state.count("overloaded")
+                state.release_hold(overloaded=True)
                 error = {"error": _ERRORS["503"][1]}
-                self.wfile.write(
-                    f"data: {json.dumps(error)}\n\n".encode()
-                    if streaming
-                    else json.dumps(error).encode()
-                )
                 self.close_connection = True
+                with contextlib.suppress(OSError):  # the caller may be gone too
+                    self.wfile.write(
+                        f"data: {json.dumps(error)}\n\n".encode()
+                        if streaming
+                        else json.dumps(error).encode()
+                    )
                 return False
             self.wfile.write(keepalive)
             self.wfile.flush()

@@ -79,6 +79,12 @@ class SchedulerSettings(BaseSettings):
     model_max_concurrency: int = Field(default=0, ge=0)
     model_requests_per_minute: int = Field(default=0, ge=0)
     model_tokens_per_minute: int = Field(default=0, ge=0)
+    #: Calls at once a key without a concurrency limit starts at, doubling per round of
+    #: successes until the provider pushes back (0: unlimited until then).
+    model_initial_concurrency: int = Field(default=4, ge=0)
+    #: A time to first token above this many times the key's baseline (its fastest of the last
+    #: minutes) halves the key's concurrency, as a 429 does (0: latency is not read).
+    model_latency_tolerance: float = Field(default=1.5, ge=0)
     max_running_per_user_overrides: Annotated[dict[str, int], NoDecode] = Field(
         default_factory=dict
     )
@@ -154,7 +160,12 @@ class SchedulerSettings(BaseSettings):
             self.model_requests_per_minute,
             self.model_tokens_per_minute,
         )
-        return FlowPolicy(defaults, USER_KEY_MODE)
+        return FlowPolicy(
+            defaults,
+            USER_KEY_MODE,
+            initial_concurrency=self.model_initial_concurrency,
+            latency_tolerance=self.model_latency_tolerance,
+        )
 
     @property
     def running_caps(self) -> RunningCaps:

@@ -60,5 +60,6 @@ def _row(job: JobRecord, attempt_no: int, usage: Usage, error_code: str | None) 
         "totalTokens": usage.prompt_tokens + usage.completion_tokens,
         "costMicros": usage.cost_micros,
         "latencyMs": usage.latency_ms,
+        "firstTokenMs": usage.first_token_ms,
         "errorCode": error_code,
     }

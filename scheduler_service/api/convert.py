@@ -107,6 +107,9 @@ def usage(message: types_pb2.Usage, present: bool) -> Usage | None:
         exhausted_for_ms=(
             exhausted_for_ms(message.rate_limits) if message.HasField("rate_limits") else None
         ),
+        first_token_ms=message.time_to_first_token_ms
+        if message.time_to_first_token_ms > 0
+        else None,
     )
 
 

@@ -273,6 +273,8 @@ class AiUsageLog(Base):
     totalTokens: Mapped[int] = mapped_column(Integer, server_default="0")
     costMicros: Mapped[int] = mapped_column(BigInteger, server_default="0")
     latencyMs: Mapped[int] = mapped_column(Integer, server_default="0")
+    #: Time to the first token of a streamed answer, as the runtime measured it.
+    firstTokenMs: Mapped[int | None] = mapped_column(Integer)
     errorCode: Mapped[str | None] = mapped_column(String(100))
     createdAt: Mapped[datetime] = mapped_column(Timestamp)
 
@@ -438,4 +440,9 @@ class AiModelKey(Base):
     tokenWindow: Mapped[str | None] = mapped_column(Text)
     rateLimitedWindow: Mapped[str | None] = mapped_column(Text)
     rateLimitedTotal: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    #: Slow start below it, additive growth above (flow/keys.py); each decrease sets it.
+    growthThreshold: Mapped[float | None] = mapped_column(Float)
+    #: Fastest first token per minute of the last few, JSON [[minute, ms], ...].
+    firstTokenWindow: Mapped[str | None] = mapped_column(Text)
+    decreasedAt: Mapped[datetime | None] = mapped_column(Timestamp)
     updatedAt: Mapped[datetime] = mapped_column(Timestamp)

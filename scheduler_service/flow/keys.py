@@ -7,8 +7,15 @@ claim) holds:
 
 * the limits an operator set (0 or unset: the settings' default; 0 there: none);
 * ``paused_until``: after a 429 with Retry-After nobody leases on the key before then;
-* ``effective``: the concurrency found by AIMD — halved by a 429 or 503, raised by ``1/effective``
-  per success back up to the configured limit (TCP's congestion window, per key);
+* ``effective``: the concurrency found by AIMD — halved by a 429, a 503 or a first token slower
+  than ``latency_tolerance`` x the key's baseline, raised by ``1/effective`` per success back up
+  to the configured limit (TCP's congestion window, per key). A key no operator gave a
+  concurrency starts at ``initial_concurrency`` and doubles per round of successes (TCP's slow
+  start) until the provider first pushes back, so a fleet of 48 slots does not open 48 calls on
+  a provider that serves 8 and holds the rest;
+* ``first_tokens``: the fastest time to first token of each of the last minutes — the baseline a
+  call's first token is judged against (a windowed minimum, as BBR reads a path's round trip:
+  every decrease drains the queue, so a minute at the true floor comes back);
 * two sliding windows, requests and tokens started per whole second over the last 61 seconds:
   a lease is given while the window holds less than the per-minute limit, so no continuous
   minute — the window providers count in — ever sees more than the limit, and a burst the
@@ -24,13 +31,15 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 __all__ = [
+    "Answered",
     "FlowPolicy",
     "KeyState",
     "Limits",
     "ModelKey",
     "admit",
+    "after_answers",
     "after_congestion",
-    "after_successes",
+    "baseline_ms",
     "estimate_tokens",
     "paused",
     "scope_of",
@@ -44,6 +53,11 @@ WINDOW_SECONDS = 61
 
 #: (epoch second, amount) pairs, oldest first.
 Window = tuple[tuple[int, int], ...]
+#: Minutes whose fastest first token the latency baseline remembers.
+BASELINE_MINUTES = 5
+#: A key no operator limited runs unlimited again once its window grows past this many calls
+#: (until the provider pushes back), so that an idle key costs no write per success.
+PROBE_CEILING = 256
 
 
 def second_of(now: datetime) -> int:
@@ -115,6 +129,21 @@ class FlowPolicy:
 
     defaults: Limits = Limits()
     user_key_mode: str = "user_deepseek_key"
+    #: The window a key without a concurrency limit starts at (0: unlimited until congestion).
+    initial_concurrency: int = 0
+    #: A first token slower than this many times the key's baseline is congestion (0: never).
+    latency_tolerance: float = 0.0
+
+    @property
+    def keeps_rows(self) -> bool:
+        """Every key dispatch meets needs a state row (defaults to spend, or a window to grow)."""
+        return self.defaults.any or self.initial_concurrency > 0
+
+    def fresh(self) -> float | None:
+        """The window a new key's row starts with."""
+        if self.defaults.max_concurrency or not self.initial_concurrency:
+            return None
+        return float(self.initial_concurrency)
 
     def key(self, provider: str, model: str, credential_mode: str) -> ModelKey:
         return ModelKey(provider, model, scope_of(credential_mode, self.user_key_mode))
@@ -130,6 +159,13 @@ class KeyState:
     tokens: Window = ()
     #: 429s reported per second of the last minute.
     rate_limited: Window = ()
+    #: Below it the window doubles per round of successes (slow start); above, it grows by one
+    #: per round. Set by each decrease; None: no congestion seen yet.
+    threshold: float | None = None
+    #: (epoch minute, fastest first token in ms) of the last BASELINE_MINUTES.
+    first_tokens: Window = ()
+    #: The last decrease: calls leased before it were already in flight and judge nothing.
+    decreased_at: datetime | None = None
 
     def concurrency(self) -> int:
         """Calls at once allowed now: the configured limit, lowered by congestion."""
@@ -199,13 +235,23 @@ def after_congestion(
 ) -> KeyState:
     """A 429 (with its Retry-After: the key pauses) or a 503: the concurrency halves, from what
     was running when it happened if no window was known yet."""
-    window = state.effective if state.effective is not None else float(max(1, running))
     paused, limited = state.paused_until, trimmed(state.rate_limited, now)
     if retry_after is not None:
         limited = _added(limited, now, 1)
         until = now + retry_after
         paused = until if paused is None or paused < until else paused
-    return replace(state, effective=max(1.0, window / 2), paused_until=paused, rate_limited=limited)
+    return replace(_decreased(state, now, running), paused_until=paused, rate_limited=limited)
+
+
+def _decreased(state: KeyState, now: datetime, running: int) -> KeyState:
+    """Multiplicative decrease: half the window (or of the limit, or of what runs, when no window
+    was known yet); growth above it is additive from now on."""
+    if state.effective is not None:
+        window = state.effective
+    else:
+        window = float(state.limits.max_concurrency or max(1, running))
+    halved = max(1.0, window / 2)
+    return replace(state, effective=halved, threshold=halved, decreased_at=now)
 
 
 def paused(state: KeyState, now: datetime, pause: timedelta) -> KeyState:
@@ -216,14 +262,81 @@ def paused(state: KeyState, now: datetime, pause: timedelta) -> KeyState:
     return replace(state, paused_until=until)
 
 
-def after_successes(state: KeyState, count: int) -> KeyState:
-    """``count`` calls succeeded: additive increase, ``1/effective`` each, up to the limit."""
-    if state.effective is None:
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """A call that answered: when its lease began, and its time to first token (None: unknown)."""
+
+    leased_at: datetime | None
+    first_token_ms: int | None = None
+
+
+def _minute_of(now: datetime) -> int:
+    return second_of(now) // 60
+
+
+def baseline_ms(state: KeyState, now: datetime) -> int | None:
+    """The fastest first token of the last BASELINE_MINUTES, or None before any."""
+    oldest = _minute_of(now) - BASELINE_MINUTES
+    kept = [ms for minute, ms in state.first_tokens if minute > oldest]
+    return min(kept) if kept else None
+
+
+def _with_first_tokens(state: KeyState, calls: Sequence[Answered], now: datetime) -> KeyState:
+    times = [c.first_token_ms for c in calls if c.first_token_ms is not None]
+    if not times:
         return state
-    window = state.effective
-    for _ in range(count):
-        window += 1 / window
+    minute, fastest = _minute_of(now), min(times)
+    window = tuple(e for e in state.first_tokens if e[0] > minute - BASELINE_MINUTES)
+    if window and window[-1][0] == minute:
+        if window[-1][1] <= fastest:
+            return replace(state, first_tokens=window)
+        window = window[:-1]
+    return replace(state, first_tokens=(*window, (minute, fastest)))
+
+
+def slowed(state: KeyState, calls: Sequence[Answered], now: datetime, tolerance: float) -> bool:
+    """Some call leased since the last decrease waited for its first token longer than
+    ``tolerance`` times the baseline: the provider is queueing calls (held open, or slower)."""
+    baseline = baseline_ms(state, now)
+    if not tolerance or baseline is None:
+        return False
+    return any(
+        c.first_token_ms is not None and c.first_token_ms > tolerance * baseline
+        for c in _since_decrease(state, calls)
+    )
+
+
+def _since_decrease(state: KeyState, calls: Sequence[Answered]) -> list[Answered]:
+    # Strictly after: a lease stamped in the decrease's own millisecond was most likely given
+    # before it (the report that caused it had to travel first).
+    since = state.decreased_at
+    return [c for c in calls if since is None or c.leased_at is None or c.leased_at > since]
+
+
+def after_answers(
+    state: KeyState,
+    calls: Sequence[Answered],
+    now: datetime,
+    *,
+    tolerance: float,
+    running: int = 0,
+) -> KeyState:
+    """Calls answered: a slow first token halves the window (once per round: calls leased
+    before the last decrease judge nothing); otherwise each success grows it — by one below the
+    threshold (slow start), by ``1/window`` above — up to the configured limit (or, with none,
+    PROBE_CEILING, past which the key runs unlimited again). The first tokens join the baseline."""
+    if slowed(state, calls, now, tolerance):
+        return _with_first_tokens(_decreased(state, now, running), calls, now)
+    return _with_first_tokens(_grown(state, len(_since_decrease(state, calls))), calls, now)
+
+
+def _grown(state: KeyState, successes: int) -> KeyState:
+    if state.effective is None or not successes:
+        return state
+    window, threshold = state.effective, state.threshold
+    for _ in range(successes):
+        window += 1 if threshold is None or window < threshold else 1 / window
     limit = state.limits.max_concurrency
-    if limit and window >= limit:
-        return replace(state, effective=None)  # back at the configured limit
+    if window >= (limit or PROBE_CEILING):
+        return replace(state, effective=None)  # back at the configured limit, or unlimited
     return replace(state, effective=window)

@@ -14,12 +14,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.idempotent import insert_ignoring_duplicates
 from scheduler_service.db.models import AiJob, AiModelKey
-from scheduler_service.flow.keys import KeyState, Limits, ModelKey, Window, scope_of
+from scheduler_service.flow.keys import FlowPolicy, KeyState, Limits, ModelKey, Window, scope_of
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 
 __all__ = [
     "congested",
     "congested_keys",
+    "lock_keys",
     "lock_states",
     "put_limits",
     "read_keys",
@@ -48,7 +49,7 @@ _ONE_LOCKED = (
     .with_for_update()
 )
 _CONGESTED_LOCKED = (
-    select(_k)
+    select(_k, db_now().label("dbNow"))
     .where(_k.c.effectiveConcurrency.is_not(None))
     .order_by(_k.c.provider, _k.c.model, _k.c.credentialScope)
     .with_for_update()
@@ -72,6 +73,9 @@ _SAVE = (
         tokenWindow=bindparam("v_tokens"),
         rateLimitedWindow=bindparam("v_limited_window"),
         rateLimitedTotal=_k.c.rateLimitedTotal + bindparam("v_limited"),
+        growthThreshold=bindparam("v_threshold"),
+        firstTokenWindow=bindparam("v_first_tokens"),
+        decreasedAt=bindparam("v_decreased"),
         updatedAt=db_now(),
     )
 )
@@ -95,6 +99,9 @@ def state_of(row: Any, defaults: Limits) -> KeyState:
         _window(row.requestWindow),
         _window(row.tokenWindow),
         _window(row.rateLimitedWindow),
+        row.growthThreshold,
+        _window(row.firstTokenWindow),
+        row.decreasedAt,
     )
 
 
@@ -106,21 +113,48 @@ def _text(window: Window) -> str | None:
     return json.dumps(window, separators=(",", ":")) if window else None
 
 
+def _new_rows(flow: FlowPolicy, keys: Collection[ModelKey]) -> list[dict[str, Any]]:
+    return [
+        {
+            "provider": k.provider,
+            "model": k.model,
+            "credentialScope": k.scope,
+            "effectiveConcurrency": flow.fresh(),
+        }
+        for k in sorted(keys)
+    ]
+
+
 async def lock_states(
-    conn: AsyncConnection, defaults: Limits, keys: Collection[ModelKey] = ()
+    conn: AsyncConnection, flow: FlowPolicy, keys: Collection[ModelKey] = ()
 ) -> tuple[datetime | None, dict[ModelKey, KeyState]]:
-    """Every key's state, locked to the end of the transaction, with the database's now. With
-    default limits, ``keys`` without a row get one first (so their budgets are shared too)."""
-    if defaults.any and keys:
-        rows = [
-            {"provider": k.provider, "model": k.model, "credentialScope": k.scope}
-            for k in sorted(keys)
-        ]
-        await insert_ignoring_duplicates(conn, _k, rows, stamped=("updatedAt",))
+    """Every key's state, locked to the end of the transaction, with the database's now. When
+    the policy keeps rows (default limits, or a window to grow), ``keys`` without a row get one
+    first (so their budgets are shared too)."""
+    if flow.keeps_rows and keys:
+        await insert_ignoring_duplicates(conn, _k, _new_rows(flow, keys), stamped=("updatedAt",))
     found = (await conn.execute(_ALL_LOCKED)).all()
     if not found:
         return None, {}
-    return found[0].dbNow, {key_of(row): state_of(row, defaults) for row in found}
+    return found[0].dbNow, {key_of(row): state_of(row, flow.defaults) for row in found}
+
+
+async def lock_keys(
+    conn: AsyncConnection, defaults: Limits, keys: Collection[ModelKey]
+) -> tuple[datetime | None, dict[ModelKey, KeyState]]:
+    """The states of those ``keys`` that have a row, locked (in key order), with the database's
+    now."""
+    now, states = None, {}
+    for key in sorted(keys):
+        found = (
+            await conn.execute(
+                _ONE_LOCKED,
+                {"b_provider": key.provider, "b_model": key.model, "b_scope": key.scope},
+            )
+        ).one_or_none()
+        if found is not None:
+            now, states[key] = found.dbNow, state_of(found, defaults)
+    return now, states
 
 
 async def running_by_key(
@@ -153,33 +187,36 @@ async def save_states(
                 "v_tokens": _text(state.tokens),
                 "v_limited_window": _text(state.rate_limited),
                 "v_limited": (rate_limited or {}).get(key, 0),
+                "v_threshold": state.threshold,
+                "v_first_tokens": _text(state.first_tokens),
+                "v_decreased": state.decreased_at,
             },
         )
 
 
 async def congested(
-    conn: AsyncConnection, key: ModelKey, defaults: Limits
+    conn: AsyncConnection, key: ModelKey, flow: FlowPolicy
 ) -> tuple[datetime, KeyState]:
     """The key's state locked (its row made if missing), with the database's now."""
-    row = {"provider": key.provider, "model": key.model, "credentialScope": key.scope}
-    await insert_ignoring_duplicates(conn, _k, [row], stamped=("updatedAt",))
+    await insert_ignoring_duplicates(conn, _k, _new_rows(flow, [key]), stamped=("updatedAt",))
     found = (
         await conn.execute(
             _ONE_LOCKED, {"b_provider": key.provider, "b_model": key.model, "b_scope": key.scope}
         )
     ).one()
-    return found.dbNow, state_of(found, defaults)
+    return found.dbNow, state_of(found, flow.defaults)
 
 
 async def congested_keys(
     conn: AsyncConnection, defaults: Limits, keys: Collection[ModelKey]
-) -> dict[ModelKey, KeyState]:
-    """The states of those ``keys`` whose concurrency congestion lowered, locked."""
+) -> tuple[datetime | None, dict[ModelKey, KeyState]]:
+    """The states of those ``keys`` whose window is below their limit (congestion lowered it,
+    or it is still growing), locked, with the database's now (None when there are none)."""
     if not keys:
-        return {}
+        return None, {}
     found = (await conn.execute(_CONGESTED_LOCKED)).all()
-    states = {key_of(row): state_of(row, defaults) for row in found}
-    return {key: state for key, state in states.items() if key in keys}
+    states = {key_of(row): state_of(row, defaults) for row in found if key_of(row) in keys}
+    return (found[0].dbNow if found else None), states
 
 
 async def put_limits(conn: AsyncConnection, key: ModelKey, limits: Limits) -> None:

@@ -49,10 +49,8 @@ async def claim_batches(
     if wanted <= 0 or not job_types:
         return [[] for _ in demands]
     caps = running_caps if running_caps is not None and running_caps.active else None
-    now, states = (
-        await flow_sql.lock_states(conn, flow.defaults) if flow is not None else (None, {})
-    )
-    if caps is not None or states or (flow is not None and flow.defaults.any):
+    now, states = await flow_sql.lock_states(conn, flow) if flow is not None else (None, {})
+    if caps is not None or states or (flow is not None and flow.keeps_rows):
         ids = await _filtered_candidates(
             conn,
             job_types,
@@ -129,8 +127,8 @@ async def _filtered_candidates(
         for row in rows
     ]
     now, states = locked
-    if flow.defaults.any and any(key not in states for _, key, _ in keyed):
-        now, states = await flow_sql.lock_states(conn, flow.defaults, {k for _, k, _ in keyed})
+    if flow.keeps_rows and any(key not in states for _, key, _ in keyed):
+        now, states = await flow_sql.lock_states(conn, flow, {k for _, k, _ in keyed})
     if now is None:  # no key has a row: nothing limits them
         return [job_id for job_id, _, _ in keyed[:wanted]]
     limited = {key for key, state in states.items() if state.concurrency()}

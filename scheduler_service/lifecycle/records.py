@@ -255,6 +255,8 @@ class Usage:
     #: How long the provider said its key has nothing left (its x-ratelimit-* headers: none
     #: remaining, and the window's reset); None when it has some, or said nothing.
     exhausted_for_ms: int | None = None
+    #: Time to the answer's first token (a streamed call), None when not measured.
+    first_token_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -12,7 +12,6 @@ state change and its outbox event commit together.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -27,7 +26,16 @@ from scheduler_service.db.idempotent import insert_ignoring_duplicates
 from scheduler_service.db.models import AiJobSnapshot, AiUserJobGate
 from scheduler_service.db.multirow import batch_bucket, insert_rows
 from scheduler_service.flow import sql as flow_sql
-from scheduler_service.flow.keys import FlowPolicy, after_congestion, after_successes, paused
+from scheduler_service.flow.keys import (
+    Answered,
+    FlowPolicy,
+    KeyState,
+    ModelKey,
+    after_answers,
+    after_congestion,
+    paused,
+    slowed,
+)
 from scheduler_service.ids import new_id
 from scheduler_service.lifecycle import claims, fairness, queries, sql
 from scheduler_service.lifecycle.fairness import RunningCaps
@@ -393,7 +401,7 @@ class SqlJobStore(JobStore):
         self, job: JobRecord, flow: FlowPolicy, retry_after_ms: int | None
     ) -> None:
         key = flow.key(job.modelProvider, job.modelName, job.credentialMode)
-        now, state = await flow_sql.congested(self._conn, key, flow.defaults)
+        now, state = await flow_sql.congested(self._conn, key, flow)
         running = await flow_sql.running_by_key(self._conn, flow.user_key_mode, {key})
         pause = None if retry_after_ms is None else timedelta(milliseconds=retry_after_ms)
         state = after_congestion(state, now, pause, running.get(key, 0))
@@ -403,19 +411,53 @@ class SqlJobStore(JobStore):
 
     async def model_paused(self, job: JobRecord, flow: FlowPolicy, pause_ms: int) -> None:
         key = flow.key(job.modelProvider, job.modelName, job.credentialMode)
-        now, state = await flow_sql.congested(self._conn, key, flow.defaults)
+        now, state = await flow_sql.congested(self._conn, key, flow)
         await flow_sql.save_states(
             self._conn, {key: paused(state, now, timedelta(milliseconds=pause_ms))}
         )
 
-    async def model_succeeded(self, jobs: Sequence[JobRecord], flow: FlowPolicy) -> None:
-        counts = Counter(flow.key(j.modelProvider, j.modelName, j.credentialMode) for j in jobs)
-        congested = await flow_sql.congested_keys(self._conn, flow.defaults, counts)
-        if congested:
-            await flow_sql.save_states(
-                self._conn,
-                {key: after_successes(state, counts[key]) for key, state in congested.items()},
+    async def model_answered(
+        self, answers: Sequence[tuple[JobRecord, Usage | None]], flow: FlowPolicy
+    ) -> None:
+        """Calls that answered: their keys' windows grow, or shrink when a first token came
+        slower than the key's baseline allows (flow/keys.py ``after_answers``)."""
+        calls: dict[ModelKey, list[Answered]] = {}
+        for job, usage in answers:
+            key = flow.key(job.modelProvider, job.modelName, job.credentialMode)
+            first_token = usage.first_token_ms if usage is not None else None
+            calls.setdefault(key, []).append(Answered(job.lockedAt, first_token))
+        if any(c.first_token_ms is not None for batch in calls.values() for c in batch):
+            now, states = await flow_sql.lock_keys(self._conn, flow.defaults, calls)
+        else:
+            # Nothing to judge: only windows still growing change (no lock on a settled key).
+            now, states = await flow_sql.congested_keys(self._conn, flow.defaults, calls)
+        changed: dict[ModelKey, KeyState] = {}
+        for key, state in states.items():
+            assert now is not None  # read with the states
+            running = await self._running_before_decrease(key, state, calls[key], now, flow)
+            after = after_answers(
+                state, calls[key], now, tolerance=flow.latency_tolerance, running=running
             )
+            if after != state:
+                changed[key] = after
+        if changed:
+            await flow_sql.save_states(self._conn, changed)
+
+    async def _running_before_decrease(
+        self,
+        key: ModelKey,
+        state: KeyState,
+        calls: Sequence[Answered],
+        now: datetime,
+        flow: FlowPolicy,
+    ) -> int:
+        """What runs on a key about to be halved with neither a window nor a limit to halve."""
+        if state.effective is not None or state.limits.max_concurrency:
+            return 0
+        if not slowed(state, calls, now, flow.latency_tolerance):
+            return 0
+        running = await flow_sql.running_by_key(self._conn, flow.user_key_mode, {key})
+        return running.get(key, 0)
 
     async def grant_of(self, job_id: str, holder: str) -> LeaseGrant:
         row = (

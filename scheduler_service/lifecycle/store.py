@@ -111,8 +111,11 @@ class JobStore(ABC):
         before then (its concurrency is left alone: this is not congestion)."""
         return None
 
-    async def model_succeeded(self, jobs: Sequence[JobRecord], flow: FlowPolicy) -> None:
-        """Calls of these jobs' model keys succeeded: congested keys win concurrency back."""
+    async def model_answered(
+        self, answers: Sequence[tuple[JobRecord, Usage | None]], flow: FlowPolicy
+    ) -> None:
+        """These jobs' calls answered (with their usage): their keys' windows grow back, or
+        shrink when the first tokens came slow."""
         return None
 
     @abstractmethod

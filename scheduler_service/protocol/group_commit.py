@@ -73,7 +73,7 @@ class _Writes:
     events: list[NewEvent]
     beats: dict[int, Beat]
     accepted: list[str]
-    succeeded: list[JobRecord]
+    succeeded: list[tuple[JobRecord, Usage | None]]
 
 
 class GroupCommit:
@@ -172,7 +172,7 @@ class GroupCommit:
             NewEvent(EventType.COMPLETED, job.id, job.jobType, {"attemptNo": sub.attempt_no})
         )
         writes.accepted.append(job.id)
-        writes.succeeded.append(job)
+        writes.succeeded.append((job, sub.usage))
         return SubmitOutcome(prepared.key, duplicate=False)
 
     async def _write(self, tx: Transaction, writes: _Writes, answers: dict[int, Answer]) -> None:
@@ -183,7 +183,7 @@ class GroupCommit:
         await tx.jobs.record_usage_many(writes.usage)
         await tx.emit_many(writes.events)
         if writes.succeeded:
-            await tx.jobs.model_succeeded(writes.succeeded, self._protocol.flow)
+            await tx.jobs.model_answered(writes.succeeded, self._protocol.flow)
         for job, _, usage, _ in writes.usage:
             await self._protocol.note_provider_limits(tx, job, usage)
         for index, beat in writes.beats.items():

@@ -367,7 +367,7 @@ class RuntimeProtocol:
             await tx.emit(
                 EventType.COMPLETED, job_id=job.id, job_type=job.jobType, attemptNo=sub.attempt_no
             )
-            await tx.jobs.model_succeeded([job], self.flow)
+            await tx.jobs.model_answered([(job, sub.usage)], self.flow)
             await self.note_provider_limits(tx, job, sub.usage)
             return job
 

@@ -4,6 +4,7 @@ AIMD concurrency, on SQLite and MariaDB, and two claims racing on real MariaDB c
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import timedelta
 from typing import cast
 
@@ -23,6 +24,7 @@ TYPES = ["synthetic_echo"]
 FLOW = FlowPolicy(Limits(), USER_KEY_MODE)
 KEY_A = ModelKey("deepseek", "model-a", "platform")
 _keys = cast(Table, AiModelKey.__table__)
+_MS = timedelta(milliseconds=1)
 
 
 async def _jobs(repo: StoreCalls, engine: AsyncEngine, model: str, count: int) -> list[str]:
@@ -79,7 +81,7 @@ async def test_a_429_pauses_its_key_and_not_the_others(
 async def test_congestion_halves_concurrency_and_successes_win_it_back(
     repo: StoreCalls, engine: AsyncEngine
 ) -> None:
-    a_jobs = await _jobs(repo, engine, "model-a", 12)
+    await _jobs(repo, engine, "model-a", 12)
     await _put(engine, KEY_A, Limits(max_concurrency=8))
     leased = await _claim(repo, 12)
     assert len(leased) == 8
@@ -87,7 +89,14 @@ async def test_congestion_halves_concurrency_and_successes_win_it_back(
     async with engine.connect() as conn:
         (row,) = (await flow_sql.read_keys(conn))[1]
     assert row.effectiveConcurrency == 4 and row.pausedUntil is None
-    await repo.model_succeeded([await _record(repo, j) for j in a_jobs[:3]], FLOW)
+    # Calls in flight at the decrease judge nothing; calls leased after it win concurrency back.
+    in_flight = [replace(await _record(repo, j), lockedAt=row.decreasedAt - _MS) for j in leased]
+    await repo.model_answered([(job, None) for job in in_flight[:3]], FLOW)
+    async with engine.connect() as conn:
+        (row,) = (await flow_sql.read_keys(conn))[1]
+    assert row.effectiveConcurrency == 4
+    newer = [replace(job, lockedAt=row.decreasedAt + _MS) for job in in_flight[:3]]
+    await repo.model_answered([(job, None) for job in newer], FLOW)
     async with engine.connect() as conn:
         (row,) = (await flow_sql.read_keys(conn))[1]
     assert 4 < row.effectiveConcurrency < 5

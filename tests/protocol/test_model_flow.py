@@ -15,6 +15,7 @@ from prometheus_client import REGISTRY
 from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from aijob.harness.tokens import ADMIN_TOKEN, bearer
 from scheduler_service import metrics
+from scheduler_service.flow import sql as flow_sql
 from scheduler_service.flow.service import ModelKeys
 from scheduler_service.registry import JobRegistry
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
@@ -221,3 +222,48 @@ async def test_headers_saying_none_remain_pause_the_key_before_a_429(
     assert row["finishedAt"] + timedelta(seconds=2) <= until <= after + timedelta(seconds=2)
     # Not congestion: no 429 counted, the concurrency left alone.
     assert (stats.rate_limited_total, stats.effective_concurrency) == (0, 0)
+
+
+async def _slots_fill(runtime: ClientRuntime, count: int) -> list[types_pb2.Lease]:
+    return [await runtime.next_lease() for _ in range(count)]
+
+
+async def _answer(runtime: ClientRuntime, lease: types_pb2.Lease, first_token_ms: int) -> None:
+    request = runtime.result_request(lease, echo_output(lease))
+    request.usage.time_to_first_token_ms = first_token_ms
+    await runtime.stub.SubmitResult(request, metadata=runtime.metadata, timeout=30)
+
+
+async def test_an_unlimited_key_starts_slow_and_a_slow_first_token_halves_it(
+    mysql_url: str, start_scheduler: SchedulerFactory
+) -> None:
+    """No limit configured: the key's window starts at 4, doubles per round of answers, and a
+    first token past 1.5 x the key's baseline halves it once (not once per slow answer)."""
+    scheduler = await start_scheduler(
+        mysql_url, model_initial_concurrency=4, model_latency_tolerance=1.5
+    )
+    for _ in range(20):
+        await JobClient(scheduler.channel).create()
+    runtime = ClientRuntime(scheduler.channel, "rt-probe", slots=20)
+    await runtime.connect()
+    try:
+        first = await _slots_fill(runtime, 4)
+        # One claim statement would have leased all 20 at once without the window.
+        stats = await _key_stats(scheduler, "deepseek-chat")
+        assert (stats.in_flight, stats.effective_concurrency) == (4, 4)
+        for lease in first:
+            await _answer(runtime, lease, first_token_ms=100)
+        second = await _slots_fill(runtime, 8)  # slow start: 4 answers, 4 more places
+        stats = await _key_stats(scheduler, "deepseek-chat")
+        assert (stats.in_flight, stats.effective_concurrency) == (8, 8)
+        for lease in second:
+            await _answer(runtime, lease, first_token_ms=400)  # 4 x the baseline
+        stats = await _key_stats(scheduler, "deepseek-chat")
+    finally:
+        await runtime.close()
+    # Halved by the first slow answer; the seven leased before that halving judged nothing.
+    assert stats.effective_concurrency == 4
+    assert stats.in_flight <= 4
+    async with scheduler.app.engine.connect() as conn:
+        (row,) = (await flow_sql.read_keys(conn))[1]
+    assert (row.growthThreshold, row.decreasedAt is not None) == (4.0, True)

@@ -72,10 +72,17 @@ async def test_a_held_call_gets_keepalives_then_its_answer(
     assert held.status == 200  # the status goes out at once; the answer waits
     keepalive = await asyncio.to_thread(held.readline)
     assert keepalive.strip() in {b"", b": keep-alive"}
-    assert overloaded.state.stats()["held"] == 1
+    stats = overloaded.state.stats()
+    assert (stats["held"], stats["holding"], stats["in_progress"], stats["max_open"]) == (
+        1,
+        1,
+        1,
+        2,
+    )
     overloaded.state.gate.set()  # the first call ends; the held one takes its place
     rest = keepalive + await asyncio.to_thread(held.read)
     assert await first == 200
+    assert overloaded.state.stats()["holding"] == 0
     if streaming:
         events = [line[6:] for line in rest.split(b"\n") if line.startswith(b"data: ")]
         assert events[-1] == b"[DONE]"
@@ -101,7 +108,7 @@ async def test_a_hold_that_runs_out_ends_in_a_503_the_runtime_reads_as_temporary
         ((failure, _),) = scheduler.failures
         assert failure.retryable
         assert failure.internal_message.startswith("HTTP 200 with an error: Server overloaded")
-        assert server.state.stats()["overloaded"] == 1
+        assert (server.state.stats()["overloaded"], server.state.stats()["holding"]) == (1, 0)
         server.state.gate.set()
         assert await first == 200
     finally:

@@ -40,9 +40,9 @@ class FakeScheduler:
 
 
 @contextlib.contextmanager
-def running_model_server() -> Iterator[ScriptedModelServer]:
+def running_model_server(**options: Any) -> Iterator[ScriptedModelServer]:
     """The scripted OpenAI-compatible server on a loopback port, in a thread."""
-    server = ScriptedModelServer()
+    server = ScriptedModelServer(**options)
     server.start_in_thread()
     try:
         yield server

@@ -55,6 +55,9 @@ async def scheduler_starter() -> AsyncIterator[SchedulerFactory]:
             "reaper_interval_s": 0.2,
             "dispatch_poll_ms": 100,
             "max_output_bytes": 64 * 1024,
+            # Tests hold many leases open without an answer; the slow start of an unlimited
+            # model key is tested where it is the subject (tests/protocol/test_model_flow.py).
+            "model_initial_concurrency": 0,
             **tokens.SETTINGS,
         }
         values.update(overrides)

@@ -92,8 +92,8 @@ class UnitCalls:
     async def model_congested(self, *args: Any) -> None:
         await self._run("model_congested", *args)
 
-    async def model_succeeded(self, *args: Any) -> None:
-        await self._run("model_succeeded", *args)
+    async def model_answered(self, *args: Any) -> None:
+        await self._run("model_answered", *args)
 
     async def find_expired_leases(self, *, limit: int = 100) -> list[ExpiredLease]:
         return await self.uow.read(lambda tx: tx.jobs.expired_leases(limit=limit))

@@ -8,17 +8,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler_service.flow.keys import (
+    PROBE_CEILING,
+    Answered,
     KeyState,
     Limits,
     ModelKey,
     admit,
+    after_answers,
     after_congestion,
-    after_successes,
+    baseline_ms,
     spent,
     trimmed,
 )
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
+#: A lease given after a decrease made at NOW.
+AFTER = NOW + timedelta(milliseconds=1)
 A = ModelKey("deepseek", "deepseek-chat", "platform")
 B = ModelKey("deepseek", "deepseek-reasoner", "platform")
 
@@ -46,8 +51,92 @@ def test_a_429_halves_the_concurrency_and_successes_bring_it_back() -> None:
     congested = after_congestion(state, NOW, timedelta(seconds=3), running=8)
     assert congested.concurrency() == 4
     assert congested.paused_until == NOW + timedelta(seconds=3)
-    recovered = after_successes(congested, 40)
+    recovered = _succeeded(congested, 40, AFTER)
     assert recovered.concurrency() == 8 and recovered.effective is None
+
+
+def _succeeded(state: KeyState, count: int, leased_at: datetime, ms: int | None = None) -> KeyState:
+    calls = [Answered(leased_at, ms)] * count
+    return after_answers(state, calls, leased_at + timedelta(seconds=1), tolerance=1.5)
+
+
+def test_a_fresh_window_doubles_per_round_until_congestion_then_grows_by_one() -> None:
+    state = KeyState(Limits(), effective=4.0)
+    state = _succeeded(state, 4, NOW)
+    assert state.concurrency() == 8  # slow start: one more per success
+    state = after_congestion(state, NOW, None, running=8)
+    assert (state.concurrency(), state.threshold) == (4, 4.0)
+    assert _succeeded(state, 4, AFTER).concurrency() == 4
+    assert _succeeded(state, 5, AFTER).concurrency() == 5  # above it: about one more per round
+
+
+def test_calls_in_flight_at_a_decrease_judge_nothing() -> None:
+    state = after_congestion(KeyState(Limits(), effective=8.0), NOW, None, running=8)
+    assert _succeeded(state, 10, NOW) == state
+    assert _succeeded(state, 10, AFTER).concurrency() > 4
+
+
+def _with_baseline(state: KeyState, ms: int) -> KeyState:
+    return after_answers(state, [Answered(NOW, ms)], NOW, tolerance=1.5)
+
+
+def test_a_slow_first_token_halves_the_window_once_per_round() -> None:
+    state = _with_baseline(KeyState(Limits(), effective=16.0), 200)
+    assert baseline_ms(state, NOW) == 200
+    within = after_answers(state, [Answered(NOW, 300)], NOW, tolerance=1.5)
+    assert within.concurrency() == 18 and within.decreased_at is None  # 1.5 x: not yet
+    later = NOW + timedelta(seconds=2)
+    slow = after_answers(state, [Answered(NOW, 301), Answered(NOW, 900)], later, tolerance=1.5)
+    assert (slow.concurrency(), slow.decreased_at) == (8, later)
+    # The other calls of that round, leased before the decrease, answer slow too: no second cut.
+    again = after_answers(slow, [Answered(NOW, 900)] * 5, later, tolerance=1.5)
+    assert again.concurrency() == 8
+    # A call leased after it that still waits: the window halves again.
+    leased = later + timedelta(milliseconds=1)
+    after = after_answers(slow, [Answered(leased, 900)], leased, tolerance=1.5)
+    assert after.concurrency() == 4
+
+
+def test_a_key_without_window_or_limit_halves_what_runs() -> None:
+    state = _with_baseline(KeyState(Limits()), 200)
+    slow = after_answers(state, [Answered(NOW, 600)], NOW, tolerance=1.5, running=30)
+    assert slow.concurrency() == 15
+    limited = _with_baseline(KeyState(Limits(max_concurrency=12)), 200)
+    assert after_answers(limited, [Answered(NOW, 600)], NOW, tolerance=1.5).concurrency() == 6
+
+
+def test_the_baseline_is_the_fastest_first_token_of_the_last_minutes() -> None:
+    state = _with_baseline(KeyState(Limits(), effective=4.0), 200)
+    state = after_answers(state, [Answered(NOW, 250)], NOW + timedelta(minutes=2), tolerance=1.5)
+    assert baseline_ms(state, NOW + timedelta(minutes=4)) == 200
+    # Five minutes on, the 200 ms minute is forgotten: a provider that became slower for good
+    # is judged against what it does now.
+    assert baseline_ms(state, NOW + timedelta(minutes=5)) == 250
+    assert baseline_ms(state, NOW + timedelta(minutes=7)) is None
+    assert after_answers(state, [Answered(NOW, 250)], NOW, tolerance=0).decreased_at is None
+
+
+def test_an_unlimited_key_stops_counting_past_the_probe_ceiling() -> None:
+    state = _succeeded(KeyState(Limits(), effective=4.0), PROBE_CEILING, NOW)
+    assert state.effective is None and state.concurrency() == 0
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.integers(min_value=0, max_value=64),
+    st.lists(st.tuples(st.booleans(), st.integers(min_value=0, max_value=20)), max_size=60),
+)
+def test_the_window_stays_between_one_and_the_limit(
+    limit: int, rounds: list[tuple[bool, int]]
+) -> None:
+    state = _with_baseline(KeyState(Limits(max_concurrency=limit), effective=4.0), 100)
+    for n, (slow, count) in enumerate(rounds):
+        at = NOW + timedelta(seconds=n)
+        calls = [Answered(at, 1_000 if slow else 100)] * count
+        state = after_answers(state, calls, at, tolerance=1.5, running=count)
+        window = state.concurrency()
+        assert window >= 1 or (window == 0 and not limit and state.effective is None)
+        assert not limit or window <= limit
 
 
 def test_a_503_lowers_without_pausing() -> None:
