@@ -72,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("--params", type=_json_arg, default={}, help="JSON object, or @file")
     create.add_argument("--idempotency-key", default="")
     create.add_argument("--priority", type=int)
+    create.add_argument(
+        "--model", default="", help="a model the job type allows instead of its default"
+    )
     create.add_argument("--target-type", default="")
     create.add_argument("--target-id", default="")
     many = commands.add_parser(
@@ -170,6 +173,7 @@ class Cli:
             idempotency_key=a.idempotency_key,
             target_type=a.target_type,
             target_id=a.target_id,
+            model=a.model,
         )
         json_format.ParseDict(a.snapshot, request.snapshot)
         json_format.ParseDict(a.params, request.params)

@@ -55,6 +55,7 @@ def create_command(request: job_service_pb2.CreateJobRequest, user_id: str) -> C
         credential_mode=request.credential_mode,
         credential_id=request.credential_id,
         deadline=from_timestamp(request.deadline, request.HasField("deadline"), "deadline"),
+        model=request.model,
     )
 
 
@@ -139,6 +140,8 @@ def job(
         attempt_count=record.attemptCount,
         max_attempts=record.maxAttempts,
         waived_attempts=record.waivedAttempts,
+        model_name=record.modelName,
+        model_provider=record.modelProvider,
         user_id=record.userId,
         target_type=record.targetType or "",
         target_id=record.targetId or "",

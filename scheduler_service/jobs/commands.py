@@ -33,6 +33,8 @@ class CreateJobCommand:
     credential_mode: str = ""
     credential_id: str = ""
     deadline: datetime | None = None
+    #: A model the job type allows instead of its default ("": the default).
+    model: str = ""
 
     retried_from_job_id: str = ""
 
@@ -46,4 +48,6 @@ class CreateJobCommand:
         """What makes two creates "the same request" for the idempotency check."""
         fields = asdict(self)
         fields["deadline"] = self.deadline.isoformat() if self.deadline else None
+        if not self.model:
+            del fields["model"]  # the default model: the fingerprint rows written before had
         return hashlib.sha256(canonical_json(fields)).hexdigest()

@@ -292,6 +292,9 @@ class JobService:
             raise InvalidRequestError("credential_mode is not allowed", field="credential_mode")
         if mode == "user_deepseek_key" and not cmd.credential_id:
             raise InvalidRequestError("credential_id is required", field="credential_id")
+        model = cmd.model or definition.model_name
+        if model != definition.model_name and model not in definition.allowed_models:
+            raise InvalidRequestError("model is not allowed for this job type", field="model")
         new_job = NewJob(
             job_id=new_id(),
             user_id=cmd.user_id,
@@ -307,12 +310,14 @@ class JobService:
                 cmd,
                 priority=priority,
                 credential_mode=mode,
+                # Naming the default model is the same request as naming none.
+                model="" if model == definition.model_name else model,
                 snapshot=snapshot.model_dump(mode="json"),
                 params=params.model_dump(mode="json"),
             ).fingerprint(),
             credential_mode=mode,
             credential_id=cmd.credential_id or None,
-            model_name=definition.model_name,
+            model_name=model,
             model_provider=definition.model_provider,
             token_estimate=estimate_tokens(
                 snapshot_bytes + len(canonical_json(cmd.params)), definition.max_output_tokens
@@ -446,6 +451,7 @@ class JobService:
             priority=source.priority,
             credential_mode=source.credentialMode,
             credential_id=source.credentialId or "",
+            model=source.modelName,
             retried_from_job_id=job_id,
         )
         job, _created = await self.create(command, enforce_limits=False)

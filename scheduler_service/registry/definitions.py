@@ -82,6 +82,8 @@ class JobDefinition:
     credential: CredentialPolicy = field(default_factory=CredentialPolicy)
     security: Security = field(default_factory=Security)
     model_name: str = "deepseek-chat"
+    #: Models a create may choose instead of ``model_name`` (same provider).
+    allowed_models: tuple[str, ...] = ("deepseek-reasoner",)
     #: The provider whose limits the model's calls spend (with the model and whose key pays).
     model_provider: str = "deepseek"
     #: The answer's token cap, counted against a tokens-per-minute limit before the call.

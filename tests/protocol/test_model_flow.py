@@ -267,3 +267,44 @@ async def test_an_unlimited_key_starts_slow_and_a_slow_first_token_halves_it(
     async with scheduler.app.engine.connect() as conn:
         (row,) = (await flow_sql.read_keys(conn))[1]
     assert (row.growthThreshold, row.decreasedAt is not None) == (4.0, True)
+
+
+async def test_a_create_may_choose_an_allowed_model_and_the_lease_carries_it(
+    mysql_url: str, start_scheduler: SchedulerFactory
+) -> None:
+    # A starting window: every key met gets its row, so each shows in the stats.
+    scheduler = await start_scheduler(mysql_url, model_initial_concurrency=4)
+    jobs = JobClient(scheduler.channel)
+    chosen = await jobs.create(model="deepseek-reasoner", idempotency_key="k-reasoner")
+    default = await jobs.create(idempotency_key="k-default")
+    assert (chosen.model_name, chosen.model_provider) == ("deepseek-reasoner", "deepseek")
+    assert default.model_name == "deepseek-chat"
+    # Naming the default model is the same request as naming none; another model is not.
+    again = await jobs.create(model="deepseek-chat", idempotency_key="k-default")
+    assert again.job_id == default.job_id
+    with pytest.raises(grpc.aio.AioRpcError) as reused:
+        await jobs.create(model="deepseek-reasoner", idempotency_key="k-default")
+    assert error_reason(reused.value) == "IDEMPOTENCY_KEY_REUSED"
+    runtime = ClientRuntime(scheduler.channel, "rt-models", slots=2)
+    await runtime.connect()
+    try:
+        leases = {lease.job_id: lease for lease in [await runtime.next_lease() for _ in range(2)]}
+        chosen_stats = await _key_stats(scheduler, "deepseek-reasoner")
+    finally:
+        await runtime.close()
+    assert leases[chosen.job_id].model_name == "deepseek-reasoner"
+    assert leases[default.job_id].model_name == "deepseek-chat"
+    assert chosen_stats.in_flight == 1  # its own model key
+
+
+async def test_a_model_the_job_type_does_not_allow_is_refused_and_writes_nothing(
+    scheduler: RunningScheduler,
+) -> None:
+    jobs = JobClient(scheduler.channel)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await jobs.create(model="gpt-4o", idempotency_key="k-refused")
+    assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert error_reason(caught.value) == "INVALID_ARGUMENT"
+    assert "model" in (caught.value.details() or "")
+    created = await jobs.create(idempotency_key="k-refused")  # the key was never taken
+    assert created.model_name == "deepseek-chat"

@@ -28,7 +28,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from google.rpc import status_pb2 as google_dot_rpc_dot_status__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61ijob/v1/job_service.proto\x12\x08\x61ijob.v1\x1a\x14\x61ijob/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\xbb\x02\n\x10\x43reateJobRequest\x12\x10\n\x08job_type\x18\x01 \x01(\t\x12\x13\n\x0btarget_type\x18\x02 \x01(\t\x12\x11\n\ttarget_id\x18\x03 \x01(\t\x12)\n\x08snapshot\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\'\n\x06params\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fidempotency_key\x18\x06 \x01(\t\x12\x15\n\x08priority\x18\x07 \x01(\x05H\x00\x88\x01\x01\x12\x17\n\x0f\x63redential_mode\x18\x08 \x01(\t\x12\x15\n\rcredential_id\x18\t \x01(\t\x12,\n\x08\x64\x65\x61\x64line\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x0b\n\t_priority\"@\n\x11\x43reateJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.aijob.v1.Job\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"<\n\x11\x43reateJobsRequest\x12\'\n\x05items\x18\x01 \x03(\x0b\x32\x18.aijob.v1.CreateJobsItem\"J\n\x0e\x43reateJobsItem\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\'\n\x03job\x18\x02 \x01(\x0b\x32\x1a.aijob.v1.CreateJobRequest\"A\n\x12\x43reateJobsResponse\x12+\n\x07results\x18\x01 \x03(\x0b\x32\x1a.aijob.v1.CreateJobsResult\"c\n\x10\x43reateJobsResult\x12\"\n\x06status\x18\x01 \x01(\x0b\x32\x12.google.rpc.Status\x12\x1a\n\x03job\x18\x02 \x01(\x0b\x32\r.aijob.v1.Job\x12\x0f\n\x07\x63reated\x18\x03 \x01(\x08\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"@\n\x11\x43\x61ncelJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.aijob.v1.Job\x12\x0f\n\x07outcome\x18\x02 \x01(\t\"!\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"d\n\x0fListJobsRequest\x12\x10\n\x08job_type\x18\x01 \x01(\t\x12\x18\n\x10lifecycle_status\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"H\n\x10ListJobsResponse\x12\x1b\n\x04jobs\x18\x01 \x03(\x0b\x32\r.aijob.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"E\n\x16SubscribeEventsRequest\x12\x13\n\x0b\x65vent_types\x18\x01 \x03(\t\x12\x16\n\x0e\x61\x66ter_event_id\x18\x02 \x01(\t2\xd9\x03\n\nJobService\x12\x44\n\tCreateJob\x12\x1a.aijob.v1.CreateJobRequest\x1a\x1b.aijob.v1.CreateJobResponse\x12G\n\nCreateJobs\x12\x1b.aijob.v1.CreateJobsRequest\x1a\x1c.aijob.v1.CreateJobsResponse\x12\x30\n\x06GetJob\x12\x17.aijob.v1.GetJobRequest\x1a\r.aijob.v1.Job\x12\x44\n\tCancelJob\x12\x1a.aijob.v1.CancelJobRequest\x1a\x1b.aijob.v1.CancelJobResponse\x12\x36\n\x08WatchJob\x12\x19.aijob.v1.WatchJobRequest\x1a\r.aijob.v1.Job0\x01\x12\x41\n\x08ListJobs\x12\x19.aijob.v1.ListJobsRequest\x1a\x1a.aijob.v1.ListJobsResponse\x12I\n\x0fSubscribeEvents\x12 .aijob.v1.SubscribeEventsRequest\x1a\x12.aijob.v1.JobEvent0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61ijob/v1/job_service.proto\x12\x08\x61ijob.v1\x1a\x14\x61ijob/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\xca\x02\n\x10\x43reateJobRequest\x12\x10\n\x08job_type\x18\x01 \x01(\t\x12\x13\n\x0btarget_type\x18\x02 \x01(\t\x12\x11\n\ttarget_id\x18\x03 \x01(\t\x12)\n\x08snapshot\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\'\n\x06params\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fidempotency_key\x18\x06 \x01(\t\x12\x15\n\x08priority\x18\x07 \x01(\x05H\x00\x88\x01\x01\x12\x17\n\x0f\x63redential_mode\x18\x08 \x01(\t\x12\x15\n\rcredential_id\x18\t \x01(\t\x12,\n\x08\x64\x65\x61\x64line\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05model\x18\x0b \x01(\tB\x0b\n\t_priority\"@\n\x11\x43reateJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.aijob.v1.Job\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"<\n\x11\x43reateJobsRequest\x12\'\n\x05items\x18\x01 \x03(\x0b\x32\x18.aijob.v1.CreateJobsItem\"J\n\x0e\x43reateJobsItem\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\'\n\x03job\x18\x02 \x01(\x0b\x32\x1a.aijob.v1.CreateJobRequest\"A\n\x12\x43reateJobsResponse\x12+\n\x07results\x18\x01 \x03(\x0b\x32\x1a.aijob.v1.CreateJobsResult\"c\n\x10\x43reateJobsResult\x12\"\n\x06status\x18\x01 \x01(\x0b\x32\x12.google.rpc.Status\x12\x1a\n\x03job\x18\x02 \x01(\x0b\x32\r.aijob.v1.Job\x12\x0f\n\x07\x63reated\x18\x03 \x01(\x08\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"@\n\x11\x43\x61ncelJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.aijob.v1.Job\x12\x0f\n\x07outcome\x18\x02 \x01(\t\"!\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"d\n\x0fListJobsRequest\x12\x10\n\x08job_type\x18\x01 \x01(\t\x12\x18\n\x10lifecycle_status\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"H\n\x10ListJobsResponse\x12\x1b\n\x04jobs\x18\x01 \x03(\x0b\x32\r.aijob.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"E\n\x16SubscribeEventsRequest\x12\x13\n\x0b\x65vent_types\x18\x01 \x03(\t\x12\x16\n\x0e\x61\x66ter_event_id\x18\x02 \x01(\t2\xd9\x03\n\nJobService\x12\x44\n\tCreateJob\x12\x1a.aijob.v1.CreateJobRequest\x1a\x1b.aijob.v1.CreateJobResponse\x12G\n\nCreateJobs\x12\x1b.aijob.v1.CreateJobsRequest\x1a\x1c.aijob.v1.CreateJobsResponse\x12\x30\n\x06GetJob\x12\x17.aijob.v1.GetJobRequest\x1a\r.aijob.v1.Job\x12\x44\n\tCancelJob\x12\x1a.aijob.v1.CancelJobRequest\x1a\x1b.aijob.v1.CancelJobResponse\x12\x36\n\x08WatchJob\x12\x19.aijob.v1.WatchJobRequest\x1a\r.aijob.v1.Job0\x01\x12\x41\n\x08ListJobs\x12\x19.aijob.v1.ListJobsRequest\x1a\x1a.aijob.v1.ListJobsResponse\x12I\n\x0fSubscribeEvents\x12 .aijob.v1.SubscribeEventsRequest\x1a\x12.aijob.v1.JobEvent0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,31 +36,31 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'aijob.v1.job_service_pb2', 
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_CREATEJOBREQUEST']._serialized_start=151
-  _globals['_CREATEJOBREQUEST']._serialized_end=466
-  _globals['_CREATEJOBRESPONSE']._serialized_start=468
-  _globals['_CREATEJOBRESPONSE']._serialized_end=532
-  _globals['_CREATEJOBSREQUEST']._serialized_start=534
-  _globals['_CREATEJOBSREQUEST']._serialized_end=594
-  _globals['_CREATEJOBSITEM']._serialized_start=596
-  _globals['_CREATEJOBSITEM']._serialized_end=670
-  _globals['_CREATEJOBSRESPONSE']._serialized_start=672
-  _globals['_CREATEJOBSRESPONSE']._serialized_end=737
-  _globals['_CREATEJOBSRESULT']._serialized_start=739
-  _globals['_CREATEJOBSRESULT']._serialized_end=838
-  _globals['_GETJOBREQUEST']._serialized_start=840
-  _globals['_GETJOBREQUEST']._serialized_end=871
-  _globals['_CANCELJOBREQUEST']._serialized_start=873
-  _globals['_CANCELJOBREQUEST']._serialized_end=907
-  _globals['_CANCELJOBRESPONSE']._serialized_start=909
-  _globals['_CANCELJOBRESPONSE']._serialized_end=973
-  _globals['_WATCHJOBREQUEST']._serialized_start=975
-  _globals['_WATCHJOBREQUEST']._serialized_end=1008
-  _globals['_LISTJOBSREQUEST']._serialized_start=1010
-  _globals['_LISTJOBSREQUEST']._serialized_end=1110
-  _globals['_LISTJOBSRESPONSE']._serialized_start=1112
-  _globals['_LISTJOBSRESPONSE']._serialized_end=1184
-  _globals['_SUBSCRIBEEVENTSREQUEST']._serialized_start=1186
-  _globals['_SUBSCRIBEEVENTSREQUEST']._serialized_end=1255
-  _globals['_JOBSERVICE']._serialized_start=1258
-  _globals['_JOBSERVICE']._serialized_end=1731
+  _globals['_CREATEJOBREQUEST']._serialized_end=481
+  _globals['_CREATEJOBRESPONSE']._serialized_start=483
+  _globals['_CREATEJOBRESPONSE']._serialized_end=547
+  _globals['_CREATEJOBSREQUEST']._serialized_start=549
+  _globals['_CREATEJOBSREQUEST']._serialized_end=609
+  _globals['_CREATEJOBSITEM']._serialized_start=611
+  _globals['_CREATEJOBSITEM']._serialized_end=685
+  _globals['_CREATEJOBSRESPONSE']._serialized_start=687
+  _globals['_CREATEJOBSRESPONSE']._serialized_end=752
+  _globals['_CREATEJOBSRESULT']._serialized_start=754
+  _globals['_CREATEJOBSRESULT']._serialized_end=853
+  _globals['_GETJOBREQUEST']._serialized_start=855
+  _globals['_GETJOBREQUEST']._serialized_end=886
+  _globals['_CANCELJOBREQUEST']._serialized_start=888
+  _globals['_CANCELJOBREQUEST']._serialized_end=922
+  _globals['_CANCELJOBRESPONSE']._serialized_start=924
+  _globals['_CANCELJOBRESPONSE']._serialized_end=988
+  _globals['_WATCHJOBREQUEST']._serialized_start=990
+  _globals['_WATCHJOBREQUEST']._serialized_end=1023
+  _globals['_LISTJOBSREQUEST']._serialized_start=1025
+  _globals['_LISTJOBSREQUEST']._serialized_end=1125
+  _globals['_LISTJOBSRESPONSE']._serialized_start=1127
+  _globals['_LISTJOBSRESPONSE']._serialized_end=1199
+  _globals['_SUBSCRIBEEVENTSREQUEST']._serialized_start=1201
+  _globals['_SUBSCRIBEEVENTSREQUEST']._serialized_end=1270
+  _globals['_JOBSERVICE']._serialized_start=1273
+  _globals['_JOBSERVICE']._serialized_end=1746
 # @@protoc_insertion_point(module_scope)

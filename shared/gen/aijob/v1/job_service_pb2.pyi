@@ -13,7 +13,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CreateJobRequest(_message.Message):
-    __slots__ = ("job_type", "target_type", "target_id", "snapshot", "params", "idempotency_key", "priority", "credential_mode", "credential_id", "deadline")
+    __slots__ = ("job_type", "target_type", "target_id", "snapshot", "params", "idempotency_key", "priority", "credential_mode", "credential_id", "deadline", "model")
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     TARGET_TYPE_FIELD_NUMBER: _ClassVar[int]
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +24,7 @@ class CreateJobRequest(_message.Message):
     CREDENTIAL_MODE_FIELD_NUMBER: _ClassVar[int]
     CREDENTIAL_ID_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
     job_type: str
     target_type: str
     target_id: str
@@ -34,7 +35,8 @@ class CreateJobRequest(_message.Message):
     credential_mode: str
     credential_id: str
     deadline: _timestamp_pb2.Timestamp
-    def __init__(self, job_type: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., snapshot: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ..., credential_mode: _Optional[str] = ..., credential_id: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    model: str
+    def __init__(self, job_type: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., snapshot: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ..., credential_mode: _Optional[str] = ..., credential_id: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model: _Optional[str] = ...) -> None: ...
 
 class CreateJobResponse(_message.Message):
     __slots__ = ("job", "created")

@@ -12,7 +12,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "job_type", "lifecycle_status", "queue_name", "priority", "progress", "attempt_count", "max_attempts", "user_id", "target_type", "target_id", "created_at", "started_at", "finished_at", "error_code", "public_error_message", "internal_error_message", "retried_from_job_id", "result", "cancel_requested_at", "available_at", "deadline_at", "waived_attempts")
+    __slots__ = ("job_id", "job_type", "lifecycle_status", "queue_name", "priority", "progress", "attempt_count", "max_attempts", "user_id", "target_type", "target_id", "created_at", "started_at", "finished_at", "error_code", "public_error_message", "internal_error_message", "retried_from_job_id", "result", "cancel_requested_at", "available_at", "deadline_at", "waived_attempts", "model_name", "model_provider")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     LIFECYCLE_STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -36,6 +36,8 @@ class Job(_message.Message):
     AVAILABLE_AT_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_AT_FIELD_NUMBER: _ClassVar[int]
     WAIVED_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
+    MODEL_PROVIDER_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_type: str
     lifecycle_status: str
@@ -59,7 +61,9 @@ class Job(_message.Message):
     available_at: _timestamp_pb2.Timestamp
     deadline_at: _timestamp_pb2.Timestamp
     waived_attempts: int
-    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lifecycle_status: _Optional[str] = ..., queue_name: _Optional[str] = ..., priority: _Optional[int] = ..., progress: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., user_id: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error_code: _Optional[str] = ..., public_error_message: _Optional[str] = ..., internal_error_message: _Optional[str] = ..., retried_from_job_id: _Optional[str] = ..., result: _Optional[_Union[JobResult, _Mapping]] = ..., cancel_requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., available_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadline_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waived_attempts: _Optional[int] = ...) -> None: ...
+    model_name: str
+    model_provider: str
+    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lifecycle_status: _Optional[str] = ..., queue_name: _Optional[str] = ..., priority: _Optional[int] = ..., progress: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., user_id: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error_code: _Optional[str] = ..., public_error_message: _Optional[str] = ..., internal_error_message: _Optional[str] = ..., retried_from_job_id: _Optional[str] = ..., result: _Optional[_Union[JobResult, _Mapping]] = ..., cancel_requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., available_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadline_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waived_attempts: _Optional[int] = ..., model_name: _Optional[str] = ..., model_provider: _Optional[str] = ...) -> None: ...
 
 class JobResult(_message.Message):
     __slots__ = ("artifact_count", "artifacts", "output_hash", "output_json")
