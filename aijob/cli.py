@@ -92,6 +92,18 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("--page-size", type=int, default=20)
     listing.add_argument("--page-token", default="")
 
+    credential = commands.add_parser("credential", help="your stored model API keys")
+    credential_commands = credential.add_subparsers(dest="credential_command", required=True)
+    put = credential_commands.add_parser(
+        "put", help="store a model API key, read from standard input (never from the command line)"
+    )
+    put.add_argument("provider", nargs="?", default="deepseek")
+    put.add_argument("--label", default="")
+    credential_commands.add_parser("list", help="list your stored keys, masked")
+    credential_commands.add_parser("delete", help="delete a stored key").add_argument(
+        "credential_id"
+    )
+
     admin = commands.add_parser("admin", help="operators' commands (admin token)")
     admin_commands = admin.add_subparsers(dest="admin_command", required=True)
     admin_list = admin_commands.add_parser("list", help="list all jobs")
@@ -115,6 +127,9 @@ def _parser() -> argparse.ArgumentParser:
     limit.add_argument("--rpm", type=int, default=0, help="requests per minute")
     limit.add_argument("--tpm", type=int, default=0, help="tokens per minute")
     admin_commands.add_parser("model-limits", help="list the model keys' limits")
+    admin_commands.add_parser(
+        "reencrypt-credentials", help="move every stored user key under the newest credential key"
+    )
     return parser
 
 
@@ -275,6 +290,31 @@ class Cli:
         _print(reply, a.json, _page)
         return 0
 
+    async def credential(self) -> int:
+        a, metadata = self.args, self._service_metadata()
+        if a.credential_command == "put":
+            api_key = sys.stdin.readline().strip()
+            request = job_pb.PutUserCredentialRequest(
+                provider=a.provider, api_key=api_key, label=a.label
+            )
+            stored = await self.jobs.PutUserCredential(
+                request, metadata=metadata, timeout=TIMEOUT_S
+            )
+            _print(stored, a.json, lambda r: f"stored {r.credential_id}  {r.hint}")
+        elif a.credential_command == "list":
+            listed = await self.jobs.ListUserCredentials(
+                job_pb.ListUserCredentialsRequest(), metadata=metadata, timeout=TIMEOUT_S
+            )
+            _print(listed, a.json, _credentials)
+        else:
+            deleted = await self.jobs.DeleteUserCredential(
+                job_pb.DeleteUserCredentialRequest(credential_id=a.credential_id),
+                metadata=metadata,
+                timeout=TIMEOUT_S,
+            )
+            _print(deleted, a.json, lambda r: f"deleted {r.credential_id}")
+        return 0
+
     async def admin_command(self) -> int:
         a, metadata = self.args, self._admin_metadata()
         if a.admin_command == "list":
@@ -319,6 +359,15 @@ class Cli:
                 admin_pb.ListModelLimitsRequest(), metadata=metadata, timeout=TIMEOUT_S
             )
             _print(listed, a.json, lambda r: "\n".join(map(_limit_line, r.limits)) or "none set")
+        elif a.admin_command == "reencrypt-credentials":
+            moved = await self.admin.ReencryptCredentials(
+                admin_pb.ReencryptCredentialsRequest(), metadata=metadata, timeout=TIMEOUT_S * 10
+            )
+            _print(
+                moved,
+                a.json,
+                lambda r: f"re-encrypted {r.reencrypted}, all under key {r.key_version}",
+            )
         else:
             reply = await self.admin.RedriveDeadEvents(
                 admin_pb.RedriveDeadEventsRequest(event_ids=a.event_ids),
@@ -327,6 +376,14 @@ class Cli:
             )
             _print(reply, a.json, lambda r: f"redriven: {r.redriven}")
         return 0
+
+
+def _credentials(reply: job_pb.ListUserCredentialsResponse) -> str:
+    lines = [
+        f"{c.credential_id}  {c.provider:<10} {c.hint:<12} {c.label}".rstrip()
+        for c in reply.credentials
+    ]
+    return "\n".join(lines) or "no credentials"
 
 
 def _page(reply: job_pb.ListJobsResponse) -> str:
@@ -433,6 +490,7 @@ async def _run(args: argparse.Namespace) -> int:
             "watch": cli.watch,
             "cancel": cli.cancel,
             "list": cli.list,
+            "credential": cli.credential,
             "admin": cli.admin_command,
         }
         return await handlers[args.command]()

@@ -16,6 +16,7 @@ from runtime_service.pipeline import HeartbeatReply, LeaseInput, LeaseLost, Usag
 from runtime_service.rate_limits import RateLimitHeaders
 from runtime_service.stream_reports import StreamBroken, StreamReports
 from shared.canonical_json import output_hash
+from shared.error_codes import ErrorCode
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.gen.aijob.v1 import runtime_service_pb2_grpc, types_pb2
 from shared.status_details import error_from_status, error_reason
@@ -192,11 +193,17 @@ class GrpcSchedulerClient:
                 ),
             )
         except grpc.aio.AioRpcError as error:
-            from shared.error_codes import ErrorCode
-
+            reason = error_reason(error)
+            if reason == ErrorCode.INVALID_CREDENTIAL:
+                # Deleted by its user, or never theirs: no model call is made.
+                raise JobFailure(
+                    ErrorCode.INVALID_CREDENTIAL,
+                    "The user's model key was deleted or does not exist.",
+                    reason,
+                ) from None
             raise JobFailure(
                 ErrorCode.CREDENTIAL_NOT_FOUND,
                 "The user's model key is not available.",
-                error_reason(error),
+                reason,
             ) from None
         return str(reply.api_key)

@@ -147,8 +147,10 @@ class SchedulerApp:
             max_streams_per_token=settings.streams.max_streams_per_token,
             max_slots=settings.streams.max_slots_per_stream,
         )
-        key = settings.credential_key.get_secret_value()
-        credentials = CredentialStore(uow, CredentialCipher.from_base64(key) if key else None)
+        cipher = CredentialCipher.from_settings(
+            settings.credential_key.get_secret_value(), settings.credential_keys.get_secret_value()
+        )
+        credentials = CredentialStore(uow, cipher)
         return cls(
             settings,
             uow,

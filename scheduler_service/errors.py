@@ -150,6 +150,19 @@ class CredentialUnavailableError(SchedulerError):
     status = "FAILED_PRECONDITION"
 
 
+class UnknownCredentialError(SchedulerError):
+    """The caller has no active credential with that id."""
+
+    code = ErrorCode.CREDENTIAL_NOT_FOUND
+    status = "NOT_FOUND"
+
+
+class CredentialRevokedError(CredentialUnavailableError):
+    """The job's credential does not exist for its user, or was deleted: the job cannot run."""
+
+    code = ErrorCode.INVALID_CREDENTIAL
+
+
 class DatabaseUnavailableError(SchedulerError):
     code = ErrorCode.PLATFORM_UNAVAILABLE
     status = "UNAVAILABLE"

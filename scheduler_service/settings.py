@@ -125,8 +125,12 @@ class SchedulerSettings(BaseSettings):
     #: Fault injection for chaos tests only: hold claimed outbox events this long before
     #: delivering them. Leave at 0.
     fault_outbox_stall_ms: int = Field(default=0, ge=0)
-    #: AES-256-GCM key (base64, 32 bytes) that encrypts users' model keys at rest.
+    #: AES-256-GCM key (base64, 32 bytes) that encrypts users' model keys at rest (version 1).
     credential_key: SecretStr = SecretStr("")
+    #: More keys for rotation, comma-separated ``version=base64`` pairs: the highest version
+    #: encrypts new writes, every version listed still decrypts (AdminService.
+    #: ReencryptCredentials moves every row to the highest).
+    credential_keys: SecretStr = SecretStr("")
 
     @field_validator(
         "runtime_tokens",

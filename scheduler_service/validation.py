@@ -32,6 +32,15 @@ def job_id(value: str, field: str = "job_id") -> str:
     return value
 
 
+def credential_id(value: str) -> str:
+    """Credential ids are made like job ids."""
+    if not is_valid_job_id(value):
+        raise InvalidRequestError(
+            "credential_id is not a valid credential id", field="credential_id"
+        )
+    return value
+
+
 def user_id(value: str, field: str = "x-user-id") -> str:
     """A user id exactly as given (never trimmed or folded): ids compare byte for byte."""
     if not USER_ID_PATTERN.fullmatch(value):

@@ -14,6 +14,7 @@ from scheduler_service import validation
 from scheduler_service.api import convert, runtime_convert
 from scheduler_service.api.status import status_of
 from scheduler_service.app import SchedulerApp
+from scheduler_service.credentials import checked_api_key, hint_of
 from scheduler_service.errors import InvalidRequestError, SchedulerError
 from scheduler_service.flow.keys import Limits, ModelKey
 from scheduler_service.flow.service import KeyStats, ModelKeys, checked_key, checked_limits
@@ -142,6 +143,47 @@ class JobServicer(job_grpc.JobServiceServicer):
             jobs=[convert.job(r) for r in records], next_page_token=token
         )
 
+    async def PutUserCredential(
+        self, request: job_pb.PutUserCredentialRequest, context: Context
+    ) -> job_pb.PutUserCredentialResponse:
+        user = _user_id(context)
+        provider = request.provider or "deepseek"
+        api_key = checked_api_key(provider, request.api_key)
+        if len(request.label) > 100:
+            raise InvalidRequestError("label is longer than 100 characters", field="label")
+        credential_id = await self._app.credentials.store(
+            user, api_key, label=request.label, provider=provider
+        )
+        log.info("a user credential was stored", extra={"action": "credential_put"})
+        return job_pb.PutUserCredentialResponse(
+            credential_id=credential_id, hint=hint_of(provider, api_key[-4:])
+        )
+
+    async def ListUserCredentials(
+        self, request: job_pb.ListUserCredentialsRequest, context: Context
+    ) -> job_pb.ListUserCredentialsResponse:
+        stored = await self._app.credentials.listed(_user_id(context))
+        return job_pb.ListUserCredentialsResponse(
+            credentials=[
+                job_pb.UserCredential(
+                    credential_id=c.credential_id,
+                    provider=c.provider,
+                    hint=c.hint,
+                    label=c.label,
+                    created_at=convert.timestamp(c.created_at),
+                )
+                for c in stored
+            ]
+        )
+
+    async def DeleteUserCredential(
+        self, request: job_pb.DeleteUserCredentialRequest, context: Context
+    ) -> job_pb.DeleteUserCredentialResponse:
+        credential_id = validation.credential_id(request.credential_id)
+        await self._app.credentials.delete(_user_id(context), credential_id)
+        log.info("a user credential was deleted", extra={"action": "credential_delete"})
+        return job_pb.DeleteUserCredentialResponse(credential_id=credential_id)
+
     async def SubscribeEvents(
         self, request: job_pb.SubscribeEventsRequest, context: Context
     ) -> AsyncIterator[types_pb.JobEvent]:
@@ -253,6 +295,16 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
         return admin_pb.ListModelLimitsResponse(
             limits=[_model_limit(k.key, k.limits) for k in keys]
         )
+
+    async def ReencryptCredentials(
+        self, request: admin_pb.ReencryptCredentialsRequest, context: Context
+    ) -> admin_pb.ReencryptCredentialsResponse:
+        moved, version = await self._app.credentials.reencrypt_all()
+        log.info(
+            "admin re-encrypted credentials",
+            extra={"action": "admin_reencrypt", "count": moved, "key_version": version},
+        )
+        return admin_pb.ReencryptCredentialsResponse(reencrypted=moved, key_version=version)
 
     async def CancelUserJobs(
         self, request: admin_pb.CancelUserJobsRequest, context: Context

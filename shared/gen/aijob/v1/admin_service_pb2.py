@@ -27,45 +27,49 @@ from shared.gen.aijob.v1 import types_pb2 as aijob_dot_v1_dot_types__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x61ijob/v1/admin_service.proto\x12\x08\x61ijob.v1\x1a\x1a\x61ijob/v1/job_service.proto\x1a\x14\x61ijob/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x98\x01\n\nModelLimit\x12\x10\n\x08provider\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x18\n\x10\x63redential_scope\x18\x03 \x01(\t\x12\x17\n\x0fmax_concurrency\x18\x04 \x01(\x05\x12\x1b\n\x13requests_per_minute\x18\x05 \x01(\x05\x12\x19\n\x11tokens_per_minute\x18\x06 \x01(\x03\";\n\x14PutModelLimitRequest\x12#\n\x05limit\x18\x01 \x01(\x0b\x32\x14.aijob.v1.ModelLimit\"<\n\x15PutModelLimitResponse\x12#\n\x05limit\x18\x01 \x01(\x0b\x32\x14.aijob.v1.ModelLimit\"\x18\n\x16ListModelLimitsRequest\"?\n\x17ListModelLimitsResponse\x12$\n\x06limits\x18\x01 \x03(\x0b\x32\x14.aijob.v1.ModelLimit\"\xd6\x01\n\rModelKeyStats\x12#\n\x05limit\x18\x01 \x01(\x0b\x32\x14.aijob.v1.ModelLimit\x12\x11\n\tin_flight\x18\x02 \x01(\x03\x12\x1d\n\x15\x65\x66\x66\x65\x63tive_concurrency\x18\x03 \x01(\x05\x12\x30\n\x0cpaused_until\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1a\n\x12rate_limited_total\x18\x05 \x01(\x03\x12 \n\x18rate_limited_last_minute\x18\x06 \x01(\x03\"\xf5\x01\n\x14\x41\x64minListJobsRequest\x12\x10\n\x08job_type\x18\x01 \x01(\t\x12\x18\n\x10lifecycle_status\x18\x02 \x01(\t\x12\x12\n\nqueue_name\x18\x03 \x01(\t\x12\x0f\n\x07user_id\x18\x04 \x01(\t\x12\x31\n\rcreated_after\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0e\x63reated_before\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tpage_size\x18\x07 \x01(\x05\x12\x12\n\npage_token\x18\x08 \x01(\t\"!\n\x0fRetryJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x16\n\x14GetQueueStatsRequest\"\xf8\x01\n\nQueueStats\x12$\n\x06\x64\x65pths\x18\x01 \x03(\x0b\x32\x14.aijob.v1.QueueDepth\x12)\n\roldest_queued\x18\x02 \x03(\x0b\x32\x12.aijob.v1.QueueAge\x12\x15\n\rrunning_count\x18\x03 \x01(\x03\x12\x1a\n\x12\x64\x65\x61\x64_outbox_events\x18\x04 \x01(\x03\x12\x1d\n\x15pending_outbox_events\x18\x05 \x01(\x03\x12\x1a\n\x12outbox_lag_seconds\x18\x06 \x01(\x01\x12+\n\nmodel_keys\x18\x07 \x03(\x0b\x32\x17.aijob.v1.ModelKeyStats\"[\n\nQueueDepth\x12\x12\n\nqueue_name\x18\x01 \x01(\t\x12\x10\n\x08job_type\x18\x02 \x01(\t\x12\x18\n\x10lifecycle_status\x18\x03 \x01(\t\x12\r\n\x05\x63ount\x18\x04 \x01(\x03\"3\n\x08QueueAge\x12\x12\n\nqueue_name\x18\x01 \x01(\t\x12\x13\n\x0b\x61ge_seconds\x18\x02 \x01(\x01\"(\n\x15\x43\x61ncelUserJobsRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\"E\n\x16\x43\x61ncelUserJobsResponse\x12\x11\n\tcancelled\x18\x01 \x01(\x03\x12\x18\n\x10\x63\x61ncel_requested\x18\x02 \x01(\x03\"-\n\x18RedriveDeadEventsRequest\x12\x11\n\tevent_ids\x18\x01 \x03(\t\"-\n\x19RedriveDeadEventsResponse\x12\x10\n\x08redriven\x18\x01 \x01(\x03\x32\xe2\x04\n\x0c\x41\x64minService\x12\x46\n\x08ListJobs\x12\x1e.aijob.v1.AdminListJobsRequest\x1a\x1a.aijob.v1.ListJobsResponse\x12\x30\n\x06GetJob\x12\x17.aijob.v1.GetJobRequest\x1a\r.aijob.v1.Job\x12\x34\n\x08RetryJob\x12\x19.aijob.v1.RetryJobRequest\x1a\r.aijob.v1.Job\x12\x45\n\rGetQueueStats\x12\x1e.aijob.v1.GetQueueStatsRequest\x1a\x14.aijob.v1.QueueStats\x12S\n\x0e\x43\x61ncelUserJobs\x12\x1f.aijob.v1.CancelUserJobsRequest\x1a .aijob.v1.CancelUserJobsResponse\x12\\\n\x11RedriveDeadEvents\x12\".aijob.v1.RedriveDeadEventsRequest\x1a#.aijob.v1.RedriveDeadEventsResponse\x12P\n\rPutModelLimit\x12\x1e.aijob.v1.PutModelLimitRequest\x1a\x1f.aijob.v1.PutModelLimitResponse\x12V\n\x0fListModelLimits\x12 .aijob.v1.ListModelLimitsRequest\x1a!.aijob.v1.ListModelLimitsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x61ijob/v1/admin_service.proto\x12\x08\x61ijob.v1\x1a\x1a\x61ijob/v1/job_service.proto\x1a\x14\x61ijob/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x1d\n\x1bReencryptCredentialsRequest\"H\n\x1cReencryptCredentialsResponse\x12\x13\n\x0breencrypted\x18\x01 \x01(\x03\x12\x13\n\x0bkey_version\x18\x02 \x01(\x05\"\x98\x01\n\nModelLimit\x12\x10\n\x08provider\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x18\n\x10\x63redential_scope\x18\x03 \x01(\t\x12\x17\n\x0fmax_concurrency\x18\x04 \x01(\x05\x12\x1b\n\x13requests_per_minute\x18\x05 \x01(\x05\x12\x19\n\x11tokens_per_minute\x18\x06 \x01(\x03\";\n\x14PutModelLimitRequest\x12#\n\x05limit\x18\x01 \x01(\x0b\x32\x14.aijob.v1.ModelLimit\"<\n\x15PutModelLimitResponse\x12#\n\x05limit\x18\x01 \x01(\x0b\x32\x14.aijob.v1.ModelLimit\"\x18\n\x16ListModelLimitsRequest\"?\n\x17ListModelLimitsResponse\x12$\n\x06limits\x18\x01 \x03(\x0b\x32\x14.aijob.v1.ModelLimit\"\xd6\x01\n\rModelKeyStats\x12#\n\x05limit\x18\x01 \x01(\x0b\x32\x14.aijob.v1.ModelLimit\x12\x11\n\tin_flight\x18\x02 \x01(\x03\x12\x1d\n\x15\x65\x66\x66\x65\x63tive_concurrency\x18\x03 \x01(\x05\x12\x30\n\x0cpaused_until\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1a\n\x12rate_limited_total\x18\x05 \x01(\x03\x12 \n\x18rate_limited_last_minute\x18\x06 \x01(\x03\"\xf5\x01\n\x14\x41\x64minListJobsRequest\x12\x10\n\x08job_type\x18\x01 \x01(\t\x12\x18\n\x10lifecycle_status\x18\x02 \x01(\t\x12\x12\n\nqueue_name\x18\x03 \x01(\t\x12\x0f\n\x07user_id\x18\x04 \x01(\t\x12\x31\n\rcreated_after\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0e\x63reated_before\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tpage_size\x18\x07 \x01(\x05\x12\x12\n\npage_token\x18\x08 \x01(\t\"!\n\x0fRetryJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x16\n\x14GetQueueStatsRequest\"\xf8\x01\n\nQueueStats\x12$\n\x06\x64\x65pths\x18\x01 \x03(\x0b\x32\x14.aijob.v1.QueueDepth\x12)\n\roldest_queued\x18\x02 \x03(\x0b\x32\x12.aijob.v1.QueueAge\x12\x15\n\rrunning_count\x18\x03 \x01(\x03\x12\x1a\n\x12\x64\x65\x61\x64_outbox_events\x18\x04 \x01(\x03\x12\x1d\n\x15pending_outbox_events\x18\x05 \x01(\x03\x12\x1a\n\x12outbox_lag_seconds\x18\x06 \x01(\x01\x12+\n\nmodel_keys\x18\x07 \x03(\x0b\x32\x17.aijob.v1.ModelKeyStats\"[\n\nQueueDepth\x12\x12\n\nqueue_name\x18\x01 \x01(\t\x12\x10\n\x08job_type\x18\x02 \x01(\t\x12\x18\n\x10lifecycle_status\x18\x03 \x01(\t\x12\r\n\x05\x63ount\x18\x04 \x01(\x03\"3\n\x08QueueAge\x12\x12\n\nqueue_name\x18\x01 \x01(\t\x12\x13\n\x0b\x61ge_seconds\x18\x02 \x01(\x01\"(\n\x15\x43\x61ncelUserJobsRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\"E\n\x16\x43\x61ncelUserJobsResponse\x12\x11\n\tcancelled\x18\x01 \x01(\x03\x12\x18\n\x10\x63\x61ncel_requested\x18\x02 \x01(\x03\"-\n\x18RedriveDeadEventsRequest\x12\x11\n\tevent_ids\x18\x01 \x03(\t\"-\n\x19RedriveDeadEventsResponse\x12\x10\n\x08redriven\x18\x01 \x01(\x03\x32\xc9\x05\n\x0c\x41\x64minService\x12\x46\n\x08ListJobs\x12\x1e.aijob.v1.AdminListJobsRequest\x1a\x1a.aijob.v1.ListJobsResponse\x12\x30\n\x06GetJob\x12\x17.aijob.v1.GetJobRequest\x1a\r.aijob.v1.Job\x12\x34\n\x08RetryJob\x12\x19.aijob.v1.RetryJobRequest\x1a\r.aijob.v1.Job\x12\x45\n\rGetQueueStats\x12\x1e.aijob.v1.GetQueueStatsRequest\x1a\x14.aijob.v1.QueueStats\x12S\n\x0e\x43\x61ncelUserJobs\x12\x1f.aijob.v1.CancelUserJobsRequest\x1a .aijob.v1.CancelUserJobsResponse\x12\\\n\x11RedriveDeadEvents\x12\".aijob.v1.RedriveDeadEventsRequest\x1a#.aijob.v1.RedriveDeadEventsResponse\x12P\n\rPutModelLimit\x12\x1e.aijob.v1.PutModelLimitRequest\x1a\x1f.aijob.v1.PutModelLimitResponse\x12V\n\x0fListModelLimits\x12 .aijob.v1.ListModelLimitsRequest\x1a!.aijob.v1.ListModelLimitsResponse\x12\x65\n\x14ReencryptCredentials\x12%.aijob.v1.ReencryptCredentialsRequest\x1a&.aijob.v1.ReencryptCredentialsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'aijob.v1.admin_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_MODELLIMIT']._serialized_start=126
-  _globals['_MODELLIMIT']._serialized_end=278
-  _globals['_PUTMODELLIMITREQUEST']._serialized_start=280
-  _globals['_PUTMODELLIMITREQUEST']._serialized_end=339
-  _globals['_PUTMODELLIMITRESPONSE']._serialized_start=341
-  _globals['_PUTMODELLIMITRESPONSE']._serialized_end=401
-  _globals['_LISTMODELLIMITSREQUEST']._serialized_start=403
-  _globals['_LISTMODELLIMITSREQUEST']._serialized_end=427
-  _globals['_LISTMODELLIMITSRESPONSE']._serialized_start=429
-  _globals['_LISTMODELLIMITSRESPONSE']._serialized_end=492
-  _globals['_MODELKEYSTATS']._serialized_start=495
-  _globals['_MODELKEYSTATS']._serialized_end=709
-  _globals['_ADMINLISTJOBSREQUEST']._serialized_start=712
-  _globals['_ADMINLISTJOBSREQUEST']._serialized_end=957
-  _globals['_RETRYJOBREQUEST']._serialized_start=959
-  _globals['_RETRYJOBREQUEST']._serialized_end=992
-  _globals['_GETQUEUESTATSREQUEST']._serialized_start=994
-  _globals['_GETQUEUESTATSREQUEST']._serialized_end=1016
-  _globals['_QUEUESTATS']._serialized_start=1019
-  _globals['_QUEUESTATS']._serialized_end=1267
-  _globals['_QUEUEDEPTH']._serialized_start=1269
-  _globals['_QUEUEDEPTH']._serialized_end=1360
-  _globals['_QUEUEAGE']._serialized_start=1362
-  _globals['_QUEUEAGE']._serialized_end=1413
-  _globals['_CANCELUSERJOBSREQUEST']._serialized_start=1415
-  _globals['_CANCELUSERJOBSREQUEST']._serialized_end=1455
-  _globals['_CANCELUSERJOBSRESPONSE']._serialized_start=1457
-  _globals['_CANCELUSERJOBSRESPONSE']._serialized_end=1526
-  _globals['_REDRIVEDEADEVENTSREQUEST']._serialized_start=1528
-  _globals['_REDRIVEDEADEVENTSREQUEST']._serialized_end=1573
-  _globals['_REDRIVEDEADEVENTSRESPONSE']._serialized_start=1575
-  _globals['_REDRIVEDEADEVENTSRESPONSE']._serialized_end=1620
-  _globals['_ADMINSERVICE']._serialized_start=1623
-  _globals['_ADMINSERVICE']._serialized_end=2233
+  _globals['_REENCRYPTCREDENTIALSREQUEST']._serialized_start=125
+  _globals['_REENCRYPTCREDENTIALSREQUEST']._serialized_end=154
+  _globals['_REENCRYPTCREDENTIALSRESPONSE']._serialized_start=156
+  _globals['_REENCRYPTCREDENTIALSRESPONSE']._serialized_end=228
+  _globals['_MODELLIMIT']._serialized_start=231
+  _globals['_MODELLIMIT']._serialized_end=383
+  _globals['_PUTMODELLIMITREQUEST']._serialized_start=385
+  _globals['_PUTMODELLIMITREQUEST']._serialized_end=444
+  _globals['_PUTMODELLIMITRESPONSE']._serialized_start=446
+  _globals['_PUTMODELLIMITRESPONSE']._serialized_end=506
+  _globals['_LISTMODELLIMITSREQUEST']._serialized_start=508
+  _globals['_LISTMODELLIMITSREQUEST']._serialized_end=532
+  _globals['_LISTMODELLIMITSRESPONSE']._serialized_start=534
+  _globals['_LISTMODELLIMITSRESPONSE']._serialized_end=597
+  _globals['_MODELKEYSTATS']._serialized_start=600
+  _globals['_MODELKEYSTATS']._serialized_end=814
+  _globals['_ADMINLISTJOBSREQUEST']._serialized_start=817
+  _globals['_ADMINLISTJOBSREQUEST']._serialized_end=1062
+  _globals['_RETRYJOBREQUEST']._serialized_start=1064
+  _globals['_RETRYJOBREQUEST']._serialized_end=1097
+  _globals['_GETQUEUESTATSREQUEST']._serialized_start=1099
+  _globals['_GETQUEUESTATSREQUEST']._serialized_end=1121
+  _globals['_QUEUESTATS']._serialized_start=1124
+  _globals['_QUEUESTATS']._serialized_end=1372
+  _globals['_QUEUEDEPTH']._serialized_start=1374
+  _globals['_QUEUEDEPTH']._serialized_end=1465
+  _globals['_QUEUEAGE']._serialized_start=1467
+  _globals['_QUEUEAGE']._serialized_end=1518
+  _globals['_CANCELUSERJOBSREQUEST']._serialized_start=1520
+  _globals['_CANCELUSERJOBSREQUEST']._serialized_end=1560
+  _globals['_CANCELUSERJOBSRESPONSE']._serialized_start=1562
+  _globals['_CANCELUSERJOBSRESPONSE']._serialized_end=1631
+  _globals['_REDRIVEDEADEVENTSREQUEST']._serialized_start=1633
+  _globals['_REDRIVEDEADEVENTSREQUEST']._serialized_end=1678
+  _globals['_REDRIVEDEADEVENTSRESPONSE']._serialized_start=1680
+  _globals['_REDRIVEDEADEVENTSRESPONSE']._serialized_end=1725
+  _globals['_ADMINSERVICE']._serialized_start=1728
+  _globals['_ADMINSERVICE']._serialized_end=2441
 # @@protoc_insertion_point(module_scope)

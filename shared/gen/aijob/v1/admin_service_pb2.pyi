@@ -11,6 +11,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ReencryptCredentialsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ReencryptCredentialsResponse(_message.Message):
+    __slots__ = ("reencrypted", "key_version")
+    REENCRYPTED_FIELD_NUMBER: _ClassVar[int]
+    KEY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    reencrypted: int
+    key_version: int
+    def __init__(self, reencrypted: _Optional[int] = ..., key_version: _Optional[int] = ...) -> None: ...
+
 class ModelLimit(_message.Message):
     __slots__ = ("provider", "model", "credential_scope", "max_concurrency", "requests_per_minute", "tokens_per_minute")
     PROVIDER_FIELD_NUMBER: _ClassVar[int]

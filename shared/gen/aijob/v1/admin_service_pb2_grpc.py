@@ -77,6 +77,11 @@ class AdminServiceStub:
                 request_serializer=aijob_dot_v1_dot_admin__service__pb2.ListModelLimitsRequest.SerializeToString,
                 response_deserializer=aijob_dot_v1_dot_admin__service__pb2.ListModelLimitsResponse.FromString,
                 _registered_method=True)
+        self.ReencryptCredentials = channel.unary_unary(
+                '/aijob.v1.AdminService/ReencryptCredentials',
+                request_serializer=aijob_dot_v1_dot_admin__service__pb2.ReencryptCredentialsRequest.SerializeToString,
+                response_deserializer=aijob_dot_v1_dot_admin__service__pb2.ReencryptCredentialsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -148,6 +153,14 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReencryptCredentials(self, request, context):
+        """ReencryptCredentials moves every stored user credential under the newest credential key
+        (AIJOB_CREDENTIAL_KEYS); run it on a replica that has every key, old and new.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -190,6 +203,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListModelLimits,
                     request_deserializer=aijob_dot_v1_dot_admin__service__pb2.ListModelLimitsRequest.FromString,
                     response_serializer=aijob_dot_v1_dot_admin__service__pb2.ListModelLimitsResponse.SerializeToString,
+            ),
+            'ReencryptCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReencryptCredentials,
+                    request_deserializer=aijob_dot_v1_dot_admin__service__pb2.ReencryptCredentialsRequest.FromString,
+                    response_serializer=aijob_dot_v1_dot_admin__service__pb2.ReencryptCredentialsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -409,6 +427,33 @@ class AdminService:
             '/aijob.v1.AdminService/ListModelLimits',
             aijob_dot_v1_dot_admin__service__pb2.ListModelLimitsRequest.SerializeToString,
             aijob_dot_v1_dot_admin__service__pb2.ListModelLimitsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReencryptCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/aijob.v1.AdminService/ReencryptCredentials',
+            aijob_dot_v1_dot_admin__service__pb2.ReencryptCredentialsRequest.SerializeToString,
+            aijob_dot_v1_dot_admin__service__pb2.ReencryptCredentialsResponse.FromString,
             options,
             channel_credentials,
             insecure,

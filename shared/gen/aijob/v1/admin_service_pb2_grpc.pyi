@@ -65,6 +65,10 @@ class AdminServiceStub:
     """
     ListModelLimits: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.ListModelLimitsRequest, _admin_service_pb2.ListModelLimitsResponse]
     """ListModelLimits lists every model key an operator set or congestion touched, with its limits."""
+    ReencryptCredentials: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.ReencryptCredentialsRequest, _admin_service_pb2.ReencryptCredentialsResponse]
+    """ReencryptCredentials moves every stored user credential under the newest credential key
+    (AIJOB_CREDENTIAL_KEYS); run it on a replica that has every key, old and new.
+    """
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -101,6 +105,10 @@ class AdminServiceAsyncStub(AdminServiceStub):
     """
     ListModelLimits: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.ListModelLimitsRequest, _admin_service_pb2.ListModelLimitsResponse]  # type: ignore[assignment]
     """ListModelLimits lists every model key an operator set or congestion touched, with its limits."""
+    ReencryptCredentials: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.ReencryptCredentialsRequest, _admin_service_pb2.ReencryptCredentialsResponse]  # type: ignore[assignment]
+    """ReencryptCredentials moves every stored user credential under the newest credential key
+    (AIJOB_CREDENTIAL_KEYS); run it on a replica that has every key, old and new.
+    """
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     """AdminService is the operators' API; every call needs an admin token."""
@@ -182,5 +190,15 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_admin_service_pb2.ListModelLimitsResponse, _abc.Awaitable[_admin_service_pb2.ListModelLimitsResponse]]:
         """ListModelLimits lists every model key an operator set or congestion touched, with its limits."""
+
+    @_abc_1.abstractmethod
+    def ReencryptCredentials(
+        self,
+        request: _admin_service_pb2.ReencryptCredentialsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_service_pb2.ReencryptCredentialsResponse, _abc.Awaitable[_admin_service_pb2.ReencryptCredentialsResponse]]:
+        """ReencryptCredentials moves every stored user credential under the newest credential key
+        (AIJOB_CREDENTIAL_KEYS); run it on a replica that has every key, old and new.
+        """
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

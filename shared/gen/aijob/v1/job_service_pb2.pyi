@@ -12,6 +12,60 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class PutUserCredentialRequest(_message.Message):
+    __slots__ = ("provider", "api_key", "label")
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    API_KEY_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    provider: str
+    api_key: str
+    label: str
+    def __init__(self, provider: _Optional[str] = ..., api_key: _Optional[str] = ..., label: _Optional[str] = ...) -> None: ...
+
+class PutUserCredentialResponse(_message.Message):
+    __slots__ = ("credential_id", "hint")
+    CREDENTIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    HINT_FIELD_NUMBER: _ClassVar[int]
+    credential_id: str
+    hint: str
+    def __init__(self, credential_id: _Optional[str] = ..., hint: _Optional[str] = ...) -> None: ...
+
+class ListUserCredentialsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListUserCredentialsResponse(_message.Message):
+    __slots__ = ("credentials",)
+    CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
+    credentials: _containers.RepeatedCompositeFieldContainer[UserCredential]
+    def __init__(self, credentials: _Optional[_Iterable[_Union[UserCredential, _Mapping]]] = ...) -> None: ...
+
+class UserCredential(_message.Message):
+    __slots__ = ("credential_id", "provider", "hint", "label", "created_at")
+    CREDENTIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    HINT_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    credential_id: str
+    provider: str
+    hint: str
+    label: str
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, credential_id: _Optional[str] = ..., provider: _Optional[str] = ..., hint: _Optional[str] = ..., label: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class DeleteUserCredentialRequest(_message.Message):
+    __slots__ = ("credential_id",)
+    CREDENTIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    credential_id: str
+    def __init__(self, credential_id: _Optional[str] = ...) -> None: ...
+
+class DeleteUserCredentialResponse(_message.Message):
+    __slots__ = ("credential_id",)
+    CREDENTIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    credential_id: str
+    def __init__(self, credential_id: _Optional[str] = ...) -> None: ...
+
 class CreateJobRequest(_message.Message):
     __slots__ = ("job_type", "target_type", "target_id", "snapshot", "params", "idempotency_key", "priority", "credential_mode", "credential_id", "deadline", "model")
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]

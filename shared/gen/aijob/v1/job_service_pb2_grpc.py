@@ -72,6 +72,21 @@ class JobServiceStub:
                 request_serializer=aijob_dot_v1_dot_job__service__pb2.SubscribeEventsRequest.SerializeToString,
                 response_deserializer=aijob_dot_v1_dot_types__pb2.JobEvent.FromString,
                 _registered_method=True)
+        self.PutUserCredential = channel.unary_unary(
+                '/aijob.v1.JobService/PutUserCredential',
+                request_serializer=aijob_dot_v1_dot_job__service__pb2.PutUserCredentialRequest.SerializeToString,
+                response_deserializer=aijob_dot_v1_dot_job__service__pb2.PutUserCredentialResponse.FromString,
+                _registered_method=True)
+        self.ListUserCredentials = channel.unary_unary(
+                '/aijob.v1.JobService/ListUserCredentials',
+                request_serializer=aijob_dot_v1_dot_job__service__pb2.ListUserCredentialsRequest.SerializeToString,
+                response_deserializer=aijob_dot_v1_dot_job__service__pb2.ListUserCredentialsResponse.FromString,
+                _registered_method=True)
+        self.DeleteUserCredential = channel.unary_unary(
+                '/aijob.v1.JobService/DeleteUserCredential',
+                request_serializer=aijob_dot_v1_dot_job__service__pb2.DeleteUserCredentialRequest.SerializeToString,
+                response_deserializer=aijob_dot_v1_dot_job__service__pb2.DeleteUserCredentialResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -137,6 +152,30 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PutUserCredential(self, request, context):
+        """PutUserCredential stores a model API key for the user in x-user-id, encrypted at rest; the
+        key is checked for shape and never returned. Jobs use it with credential_mode
+        "user_deepseek_key" and its credential_id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListUserCredentials(self, request, context):
+        """ListUserCredentials lists the user's stored credentials, masked.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteUserCredential(self, request, context):
+        """DeleteUserCredential deletes one of the user's credentials (its ciphertext is wiped). Its
+        jobs still queued fail with INVALID_CREDENTIAL when leased, before any model call.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -174,6 +213,21 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.SubscribeEvents,
                     request_deserializer=aijob_dot_v1_dot_job__service__pb2.SubscribeEventsRequest.FromString,
                     response_serializer=aijob_dot_v1_dot_types__pb2.JobEvent.SerializeToString,
+            ),
+            'PutUserCredential': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutUserCredential,
+                    request_deserializer=aijob_dot_v1_dot_job__service__pb2.PutUserCredentialRequest.FromString,
+                    response_serializer=aijob_dot_v1_dot_job__service__pb2.PutUserCredentialResponse.SerializeToString,
+            ),
+            'ListUserCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListUserCredentials,
+                    request_deserializer=aijob_dot_v1_dot_job__service__pb2.ListUserCredentialsRequest.FromString,
+                    response_serializer=aijob_dot_v1_dot_job__service__pb2.ListUserCredentialsResponse.SerializeToString,
+            ),
+            'DeleteUserCredential': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteUserCredential,
+                    request_deserializer=aijob_dot_v1_dot_job__service__pb2.DeleteUserCredentialRequest.FromString,
+                    response_serializer=aijob_dot_v1_dot_job__service__pb2.DeleteUserCredentialResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -367,6 +421,87 @@ class JobService:
             '/aijob.v1.JobService/SubscribeEvents',
             aijob_dot_v1_dot_job__service__pb2.SubscribeEventsRequest.SerializeToString,
             aijob_dot_v1_dot_types__pb2.JobEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutUserCredential(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/aijob.v1.JobService/PutUserCredential',
+            aijob_dot_v1_dot_job__service__pb2.PutUserCredentialRequest.SerializeToString,
+            aijob_dot_v1_dot_job__service__pb2.PutUserCredentialResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListUserCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/aijob.v1.JobService/ListUserCredentials',
+            aijob_dot_v1_dot_job__service__pb2.ListUserCredentialsRequest.SerializeToString,
+            aijob_dot_v1_dot_job__service__pb2.ListUserCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteUserCredential(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/aijob.v1.JobService/DeleteUserCredential',
+            aijob_dot_v1_dot_job__service__pb2.DeleteUserCredentialRequest.SerializeToString,
+            aijob_dot_v1_dot_job__service__pb2.DeleteUserCredentialResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -64,6 +64,17 @@ class JobServiceStub:
     buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
     buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
     """
+    PutUserCredential: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.PutUserCredentialRequest, _job_service_pb2.PutUserCredentialResponse]
+    """PutUserCredential stores a model API key for the user in x-user-id, encrypted at rest; the
+    key is checked for shape and never returned. Jobs use it with credential_mode
+    "user_deepseek_key" and its credential_id.
+    """
+    ListUserCredentials: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.ListUserCredentialsRequest, _job_service_pb2.ListUserCredentialsResponse]
+    """ListUserCredentials lists the user's stored credentials, masked."""
+    DeleteUserCredential: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.DeleteUserCredentialRequest, _job_service_pb2.DeleteUserCredentialResponse]
+    """DeleteUserCredential deletes one of the user's credentials (its ciphertext is wiped). Its
+    jobs still queued fail with INVALID_CREDENTIAL when leased, before any model call.
+    """
 
 @_typing.type_check_only
 class JobServiceAsyncStub(JobServiceStub):
@@ -99,6 +110,17 @@ class JobServiceAsyncStub(JobServiceStub):
     """SubscribeEvents streams job events, resumable after the last event id seen.
     buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
     buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+    """
+    PutUserCredential: _aio.UnaryUnaryMultiCallable[_job_service_pb2.PutUserCredentialRequest, _job_service_pb2.PutUserCredentialResponse]  # type: ignore[assignment]
+    """PutUserCredential stores a model API key for the user in x-user-id, encrypted at rest; the
+    key is checked for shape and never returned. Jobs use it with credential_mode
+    "user_deepseek_key" and its credential_id.
+    """
+    ListUserCredentials: _aio.UnaryUnaryMultiCallable[_job_service_pb2.ListUserCredentialsRequest, _job_service_pb2.ListUserCredentialsResponse]  # type: ignore[assignment]
+    """ListUserCredentials lists the user's stored credentials, masked."""
+    DeleteUserCredential: _aio.UnaryUnaryMultiCallable[_job_service_pb2.DeleteUserCredentialRequest, _job_service_pb2.DeleteUserCredentialResponse]  # type: ignore[assignment]
+    """DeleteUserCredential deletes one of the user's credentials (its ciphertext is wiped). Its
+    jobs still queued fail with INVALID_CREDENTIAL when leased, before any model call.
     """
 
 class JobServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -174,6 +196,35 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         """SubscribeEvents streams job events, resumable after the last event id seen.
         buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+        """
+
+    @_abc_1.abstractmethod
+    def PutUserCredential(
+        self,
+        request: _job_service_pb2.PutUserCredentialRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.PutUserCredentialResponse, _abc.Awaitable[_job_service_pb2.PutUserCredentialResponse]]:
+        """PutUserCredential stores a model API key for the user in x-user-id, encrypted at rest; the
+        key is checked for shape and never returned. Jobs use it with credential_mode
+        "user_deepseek_key" and its credential_id.
+        """
+
+    @_abc_1.abstractmethod
+    def ListUserCredentials(
+        self,
+        request: _job_service_pb2.ListUserCredentialsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.ListUserCredentialsResponse, _abc.Awaitable[_job_service_pb2.ListUserCredentialsResponse]]:
+        """ListUserCredentials lists the user's stored credentials, masked."""
+
+    @_abc_1.abstractmethod
+    def DeleteUserCredential(
+        self,
+        request: _job_service_pb2.DeleteUserCredentialRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.DeleteUserCredentialResponse, _abc.Awaitable[_job_service_pb2.DeleteUserCredentialResponse]]:
+        """DeleteUserCredential deletes one of the user's credentials (its ciphertext is wiped). Its
+        jobs still queued fail with INVALID_CREDENTIAL when leased, before any model call.
         """
 
 def add_JobServiceServicer_to_server(servicer: JobServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
