@@ -92,6 +92,12 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("--page-size", type=int, default=20)
     listing.add_argument("--page-token", default="")
 
+    _credential_commands(commands)
+    _admin_commands(commands)
+    return parser
+
+
+def _credential_commands(commands: Any) -> None:
     credential = commands.add_parser("credential", help="your stored model API keys")
     credential_commands = credential.add_subparsers(dest="credential_command", required=True)
     put = credential_commands.add_parser(
@@ -104,6 +110,8 @@ def _parser() -> argparse.ArgumentParser:
         "credential_id"
     )
 
+
+def _admin_commands(commands: Any) -> None:
     admin = commands.add_parser("admin", help="operators' commands (admin token)")
     admin_commands = admin.add_subparsers(dest="admin_command", required=True)
     admin_list = admin_commands.add_parser("list", help="list all jobs")
@@ -127,10 +135,17 @@ def _parser() -> argparse.ArgumentParser:
     limit.add_argument("--rpm", type=int, default=0, help="requests per minute")
     limit.add_argument("--tpm", type=int, default=0, help="tokens per minute")
     admin_commands.add_parser("model-limits", help="list the model keys' limits")
+    budget = admin_commands.add_parser("budget", help="set a user's daily budget (0: no limit)")
+    budget.add_argument("user_id")
+    budget.add_argument("--tokens", type=int, default=0, help="tokens per UTC day")
+    budget.add_argument("--cost-micros", type=int, default=0, help="cost per UTC day, micro-units")
+    usage = admin_commands.add_parser("usage", help="a user's model usage, per model key")
+    usage.add_argument("user_id")
+    usage.add_argument("--from", dest="from_date", default="", help="first UTC day (today)")
+    usage.add_argument("--to", dest="to_date", default="", help="last UTC day (--from)")
     admin_commands.add_parser(
         "reencrypt-credentials", help="move every stored user key under the newest credential key"
     )
-    return parser
 
 
 def _print(message: Message, as_json: bool, human: Callable[[Any], str]) -> None:
@@ -359,6 +374,23 @@ class Cli:
                 admin_pb.ListModelLimitsRequest(), metadata=metadata, timeout=TIMEOUT_S
             )
             _print(listed, a.json, lambda r: "\n".join(map(_limit_line, r.limits)) or "none set")
+        elif a.admin_command == "budget":
+            set_budget = admin_pb.PutUserBudgetRequest(
+                user_id=a.user_id, daily_tokens=a.tokens, daily_cost_micros=a.cost_micros
+            )
+            stored_budget = await self.admin.PutUserBudget(
+                set_budget, metadata=metadata, timeout=TIMEOUT_S
+            )
+            _print(stored_budget, a.json, _budget_line)
+        elif a.admin_command == "usage":
+            report = await self.admin.GetUserUsage(
+                admin_pb.GetUserUsageRequest(
+                    user_id=a.user_id, from_date=a.from_date, to_date=a.to_date
+                ),
+                metadata=metadata,
+                timeout=TIMEOUT_S,
+            )
+            _print(report, a.json, _usage_table)
         elif a.admin_command == "reencrypt-credentials":
             moved = await self.admin.ReencryptCredentials(
                 admin_pb.ReencryptCredentialsRequest(), metadata=metadata, timeout=TIMEOUT_S * 10
@@ -376,6 +408,36 @@ class Cli:
             )
             _print(reply, a.json, lambda r: f"redriven: {r.redriven}")
         return 0
+
+
+def _budget_line(reply: admin_pb.PutUserBudgetResponse) -> str:
+    tokens = reply.daily_tokens or "no limit"
+    cost = reply.daily_cost_micros or "no limit"
+    return f"{reply.user_id}: {tokens} tokens, {cost} cost micro-units per UTC day"
+
+
+def _usage_table(report: admin_pb.GetUserUsageResponse) -> str:
+    header = f"{'model key':<44} {'prompt':>10} {'cached':>10} {'completion':>10} "
+    header += f"{'cost µ':>12} {'jobs':>6} {'attempts':>8}"
+    rows = [f"usage {report.from_date} to {report.to_date}", header]
+    for k in report.model_keys:
+        name = f"{k.provider}/{k.model} ({k.credential_scope})"
+        rows.append(
+            f"{name:<44} {k.prompt_tokens:>10} {k.cached_prompt_tokens:>10} "
+            f"{k.completion_tokens:>10} {k.cost_micros:>12} {k.jobs:>6} {k.attempts:>8}"
+        )
+    rows.append(
+        f"{'total':<44} {report.prompt_tokens:>10} {report.cached_prompt_tokens:>10} "
+        f"{report.completion_tokens:>10} {report.cost_micros:>12} {report.jobs:>6} "
+        f"{report.attempts:>8}"
+    )
+    budget_tokens = report.daily_tokens_budget or "no limit"
+    budget_cost = report.daily_cost_budget_micros or "no limit"
+    rows.append(
+        f"today: {report.tokens_today} tokens of {budget_tokens}, "
+        f"{report.cost_today_micros} cost micro-units of {budget_cost}"
+    )
+    return "\n".join(rows)
 
 
 def _credentials(reply: job_pb.ListUserCredentialsResponse) -> str:

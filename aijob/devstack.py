@@ -12,6 +12,7 @@ Children log to .aijob/logs/; stopping sends them SIGTERM in order (runtimes dra
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import signal
@@ -35,6 +36,8 @@ from shared.gen.aijob.v1 import types_pb2
 
 STATE_DIR = Path(".aijob")
 LOG_DIR = STATE_DIR / "logs"
+#: The development credential key (``make run`` without AIJOB_CREDENTIAL_KEY).
+DEV_CREDENTIAL_KEY_FILE = STATE_DIR / "dev-credential-key"
 RUNTIMES = 2
 
 DEMO_SNAPSHOT: dict[str, Any] = {
@@ -97,6 +100,10 @@ class Stack:
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         self.env.setdefault("AIJOB_DATABASE_URL", "sqlite+aiosqlite:///./aijob.db")
         self.env.setdefault("AIJOB_METRICS_LISTEN", "127.0.0.1:9464")
+        if not self.env.get("AIJOB_CREDENTIAL_KEY") and not self.env.get("AIJOB_CREDENTIAL_KEYS"):
+            # Users' keys stored through the API need an encryption key: a development one,
+            # kept beside the development tokens (a real deployment sets its own).
+            self.env["AIJOB_CREDENTIAL_KEY"] = _dev_credential_key()
         subprocess.run(
             [sys.executable, "-m", "scheduler_service", "migrate"],
             env=self.env,
@@ -144,6 +151,15 @@ class Stack:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
+
+
+def _dev_credential_key() -> str:
+    path = DEV_CREDENTIAL_KEY_FILE
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(base64.b64encode(os.urandom(32)).decode())
+        path.chmod(0o600)
+    return path.read_text().strip()
 
 
 def _tokens(env: dict[str, str]) -> dict[str, str]:

@@ -68,6 +68,8 @@ class Usage:
     rate_limits: RateLimitHeaders | None = None
     #: Time to the latest call's first token, in milliseconds; None before one arrived.
     time_to_first_token_ms: int | None = None
+    #: Prompt tokens the provider served from its context cache.
+    cached_prompt_tokens: int = 0
 
 
 @dataclass
@@ -425,6 +427,7 @@ class JobRunner:
         if completion.usage is not None:
             usage.prompt_tokens += completion.usage.prompt_tokens
             usage.completion_tokens += completion.usage.completion_tokens
+            usage.cached_prompt_tokens += cached_tokens(completion.usage)
         usage.latency_ms += round(elapsed_s * 1000)
         cost = (
             usage.prompt_tokens * self._model.price_prompt_per_mtok_micros
@@ -433,6 +436,16 @@ class JobRunner:
         metrics.COST.inc(max(0, cost - usage.cost_micros))
         usage.cost_micros = cost
         running.usage = usage
+
+
+def cached_tokens(usage: Any) -> int:
+    """Prompt tokens served from the provider's context cache, in either dialect: DeepSeek's
+    ``prompt_cache_hit_tokens`` or OpenAI's ``prompt_tokens_details.cached_tokens``."""
+    hit = getattr(usage, "prompt_cache_hit_tokens", None)
+    if hit is None:
+        details = getattr(usage, "prompt_tokens_details", None)
+        hit = getattr(details, "cached_tokens", None) if details is not None else None
+    return int(hit) if isinstance(hit, int) and hit > 0 else 0
 
 
 def _output_schema(lease: LeaseInput) -> type[BaseModel]:

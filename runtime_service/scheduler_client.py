@@ -59,6 +59,7 @@ def _usage(usage: Usage | None) -> types_pb2.Usage | None:
         completion_tokens=usage.completion_tokens,
         latency_ms=usage.latency_ms,
         cost_micros=usage.cost_micros,
+        cached_prompt_tokens=usage.cached_prompt_tokens,
     )
     if usage.time_to_first_token_ms is not None:
         message.time_to_first_token_ms = usage.time_to_first_token_ms

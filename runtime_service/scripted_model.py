@@ -31,7 +31,8 @@ blank line every ``--keepalive-s``, a streaming one ``: keep-alive`` comments â€
 held longer than ``--overload-hold-s`` ends with a 503 error (as the status when nothing was sent
 yet, else as the body or the stream's last event, the way a provider that already said 200 can).
 ``"stream": true`` is answered as server-sent events (with a usage chunk when
-``stream_options.include_usage``).
+``stream_options.include_usage``). A prompt answered before hits the context cache: its whole
+64-token blocks are reported as cached prompt tokens.
 
 ``GET /control/stats``: ``requests``, ``rate_limited``, ``max_concurrent`` (calls in progress at
 once, at most), ``in_progress``, ``held`` (calls ever held open), ``holding`` (held now),
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import math
 import re
@@ -215,6 +217,8 @@ class _State:
         self.in_progress = 0
         #: Calls held open right now, waiting for a place.
         self.holding = 0
+        #: Digests of the prompts answered: a repeat hits the context cache.
+        self.prompts: set[bytes] = set()
         self.keys: dict[str, Counter[str]] = {}
 
     def must_hold(self) -> bool:
@@ -290,6 +294,14 @@ class _State:
             stats["holding"] = self.holding
             stats["keys"] = {label: dict(counts) for label, counts in self.keys.items()}
             return stats
+
+    def cached(self, prompt: str) -> bool:
+        """Whether the prompt was seen before (its prefix is in the context cache); it is now."""
+        digest = hashlib.sha256(prompt.encode()).digest()
+        with self.lock:
+            seen = digest in self.prompts
+            self.prompts.add(digest)
+            return seen
 
     def next_fault(self, prompt: str) -> str:
         marker = _MARKER.search(prompt)
@@ -468,11 +480,12 @@ class _Handler(BaseHTTPRequestHandler):
         elif name == "fenced":
             content = f"```json\n{content}\n```"
         model = request.get("model", MODEL)
+        usage = _usage(prompt, content, cached=self.server.state.cached(prompt))
         if request.get("stream"):
-            usage = bool((request.get("stream_options") or {}).get("include_usage"))
-            self._stream(_chunks(model, content, finish, prompt, usage), headers)
+            wanted = bool((request.get("stream_options") or {}).get("include_usage"))
+            self._stream(_chunks(model, content, finish, usage if wanted else None), headers)
             return
-        self._send(200, _completion(model, content, finish, prompt), headers)
+        self._send(200, _completion(model, content, finish, usage), headers)
 
     def _stream(self, events: list[dict[str, Any]], headers: dict[str, str]) -> None:
         if not self.committed:
@@ -513,17 +526,28 @@ _ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
 }
 
 
-def _usage(prompt: str, content: str) -> dict[str, int]:
+#: Providers cache prompt prefixes in blocks of this many tokens (DeepSeek: 64).
+CACHE_BLOCK = 64
+
+
+def _usage(prompt: str, content: str, *, cached: bool) -> dict[str, Any]:
+    """Token counts (a quarter of the characters). A prompt seen before hits the context cache
+    for its whole blocks, reported both as DeepSeek does (``prompt_cache_hit_tokens``,
+    ``prompt_cache_miss_tokens``) and as OpenAI does (``prompt_tokens_details``)."""
     prompt_tokens, completion_tokens = max(1, len(prompt) // 4), max(1, len(content) // 4)
+    hit = prompt_tokens // CACHE_BLOCK * CACHE_BLOCK if cached else 0
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
+        "prompt_cache_hit_tokens": hit,
+        "prompt_cache_miss_tokens": prompt_tokens - hit,
+        "prompt_tokens_details": {"cached_tokens": hit},
     }
 
 
 def _chunks(
-    model: str, content: str, finish: str, prompt: str, include_usage: bool
+    model: str, content: str, finish: str, usage: dict[str, Any] | None
 ) -> list[dict[str, Any]]:
     """The answer as chat.completion.chunk events: the role, the content in pieces, the finish,
     and the usage when asked for."""
@@ -544,12 +568,12 @@ def _chunks(
     events = [chunk({"role": "assistant", "content": ""})]
     events += [chunk({"content": piece}) for piece in pieces]
     events.append(chunk({}, finish))
-    if include_usage:
-        events.append({**base, "choices": [], "usage": _usage(prompt, content)})
+    if usage is not None:
+        events.append({**base, "choices": [], "usage": usage})
     return events
 
 
-def _completion(model: str, content: str, finish: str, prompt: str) -> dict[str, Any]:
+def _completion(model: str, content: str, finish: str, usage: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
         "object": "chat.completion",
@@ -562,7 +586,7 @@ def _completion(model: str, content: str, finish: str, prompt: str) -> dict[str,
                 "finish_reason": finish,
             }
         ],
-        "usage": _usage(prompt, content),
+        "usage": usage,
     }
 
 

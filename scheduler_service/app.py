@@ -92,6 +92,8 @@ class SchedulerApp:
             max_waived_attempts=settings.limits.max_waived_attempts,
             running_caps=settings.running_caps,
             flow=settings.flow,
+            prices=settings.prices,
+            budget=settings.budget,
             user_key_runtimes=settings.user_key_runtimes,
         )
         watch_hub = WatchHub(uow, interval_s=settings.streams.watch_poll_s)
@@ -131,6 +133,7 @@ class SchedulerApp:
                 max_snapshot_bytes=settings.limits.max_snapshot_bytes,
             ),
             handoff=dispatcher.offer_within,
+            budget=settings.budget,
         )
         reports = ReportBatcher(
             GroupCommit(protocol, uow),
@@ -161,6 +164,7 @@ class SchedulerApp:
                 protocol,
                 on_reaped=dispatcher.lease_expired,
                 job_types=registry.job_types(),
+                budget=settings.budget,
             ),
             jobs,
             dispatcher,

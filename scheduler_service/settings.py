@@ -14,6 +14,8 @@ from typing import Annotated
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from scheduler_service.billing.budgets import Budget
+from scheduler_service.billing.prices import DEFAULT_PRICES, PriceTable
 from scheduler_service.flow.keys import FlowPolicy, Limits
 from scheduler_service.lifecycle.fairness import RunningCaps
 from scheduler_service.lifecycle.retry_policy import MAX_WAIVED_ATTEMPTS
@@ -79,6 +81,15 @@ class SchedulerSettings(BaseSettings):
     model_max_concurrency: int = Field(default=0, ge=0)
     model_requests_per_minute: int = Field(default=0, ge=0)
     model_tokens_per_minute: int = Field(default=0, ge=0)
+    #: A platform-wide cap on what one model key may cost per UTC day (micro-units; 0: none).
+    model_daily_cost_micros: int = Field(default=0, ge=0)
+    #: The price table, ``model=prompt/cached/completion`` in micro-units per million tokens
+    #: (prompt tokens that missed the context cache, that hit it, completion tokens).
+    model_prices: str = DEFAULT_PRICES
+    #: Each user's daily budget, unless an operator set theirs (AdminService.PutUserBudget):
+    #: tokens (prompt plus completion) and cost in micro-units; 0 is no limit.
+    user_daily_tokens: int = Field(default=0, ge=0)
+    user_daily_cost_micros: int = Field(default=0, ge=0)
     #: Calls at once a key without a concurrency limit starts at, doubling per round of
     #: successes until the provider pushes back (0: unlimited until then).
     model_initial_concurrency: int = Field(default=4, ge=0)
@@ -163,6 +174,7 @@ class SchedulerSettings(BaseSettings):
             self.model_max_concurrency,
             self.model_requests_per_minute,
             self.model_tokens_per_minute,
+            self.model_daily_cost_micros,
         )
         return FlowPolicy(
             defaults,
@@ -170,6 +182,20 @@ class SchedulerSettings(BaseSettings):
             initial_concurrency=self.model_initial_concurrency,
             latency_tolerance=self.model_latency_tolerance,
         )
+
+    @field_validator("model_prices")
+    @classmethod
+    def _prices(cls, value: str) -> str:
+        PriceTable.parse(value)
+        return value
+
+    @property
+    def prices(self) -> PriceTable:
+        return PriceTable.parse(self.model_prices)
+
+    @property
+    def budget(self) -> Budget:
+        return Budget(self.user_daily_tokens, self.user_daily_cost_micros)
 
     @property
     def running_caps(self) -> RunningCaps:

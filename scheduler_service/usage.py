@@ -8,15 +8,16 @@ from typing import Any, cast
 from sqlalchemy import Table, insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from scheduler_service.billing.sql import record_spend
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import AiUsageLog
 from scheduler_service.db.multirow import insert_rows
 from scheduler_service.ids import new_id
 from scheduler_service.lifecycle.records import JobRecord, Usage
+from scheduler_service.registry.definitions import USER_KEY_MODE
 
 _usage = cast(Table, AiUsageLog.__table__)
-_FIXED = {"modelProvider": "deepseek"}
-_INSERT_USAGE = insert(_usage).values(**_FIXED, createdAt=db_now())
+_INSERT_USAGE = insert(_usage).values(createdAt=db_now())
 
 
 #: One reported model call: the job, its attempt, the usage, and the attempt's error code.
@@ -35,13 +36,17 @@ async def record_usage(
 
 
 async def record_usages(conn: AsyncConnection, entries: Sequence[UsageEntry]) -> None:
-    """The usage rows of several calls in one multi-row insert."""
+    """The usage rows of several calls in one multi-row insert, and what they cost added to
+    their users' and model keys' spend of today (budgets read that, not the ledger)."""
     rows = [_row(job, attempt, usage, code) for job, attempt, usage, code in entries if usage]
     if len(rows) > 1:
         # One statement: the driver's executemany would send a statement per row.
-        await insert_rows(conn, _usage, rows, fixed=_FIXED)
+        await insert_rows(conn, _usage, rows)
     elif rows:
         await conn.execute(_INSERT_USAGE, rows[0])
+    spent = [(job, usage) for job, _, usage, _ in entries if usage is not None]
+    if spent:
+        await record_spend(conn, spent, USER_KEY_MODE)
 
 
 def _row(job: JobRecord, attempt_no: int, usage: Usage, error_code: str | None) -> dict[str, Any]:
@@ -52,10 +57,12 @@ def _row(job: JobRecord, attempt_no: int, usage: Usage, error_code: str | None) 
         "attemptNo": attempt_no,
         "jobType": job.jobType,
         "credentialMode": job.credentialMode,
-        "model": usage.model_name[:64],
+        "modelProvider": job.modelProvider[:32],
+        "model": (usage.model_name or job.modelName)[:64],
         "promptKey": job.promptKey,
         "promptVersion": job.promptVersion,
         "promptTokens": usage.prompt_tokens,
+        "cachedPromptTokens": usage.cached_prompt_tokens,
         "completionTokens": usage.completion_tokens,
         "totalTokens": usage.prompt_tokens + usage.completion_tokens,
         "costMicros": usage.cost_micros,

@@ -48,6 +48,9 @@ class ErrorCode(StrEnum):
     #: row of a type this engine never ran): failed on first sight, never retried.
     JOB_TYPE_UNKNOWN = "JOB_TYPE_UNKNOWN"
     LEASE_EXPIRED_ATTEMPTS_EXHAUSTED = "LEASE_EXPIRED_ATTEMPTS_EXHAUSTED"
+    #: The user's daily budget is spent: CreateJob refuses, and their queued jobs fail instead of
+    #: being leased (until midnight UTC). Never retried.
+    BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
     # API errors answered to callers.
     JOB_NOT_FOUND = "JOB_NOT_FOUND"
     JOB_NOT_CANCELLABLE = "JOB_NOT_CANCELLABLE"

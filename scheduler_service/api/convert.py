@@ -111,6 +111,9 @@ def usage(message: types_pb2.Usage, present: bool) -> Usage | None:
         first_token_ms=message.time_to_first_token_ms
         if message.time_to_first_token_ms > 0
         else None,
+        cached_prompt_tokens=min(
+            max(0, message.cached_prompt_tokens), max(0, message.prompt_tokens)
+        ),
     )
 
 

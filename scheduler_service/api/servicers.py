@@ -14,6 +14,7 @@ from scheduler_service import validation
 from scheduler_service.api import convert, runtime_convert
 from scheduler_service.api.status import status_of
 from scheduler_service.app import SchedulerApp
+from scheduler_service.billing.service import Billing
 from scheduler_service.credentials import checked_api_key, hint_of
 from scheduler_service.errors import InvalidRequestError, SchedulerError
 from scheduler_service.flow.keys import Limits, ModelKey
@@ -24,6 +25,7 @@ from scheduler_service.jobs.stats import queue_stats, redrive_dead_events
 from scheduler_service.outbox.events import EventType
 from scheduler_service.outbox.log import latest_position
 from scheduler_service.protocol.session import Incoming
+from scheduler_service.registry.definitions import USER_KEY_MODE
 from scheduler_service.stream_caps import StreamCap
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
@@ -279,7 +281,10 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
         limit = request.limit
         key = checked_key(limit.provider, limit.model, limit.credential_scope)
         limits = checked_limits(
-            limit.max_concurrency, limit.requests_per_minute, limit.tokens_per_minute
+            limit.max_concurrency,
+            limit.requests_per_minute,
+            limit.tokens_per_minute,
+            limit.daily_cost_micros,
         )
         await self._model_keys().put(key, limits)
         log.info(
@@ -305,6 +310,56 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
             extra={"action": "admin_reencrypt", "count": moved, "key_version": version},
         )
         return admin_pb.ReencryptCredentialsResponse(reencrypted=moved, key_version=version)
+
+    def _billing(self) -> Billing:
+        return Billing(self._app.uow, self._app.settings.budget, USER_KEY_MODE)
+
+    async def PutUserBudget(
+        self, request: admin_pb.PutUserBudgetRequest, context: Context
+    ) -> admin_pb.PutUserBudgetResponse:
+        budget = await self._billing().put_budget(
+            request.user_id, request.daily_tokens, request.daily_cost_micros
+        )
+        log.info("admin set a user budget", extra={"action": "admin_user_budget"})
+        return admin_pb.PutUserBudgetResponse(
+            user_id=request.user_id,
+            daily_tokens=budget.daily_tokens,
+            daily_cost_micros=budget.daily_cost_micros,
+        )
+
+    async def GetUserUsage(
+        self, request: admin_pb.GetUserUsageRequest, context: Context
+    ) -> admin_pb.GetUserUsageResponse:
+        report = await self._billing().usage(request.user_id, request.from_date, request.to_date)
+        total = report.total
+        return admin_pb.GetUserUsageResponse(
+            prompt_tokens=total.prompt_tokens,
+            completion_tokens=total.completion_tokens,
+            cost_micros=total.cost_micros,
+            jobs=total.jobs,
+            attempts=total.attempts,
+            cached_prompt_tokens=total.cached_prompt_tokens,
+            from_date=report.first_day.isoformat(),
+            to_date=report.last_day.isoformat(),
+            model_keys=[
+                admin_pb.ModelKeyUsage(
+                    provider=key.provider,
+                    model=key.model,
+                    credential_scope=key.scope,
+                    prompt_tokens=line.prompt_tokens,
+                    completion_tokens=line.completion_tokens,
+                    cost_micros=line.cost_micros,
+                    jobs=line.jobs,
+                    attempts=line.attempts,
+                    cached_prompt_tokens=line.cached_prompt_tokens,
+                )
+                for key, line in sorted(report.by_key.items())
+            ],
+            daily_tokens_budget=report.budget.daily_tokens,
+            daily_cost_budget_micros=report.budget.daily_cost_micros,
+            tokens_today=report.today.tokens,
+            cost_today_micros=report.today.cost_micros,
+        )
 
     async def CancelUserJobs(
         self, request: admin_pb.CancelUserJobsRequest, context: Context
@@ -339,6 +394,7 @@ def _model_limit(key: ModelKey, limits: Limits) -> admin_pb.ModelLimit:
         max_concurrency=limits.max_concurrency,
         requests_per_minute=limits.requests_per_minute,
         tokens_per_minute=limits.tokens_per_minute,
+        daily_cost_micros=limits.daily_cost_micros,
     )
 
 
@@ -350,6 +406,7 @@ def _key_stats(stats: KeyStats) -> admin_pb.ModelKeyStats:
         paused_until=convert.timestamp(stats.paused_until),
         rate_limited_total=stats.rate_limited_total,
         rate_limited_last_minute=stats.rate_limited_last_minute,
+        cost_today_micros=stats.cost_today_micros,
     )
 
 

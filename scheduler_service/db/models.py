@@ -275,6 +275,8 @@ class AiUsageLog(Base):
     latencyMs: Mapped[int] = mapped_column(Integer, server_default="0")
     #: Time to the first token of a streamed answer, as the runtime measured it.
     firstTokenMs: Mapped[int | None] = mapped_column(Integer)
+    #: Prompt tokens served from the provider's context cache (priced lower).
+    cachedPromptTokens: Mapped[int] = mapped_column(Integer, server_default="0")
     errorCode: Mapped[str | None] = mapped_column(String(100))
     createdAt: Mapped[datetime] = mapped_column(Timestamp)
 
@@ -445,4 +447,33 @@ class AiModelKey(Base):
     #: Fastest first token per minute of the last few, JSON [[minute, ms], ...].
     firstTokenWindow: Mapped[str | None] = mapped_column(Text)
     decreasedAt: Mapped[datetime | None] = mapped_column(Timestamp)
+    #: A platform-wide cap on what the key may cost per UTC day (NULL: the default; 0: none),
+    #: and what it cost on ``costDay``.
+    dailyCostMicros: Mapped[int | None] = mapped_column(BigInteger)
+    costDay: Mapped[datetime | None] = mapped_column(Timestamp)
+    costToday: Mapped[int] = mapped_column(BigInteger, server_default="0")
     updatedAt: Mapped[datetime] = mapped_column(Timestamp)
+
+
+class AiUserBudget(Base):
+    """A user's daily budget set by an operator: NULL takes the settings' default, 0 is none."""
+
+    __tablename__ = "AiUserBudget"
+    __table_args__ = (MYSQL_TABLE_ARGS,)
+
+    userId: Mapped[str] = mapped_column(String(191), primary_key=True)
+    dailyTokens: Mapped[int | None] = mapped_column(BigInteger)
+    dailyCostMicros: Mapped[int | None] = mapped_column(BigInteger)
+    updatedAt: Mapped[datetime] = mapped_column(Timestamp)
+
+
+class AiUserSpend(Base):
+    """What a user spent on one UTC day (``day`` is its midnight), written with the ledger."""
+
+    __tablename__ = "AiUserSpend"
+    __table_args__ = (MYSQL_TABLE_ARGS,)
+
+    userId: Mapped[str] = mapped_column(String(191), primary_key=True)
+    day: Mapped[datetime] = mapped_column(Timestamp, primary_key=True)
+    tokens: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    costMicros: Mapped[int] = mapped_column(BigInteger, server_default="0")

@@ -109,6 +109,8 @@ class Limits:
     max_concurrency: int = 0
     requests_per_minute: int = 0
     tokens_per_minute: int = 0
+    #: What the key may cost per UTC day, platform-wide, in micro-units of the price table.
+    daily_cost_micros: int = 0
 
     def over(self, default: Limits) -> Limits:
         """These limits, each unset (0) one taken from ``default``."""
@@ -116,11 +118,17 @@ class Limits:
             self.max_concurrency or default.max_concurrency,
             self.requests_per_minute or default.requests_per_minute,
             self.tokens_per_minute or default.tokens_per_minute,
+            self.daily_cost_micros or default.daily_cost_micros,
         )
 
     @property
     def any(self) -> bool:
-        return bool(self.max_concurrency or self.requests_per_minute or self.tokens_per_minute)
+        return bool(
+            self.max_concurrency
+            or self.requests_per_minute
+            or self.tokens_per_minute
+            or self.daily_cost_micros
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +174,8 @@ class KeyState:
     first_tokens: Window = ()
     #: The last decrease: calls leased before it were already in flight and judge nothing.
     decreased_at: datetime | None = None
+    #: What the key's calls cost so far on the current UTC day.
+    cost_today: int = 0
 
     def concurrency(self) -> int:
         """Calls at once allowed now: the configured limit, lowered by congestion."""
@@ -217,6 +227,8 @@ def admit(
 def _fits(state: KeyState, running: int, tokens: int, now: datetime) -> bool:
     if state.paused_until is not None and state.paused_until > now:
         return False
+    if state.limits.daily_cost_micros and state.cost_today >= state.limits.daily_cost_micros:
+        return False  # the platform's daily cap for the key is spent: nothing until midnight
     concurrency = state.concurrency()
     if concurrency and running >= concurrency:
         return False

@@ -34,6 +34,7 @@ class KeyStats:
     paused_until: datetime | None
     rate_limited_total: int
     rate_limited_last_minute: int
+    cost_today_micros: int
 
 
 def _name(value: str, field: str, limit: int) -> str:
@@ -52,15 +53,16 @@ def checked_key(provider: str, model: str, scope: str) -> ModelKey:
     return ModelKey(_name(provider, "limit.provider", 64), _name(model, "limit.model", 128), scope)
 
 
-def checked_limits(concurrency: int, rpm: int, tpm: int) -> Limits:
+def checked_limits(concurrency: int, rpm: int, tpm: int, daily_cost: int = 0) -> Limits:
     for value, field, top in (
         (concurrency, "limit.max_concurrency", _INT32),
         (rpm, "limit.requests_per_minute", _INT32),
         (tpm, "limit.tokens_per_minute", 2**63 - 1),
+        (daily_cost, "limit.daily_cost_micros", 2**63 - 1),
     ):
         if not 0 <= value <= top:
             raise InvalidRequestError(f"{field} must be 0 or more", field=field)
-    return Limits(concurrency, rpm, tpm)
+    return Limits(concurrency, rpm, tpm, daily_cost)
 
 
 class ModelKeys:
@@ -82,7 +84,7 @@ class ModelKeys:
             found = []
             for row in rows:
                 key, set_limits = flow_sql.key_of(row), flow_sql.limits_of(row)
-                state = flow_sql.state_of(row, self._flow.defaults)
+                state = flow_sql.state_of(row, self._flow.defaults, now)
                 paused = row.pausedUntil if row.pausedUntil and row.pausedUntil > now else None
                 found.append(
                     KeyStats(
@@ -93,6 +95,7 @@ class ModelKeys:
                         paused,
                         int(row.rateLimitedTotal),
                         spent(trimmed(state.rate_limited, now)),
+                        state.cost_today,
                     )
                 )
             return found

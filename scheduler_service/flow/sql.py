@@ -87,11 +87,21 @@ def key_of(row: Any) -> ModelKey:
 
 def limits_of(row: Any) -> Limits:
     return Limits(
-        row.maxConcurrency or 0, row.requestsPerMinute or 0, int(row.tokensPerMinute or 0)
+        row.maxConcurrency or 0,
+        row.requestsPerMinute or 0,
+        int(row.tokensPerMinute or 0),
+        int(row.dailyCostMicros or 0),
     )
 
 
-def state_of(row: Any, defaults: Limits) -> KeyState:
+def cost_today(row: Any, now: datetime | None) -> int:
+    """What the key cost on ``now``'s UTC day (the row counts one day at a time)."""
+    if now is None or row.costDay is None or row.costDay.date() != now.date():
+        return 0
+    return int(row.costToday or 0)
+
+
+def state_of(row: Any, defaults: Limits, now: datetime | None = None) -> KeyState:
     return KeyState(
         limits_of(row).over(defaults),
         row.pausedUntil,
@@ -102,6 +112,7 @@ def state_of(row: Any, defaults: Limits) -> KeyState:
         row.growthThreshold,
         _window(row.firstTokenWindow),
         row.decreasedAt,
+        cost_today(row, now),
     )
 
 
@@ -136,7 +147,8 @@ async def lock_states(
     found = (await conn.execute(_ALL_LOCKED)).all()
     if not found:
         return None, {}
-    return found[0].dbNow, {key_of(row): state_of(row, flow.defaults) for row in found}
+    now = found[0].dbNow
+    return now, {key_of(row): state_of(row, flow.defaults, now) for row in found}
 
 
 async def lock_keys(
@@ -153,7 +165,7 @@ async def lock_keys(
             )
         ).one_or_none()
         if found is not None:
-            now, states[key] = found.dbNow, state_of(found, defaults)
+            now, states[key] = found.dbNow, state_of(found, defaults, found.dbNow)
     return now, states
 
 
@@ -204,7 +216,7 @@ async def congested(
             _ONE_LOCKED, {"b_provider": key.provider, "b_model": key.model, "b_scope": key.scope}
         )
     ).one()
-    return found.dbNow, state_of(found, flow.defaults)
+    return found.dbNow, state_of(found, flow.defaults, found.dbNow)
 
 
 async def congested_keys(
@@ -215,7 +227,9 @@ async def congested_keys(
     if not keys:
         return None, {}
     found = (await conn.execute(_CONGESTED_LOCKED)).all()
-    states = {key_of(row): state_of(row, defaults) for row in found if key_of(row) in keys}
+    states = {
+        key_of(row): state_of(row, defaults, row.dbNow) for row in found if key_of(row) in keys
+    }
     return (found[0].dbNow if found else None), states
 
 
@@ -234,6 +248,7 @@ async def put_limits(conn: AsyncConnection, key: ModelKey, limits: Limits) -> No
             maxConcurrency=limits.max_concurrency or None,
             requestsPerMinute=limits.requests_per_minute or None,
             tokensPerMinute=limits.tokens_per_minute or None,
+            dailyCostMicros=limits.daily_cost_micros or None,
             updatedAt=db_now(),
         )
     )

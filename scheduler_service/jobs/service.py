@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 
 from scheduler_service import validation
+from scheduler_service.billing.budgets import Budget
 from scheduler_service.errors import (
     IdempotencyKeyReusedError,
     InvalidRequestError,
@@ -66,6 +67,12 @@ CreateResult = Created | SchedulerError
 Handoff = Callable[[Transaction, str], Awaitable[None]]
 
 
+def _budget_spent() -> LimitExceededError:
+    return LimitExceededError(
+        ErrorCode.BUDGET_EXCEEDED, "the daily budget is spent; it renews at midnight UTC"
+    )
+
+
 class JobService:
     def __init__(
         self,
@@ -74,10 +81,13 @@ class JobService:
         *,
         limits: Limits | None = None,
         handoff: Handoff | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self._uow = uow
         self._registry = registry
         self._limits = limits or Limits()
+        #: The default daily budget of a user no operator set one for.
+        self._budget = budget or Budget()
         self._handoff = handoff
 
     async def create(
@@ -128,6 +138,8 @@ class JobService:
         refusal = self._over_limits(*await tx.jobs.lock_user_gate(user_id))
         if refusal is not None:
             raise refusal
+        if await tx.jobs.over_budget({user_id}, self._budget):
+            raise _budget_spent()
 
     def _over_limits(self, active_jobs: int, today: int) -> LimitExceededError | None:
         if active_jobs >= self._limits.max_active_jobs_per_user:
@@ -199,12 +211,14 @@ class JobService:
                 fresh.append(index)
 
         async def insert(tx: Transaction) -> tuple[dict[int, CreateResult], list[int]]:
-            counts = dict(await tx.jobs.lock_user_gates({commands[i].user_id for i in fresh}))
+            users = {commands[i].user_id for i in fresh}
+            counts = dict(await tx.jobs.lock_user_gates(users))
+            spent = await tx.jobs.over_budget(users, self._budget)
             refused: dict[int, CreateResult] = {}
             accepted: list[int] = []
             for index in fresh:
                 user = commands[index].user_id
-                refusal = self._over_limits(*counts[user])
+                refusal = _budget_spent() if user in spent else self._over_limits(*counts[user])
                 if refusal is not None:
                     refused[index] = refusal
                     continue

@@ -8,6 +8,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from scheduler_service.billing import sql as billing_sql
+from scheduler_service.billing.budgets import Budget
 from scheduler_service.flow import sql as flow_sql
 from scheduler_service.flow.keys import FlowPolicy, KeyState, ModelKey, admit
 from scheduler_service.lifecycle import queries, sql
@@ -28,6 +30,7 @@ async def claim_batches(
     payload_rows: dict[str, Any] | None = None,
     running_caps: RunningCaps | None = None,
     flow: FlowPolicy | None = None,
+    budget: Budget | None = None,
 ) -> list[list[LeaseGrant]]:
     """Lease available queued jobs of ``job_types`` to several runtimes.
 
@@ -44,13 +47,15 @@ async def claim_batches(
     ``running_caps`` or limited keys, the SELECT reads twice as many candidates with their users
     and keys, and those of users at their cap or of keys without budget (paused, at their
     concurrency, out of requests or tokens) stay queued: their rows are skipped, not leased.
+    With a ``budget``, jobs of users whose spend of today reached their budget are skipped too
+    (one read by primary key); the reaper then fails them BUDGET_EXCEEDED.
     """
     wanted = sum(max(0, want) for _, want in demands)
     if wanted <= 0 or not job_types:
         return [[] for _ in demands]
     caps = running_caps if running_caps is not None and running_caps.active else None
     now, states = await flow_sql.lock_states(conn, flow) if flow is not None else (None, {})
-    if caps is not None or states or (flow is not None and flow.keeps_rows):
+    if caps is not None or states or budget is not None or (flow is not None and flow.keeps_rows):
         ids = await _filtered_candidates(
             conn,
             job_types,
@@ -58,6 +63,7 @@ async def claim_batches(
             platform_key_only=platform_key_only,
             caps=caps,
             flow=flow,
+            budget=budget,
             locked=(now, states),
         )
     else:
@@ -104,6 +110,7 @@ async def _filtered_candidates(
     platform_key_only: bool,
     caps: RunningCaps | None,
     flow: FlowPolicy | None,
+    budget: Budget | None,
     locked: tuple[datetime | None, dict[ModelKey, KeyState]],
 ) -> list[str]:
     select = (
@@ -115,6 +122,9 @@ async def _filtered_candidates(
     rows = list(found)
     if not rows:
         return []
+    if budget is not None:
+        over = await billing_sql.over_budget(conn, {row.userId for row in rows}, budget)
+        rows = [row for row in rows if row.userId not in over]
     if caps is not None:
         users = sorted({row.userId for row in rows})
         running = await conn.execute(sql.SELECT_RUNNING_BY_USER, {"b_users": users})

@@ -257,6 +257,8 @@ class Usage:
     exhausted_for_ms: int | None = None
     #: Time to the answer's first token (a streamed call), None when not measured.
     first_token_ms: int | None = None
+    #: Prompt tokens the provider served from its context cache (billed lower).
+    cached_prompt_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

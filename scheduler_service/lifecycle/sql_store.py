@@ -21,6 +21,8 @@ from pydantic import BaseModel
 from sqlalchemy import Table, bindparam, delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from scheduler_service.billing import sql as billing_sql
+from scheduler_service.billing.budgets import Budget
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.idempotent import insert_ignoring_duplicates
 from scheduler_service.db.models import AiJobSnapshot, AiUserJobGate
@@ -385,6 +387,7 @@ class SqlJobStore(JobStore):
         platform_key_only: bool = False,
         running_caps: RunningCaps | None = None,
         flow: FlowPolicy | None = None,
+        budget: Budget | None = None,
     ) -> list[list[LeaseGrant]]:
         return await claims.claim_batches(
             self._conn,
@@ -395,6 +398,7 @@ class SqlJobStore(JobStore):
             payload_rows=self._payload_rows,
             running_caps=running_caps,
             flow=flow,
+            budget=budget,
         )
 
     async def model_congested(
@@ -458,6 +462,14 @@ class SqlJobStore(JobStore):
             return 0
         running = await flow_sql.running_by_key(self._conn, flow.user_key_mode, {key})
         return running.get(key, 0)
+
+    async def over_budget(self, user_ids: Collection[str], budget: Budget) -> set[str]:
+        return await billing_sql.over_budget(self._conn, user_ids, budget)
+
+    async def over_budget_queued(
+        self, budget: Budget, *, limit: int = 100
+    ) -> list[tuple[str, str]]:
+        return await billing_sql.over_budget_queued(self._conn, budget, limit=limit)
 
     async def grant_of(self, job_id: str, holder: str) -> LeaseGrant:
         row = (

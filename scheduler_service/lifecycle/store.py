@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from scheduler_service.billing.budgets import Budget
 from scheduler_service.errors import JobNotCancellableError, JobNotFoundError, LifecycleError
 from scheduler_service.flow.keys import FlowPolicy
 from scheduler_service.lifecycle.fairness import RunningCaps
@@ -91,6 +92,7 @@ class JobStore(ABC):
         platform_key_only: bool = False,
         running_caps: RunningCaps | None = None,
         flow: FlowPolicy | None = None,
+        budget: Budget | None = None,
     ) -> list[list[LeaseGrant]]:
         """Lease the best available jobs of ``job_types`` to several runtimes: ``demands`` are
         (runtime instance id, how many); the answer holds each one's grants, in order. With
@@ -391,6 +393,20 @@ class JobStore(ABC):
         self, registered: Collection[str], *, limit: int = 100
     ) -> list[StrandedJob]:
         """Queued or running jobs whose type is not in ``registered``."""
+
+    async def fail_queued(self, job_id: str, error: JobError) -> bool:
+        """queued → failed with ``error`` (a budget spent); False if the job moved meanwhile."""
+        return await self.apply(RETIRE, job_id, **_error_values(error))
+
+    async def over_budget(self, user_ids: Collection[str], budget: Budget) -> set[str]:
+        """Those users whose spend of today reached their budget."""
+        return set()
+
+    async def over_budget_queued(
+        self, budget: Budget, *, limit: int = 100
+    ) -> list[tuple[str, str]]:
+        """(job id, job type) of queued jobs whose users are over budget today."""
+        return []
 
     async def expire_queued(self, job_id: str) -> None:
         """queued → failed (JOB_EXPIRED) for a job whose schedule-to-start deadline passed."""

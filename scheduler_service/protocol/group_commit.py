@@ -167,7 +167,7 @@ class GroupCommit:
             )
         )
         writes.projections.append((accepted.projector, job, sub.attempt_no, accepted.validated))
-        writes.usage.append((job, sub.attempt_no, sub.usage, None))
+        writes.usage.append((job, sub.attempt_no, self._protocol.priced(job, sub.usage), None))
         writes.events.append(
             NewEvent(EventType.COMPLETED, job.id, job.jobType, {"attemptNo": sub.attempt_no})
         )

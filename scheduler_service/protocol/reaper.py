@@ -1,6 +1,7 @@
 """The reaper: takes back leases whose runtime went quiet and fails jobs that missed their start
-deadline. Safe on every replica at once: each write re-checks, in SQL, that the lease is still
-overdue, so a heartbeat or another reaper that got there first wins."""
+deadline or whose user's daily budget is spent. Safe on every replica at once: each write
+re-checks, in SQL, that the lease is still overdue (or the job still queued), so a heartbeat or
+another reaper that got there first wins."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import logging
 from collections.abc import Callable, Collection
 
 from scheduler_service import metrics
+from scheduler_service.billing.budgets import Budget
 from scheduler_service.errors import JobNotFoundError, LifecycleError
 from scheduler_service.lifecycle.records import ExpiredLease, JobError, StrandedJob
 from scheduler_service.outbox.events import EventType
@@ -32,7 +34,10 @@ class Reaper:
         on_reaped: Callable[[str], None] = lambda _holder: None,
         prune_gates_every: int = 720,
         job_types: Collection[str] = (),
+        budget: Budget | None = None,
     ) -> None:
+        #: Users' default daily budget; None: budgets are not swept.
+        self._budget = budget
         #: The registered job types; queued or running jobs of any other type are stranded.
         self._job_types = tuple(job_types)
         self._prune_gates_every = prune_gates_every
@@ -56,6 +61,7 @@ class Reaper:
         for job_id in await self._uow.read(lambda tx: tx.jobs.expired_deadlines(limit=limit)):
             if await self._expire(job_id):
                 settled += 1
+        settled += await self.fail_over_budget(limit)
         self._sweeps += 1
         if self._sweeps % self._prune_gates_every == 0:
             await self.prune_gates()
@@ -94,6 +100,38 @@ class Reaper:
                     extra={"action": "stranded_job", "jobId": job.job_id, "jobType": job.job_type},
                 )
         return retired
+
+    async def fail_over_budget(self, limit: int = 100) -> int:
+        """Fail the queued jobs of users whose daily budget is spent (BUDGET_EXCEEDED, with the
+        failed event): dispatch skips them, and leaving them queued until midnight would hold
+        their users' places and keep whoever waits on them waiting."""
+        budget = self._budget
+        if budget is None:
+            return 0
+        failed = 0
+        error = JobError(
+            ErrorCode.BUDGET_EXCEEDED,
+            "The daily budget was spent before the job could start.",
+            "the user's spend of today reached their daily budget",
+        )
+        for job_id, job_type in await self._uow.read(
+            lambda tx: tx.jobs.over_budget_queued(budget, limit=limit)
+        ):
+
+            async def fail(tx: Transaction, job_id: str = job_id, job_type: str = job_type) -> bool:
+                if not await tx.jobs.fail_queued(job_id, error):
+                    return False  # leased or cancelled meanwhile
+                await tx.emit(
+                    EventType.FAILED,
+                    job_id=job_id,
+                    job_type=job_type,
+                    errorCode=ErrorCode.BUDGET_EXCEEDED.value,
+                )
+                return True
+
+            if await self._uow.run(fail):
+                failed += 1
+        return failed
 
     async def prune_gates(self) -> int:
         """Drop per-user gate rows not created within a day (ids that came once and went):

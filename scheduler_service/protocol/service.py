@@ -13,6 +13,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from scheduler_service import metrics, validation
+from scheduler_service.billing.budgets import Budget
+from scheduler_service.billing.prices import DEFAULT_PRICES, PriceTable
 from scheduler_service.credentials import CredentialStore
 from scheduler_service.errors import (
     CredentialUnavailableError,
@@ -172,9 +174,16 @@ class RuntimeProtocol:
         max_waived_attempts: int = MAX_WAIVED_ATTEMPTS,
         running_caps: RunningCaps | None = None,
         flow: FlowPolicy | None = None,
+        prices: PriceTable | None = None,
+        budget: Budget | None = None,
         user_key_runtimes: Sequence[str] = (),
         rng: random.Random | None = None,
     ) -> None:
+        #: Users' default daily budget: dispatch skips the jobs of users who spent theirs.
+        self._budget = budget
+        #: What calls cost: every reported usage is priced here, so budgets and the usage API
+        #: count in one currency whatever each runtime was told.
+        self._prices = prices or PriceTable.parse(DEFAULT_PRICES)
         #: Instance-id prefixes allowed to run user-key jobs; empty allows every runtime.
         self._user_key_runtimes = tuple(user_key_runtimes)
         self._max_retry_after_ms = max_retry_after_ms
@@ -191,6 +200,11 @@ class RuntimeProtocol:
     @property
     def uow(self) -> UnitOfWork:
         return self._uow
+
+    def priced(self, job: JobRecord, usage: Usage | None) -> Usage | None:
+        """The usage with its cost from the price table (the runtime's own when the table
+        does not list the model)."""
+        return None if usage is None else self._prices.priced(usage, job.modelName)
 
     # -- leases -------------------------------------------------------------------------------
 
@@ -240,7 +254,7 @@ class RuntimeProtocol:
         caps = self._running_caps
         if all(allowed):
             return await tx.jobs.claim_batches(
-                job_types, demands, running_caps=caps, flow=self.flow
+                job_types, demands, running_caps=caps, flow=self.flow, budget=self._budget
             )
         shares: list[list[LeaseGrant]] = [[] for _ in demands]
         for flag in (True, False):
@@ -253,6 +267,7 @@ class RuntimeProtocol:
                 platform_key_only=not flag,
                 running_caps=caps,
                 flow=self.flow,
+                budget=self._budget,
             )
             for index, share in zip(indexes, claimed, strict=True):
                 shares[index] = share
@@ -363,7 +378,7 @@ class RuntimeProtocol:
                     raise ResultAlreadyExistsError(sub.job_id) from None
                 raise
             await tx.jobs.project(accepted.projector, job, sub.attempt_no, accepted.validated)
-            await tx.jobs.record_usage(job, sub.attempt_no, sub.usage)
+            await tx.jobs.record_usage(job, sub.attempt_no, self.priced(job, sub.usage))
             await tx.emit(
                 EventType.COMPLETED, job_id=job.id, job_type=job.jobType, attemptNo=sub.attempt_no
             )
@@ -432,9 +447,10 @@ class RuntimeProtocol:
     ) -> FailureOutcome:
         """:meth:`settle_failure` inside ``tx``, given the job as read in it."""
         job_id, attempt_no, error = failed.job_id, failed.attempt_no, failed.error
-        holder, usage, overdue_only = failed.runtime_instance_id, failed.usage, failed.overdue_only
+        holder, overdue_only = failed.runtime_instance_id, failed.overdue_only
         if job is None:
             raise JobNotFoundError(job_id)
+        usage = self.priced(job, failed.usage)
         if holder is not None:
             _check_still_holder(job, attempt_no, holder, failed.lease_token)
         await self._note_congestion(tx, job, failed)

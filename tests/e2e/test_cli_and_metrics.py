@@ -155,6 +155,37 @@ def test_cli_model_limits(stack: Stack) -> None:
     assert refused.returncode == 5 and "limit.provider" in refused.stderr
 
 
+def test_cli_credentials_budget_and_usage(stack: Stack) -> None:
+    stored = subprocess.run(
+        [sys.executable, "-m", "aijob.cli", "--user", "cli-payer", "credential", "put", "deepseek"],
+        cwd=stack.cwd,
+        env={**stack.env, "AIJOB_SCHEDULER_ADDR": stack.env["AIJOB_LISTEN"]},
+        input="sk-cli-0123456789abcdef0123\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert stored.returncode == 0, stored.stderr
+    assert stored.stdout.strip().endswith("sk-...0123")
+    listed = aijob(stack, "--user", "cli-payer", "credential", "list")
+    assert "sk-...0123" in listed.stdout and "0123456789abcdef" not in listed.stdout
+    budget = aijob(stack, "admin", "budget", "cli-payer", "--tokens", "5000")
+    assert budget.stdout.strip() == (
+        "cli-payer: 5000 tokens, no limit cost micro-units per UTC day"
+    )
+    job = json.loads(
+        aijob(stack, "--json", "--user", "cli-payer", "create", "synthetic_echo").stdout
+    )
+    assert aijob(stack, "--user", "cli-payer", "watch", job["job"]["jobId"]).returncode == 0
+    usage = aijob(stack, "admin", "usage", "cli-payer")
+    assert usage.returncode == 0, usage.stderr
+    lines = usage.stdout.splitlines()
+    assert lines[2].startswith("deepseek/deepseek-chat (platform)")
+    assert lines[-2].startswith("total") and lines[-2].split()[-2:] == ["1", "1"]
+    assert "of 5000" in lines[-1]
+
+
 def _scrape(port: int) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
         return str(response.read().decode())

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 from sqlalchemy.exc import IntegrityError
 
+from scheduler_service.billing.budgets import Budget
 from scheduler_service.flow.keys import FlowPolicy
 from scheduler_service.lifecycle.claims import deal
 from scheduler_service.lifecycle.fairness import Floor, RunningCaps, places
@@ -301,6 +302,7 @@ class FakeJobStore(JobStore):
         platform_key_only: bool = False,
         running_caps: RunningCaps | None = None,
         flow: FlowPolicy | None = None,  # model keys are a SQL concern: not modelled here
+        budget: Budget | None = None,  # so are budgets
     ) -> list[list[LeaseGrant]]:
         wanted = sum(max(0, want) for _, want in demands)
         candidates = sorted(

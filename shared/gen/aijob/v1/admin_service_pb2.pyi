@@ -11,6 +11,88 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class PutUserBudgetRequest(_message.Message):
+    __slots__ = ("user_id", "daily_tokens", "daily_cost_micros")
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    DAILY_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    DAILY_COST_MICROS_FIELD_NUMBER: _ClassVar[int]
+    user_id: str
+    daily_tokens: int
+    daily_cost_micros: int
+    def __init__(self, user_id: _Optional[str] = ..., daily_tokens: _Optional[int] = ..., daily_cost_micros: _Optional[int] = ...) -> None: ...
+
+class PutUserBudgetResponse(_message.Message):
+    __slots__ = ("user_id", "daily_tokens", "daily_cost_micros")
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    DAILY_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    DAILY_COST_MICROS_FIELD_NUMBER: _ClassVar[int]
+    user_id: str
+    daily_tokens: int
+    daily_cost_micros: int
+    def __init__(self, user_id: _Optional[str] = ..., daily_tokens: _Optional[int] = ..., daily_cost_micros: _Optional[int] = ...) -> None: ...
+
+class GetUserUsageRequest(_message.Message):
+    __slots__ = ("user_id", "from_date", "to_date")
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    FROM_DATE_FIELD_NUMBER: _ClassVar[int]
+    TO_DATE_FIELD_NUMBER: _ClassVar[int]
+    user_id: str
+    from_date: str
+    to_date: str
+    def __init__(self, user_id: _Optional[str] = ..., from_date: _Optional[str] = ..., to_date: _Optional[str] = ...) -> None: ...
+
+class GetUserUsageResponse(_message.Message):
+    __slots__ = ("prompt_tokens", "completion_tokens", "cost_micros", "jobs", "attempts", "cached_prompt_tokens", "from_date", "to_date", "model_keys", "daily_tokens_budget", "daily_cost_budget_micros", "tokens_today", "cost_today_micros")
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COST_MICROS_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    CACHED_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    FROM_DATE_FIELD_NUMBER: _ClassVar[int]
+    TO_DATE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_KEYS_FIELD_NUMBER: _ClassVar[int]
+    DAILY_TOKENS_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    DAILY_COST_BUDGET_MICROS_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_TODAY_FIELD_NUMBER: _ClassVar[int]
+    COST_TODAY_MICROS_FIELD_NUMBER: _ClassVar[int]
+    prompt_tokens: int
+    completion_tokens: int
+    cost_micros: int
+    jobs: int
+    attempts: int
+    cached_prompt_tokens: int
+    from_date: str
+    to_date: str
+    model_keys: _containers.RepeatedCompositeFieldContainer[ModelKeyUsage]
+    daily_tokens_budget: int
+    daily_cost_budget_micros: int
+    tokens_today: int
+    cost_today_micros: int
+    def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cost_micros: _Optional[int] = ..., jobs: _Optional[int] = ..., attempts: _Optional[int] = ..., cached_prompt_tokens: _Optional[int] = ..., from_date: _Optional[str] = ..., to_date: _Optional[str] = ..., model_keys: _Optional[_Iterable[_Union[ModelKeyUsage, _Mapping]]] = ..., daily_tokens_budget: _Optional[int] = ..., daily_cost_budget_micros: _Optional[int] = ..., tokens_today: _Optional[int] = ..., cost_today_micros: _Optional[int] = ...) -> None: ...
+
+class ModelKeyUsage(_message.Message):
+    __slots__ = ("provider", "model", "credential_scope", "prompt_tokens", "completion_tokens", "cost_micros", "jobs", "attempts", "cached_prompt_tokens")
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_SCOPE_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COST_MICROS_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    CACHED_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    provider: str
+    model: str
+    credential_scope: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_micros: int
+    jobs: int
+    attempts: int
+    cached_prompt_tokens: int
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., credential_scope: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cost_micros: _Optional[int] = ..., jobs: _Optional[int] = ..., attempts: _Optional[int] = ..., cached_prompt_tokens: _Optional[int] = ...) -> None: ...
+
 class ReencryptCredentialsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
@@ -24,20 +106,22 @@ class ReencryptCredentialsResponse(_message.Message):
     def __init__(self, reencrypted: _Optional[int] = ..., key_version: _Optional[int] = ...) -> None: ...
 
 class ModelLimit(_message.Message):
-    __slots__ = ("provider", "model", "credential_scope", "max_concurrency", "requests_per_minute", "tokens_per_minute")
+    __slots__ = ("provider", "model", "credential_scope", "max_concurrency", "requests_per_minute", "tokens_per_minute", "daily_cost_micros")
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     CREDENTIAL_SCOPE_FIELD_NUMBER: _ClassVar[int]
     MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
     TOKENS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
+    DAILY_COST_MICROS_FIELD_NUMBER: _ClassVar[int]
     provider: str
     model: str
     credential_scope: str
     max_concurrency: int
     requests_per_minute: int
     tokens_per_minute: int
-    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., credential_scope: _Optional[str] = ..., max_concurrency: _Optional[int] = ..., requests_per_minute: _Optional[int] = ..., tokens_per_minute: _Optional[int] = ...) -> None: ...
+    daily_cost_micros: int
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., credential_scope: _Optional[str] = ..., max_concurrency: _Optional[int] = ..., requests_per_minute: _Optional[int] = ..., tokens_per_minute: _Optional[int] = ..., daily_cost_micros: _Optional[int] = ...) -> None: ...
 
 class PutModelLimitRequest(_message.Message):
     __slots__ = ("limit",)
@@ -62,20 +146,22 @@ class ListModelLimitsResponse(_message.Message):
     def __init__(self, limits: _Optional[_Iterable[_Union[ModelLimit, _Mapping]]] = ...) -> None: ...
 
 class ModelKeyStats(_message.Message):
-    __slots__ = ("limit", "in_flight", "effective_concurrency", "paused_until", "rate_limited_total", "rate_limited_last_minute")
+    __slots__ = ("limit", "in_flight", "effective_concurrency", "paused_until", "rate_limited_total", "rate_limited_last_minute", "cost_today_micros")
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     EFFECTIVE_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     PAUSED_UNTIL_FIELD_NUMBER: _ClassVar[int]
     RATE_LIMITED_TOTAL_FIELD_NUMBER: _ClassVar[int]
     RATE_LIMITED_LAST_MINUTE_FIELD_NUMBER: _ClassVar[int]
+    COST_TODAY_MICROS_FIELD_NUMBER: _ClassVar[int]
     limit: ModelLimit
     in_flight: int
     effective_concurrency: int
     paused_until: _timestamp_pb2.Timestamp
     rate_limited_total: int
     rate_limited_last_minute: int
-    def __init__(self, limit: _Optional[_Union[ModelLimit, _Mapping]] = ..., in_flight: _Optional[int] = ..., effective_concurrency: _Optional[int] = ..., paused_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., rate_limited_total: _Optional[int] = ..., rate_limited_last_minute: _Optional[int] = ...) -> None: ...
+    cost_today_micros: int
+    def __init__(self, limit: _Optional[_Union[ModelLimit, _Mapping]] = ..., in_flight: _Optional[int] = ..., effective_concurrency: _Optional[int] = ..., paused_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., rate_limited_total: _Optional[int] = ..., rate_limited_last_minute: _Optional[int] = ..., cost_today_micros: _Optional[int] = ...) -> None: ...
 
 class AdminListJobsRequest(_message.Message):
     __slots__ = ("job_type", "lifecycle_status", "queue_name", "user_id", "created_after", "created_before", "page_size", "page_token")

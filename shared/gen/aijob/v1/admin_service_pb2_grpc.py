@@ -82,6 +82,16 @@ class AdminServiceStub:
                 request_serializer=aijob_dot_v1_dot_admin__service__pb2.ReencryptCredentialsRequest.SerializeToString,
                 response_deserializer=aijob_dot_v1_dot_admin__service__pb2.ReencryptCredentialsResponse.FromString,
                 _registered_method=True)
+        self.PutUserBudget = channel.unary_unary(
+                '/aijob.v1.AdminService/PutUserBudget',
+                request_serializer=aijob_dot_v1_dot_admin__service__pb2.PutUserBudgetRequest.SerializeToString,
+                response_deserializer=aijob_dot_v1_dot_admin__service__pb2.PutUserBudgetResponse.FromString,
+                _registered_method=True)
+        self.GetUserUsage = channel.unary_unary(
+                '/aijob.v1.AdminService/GetUserUsage',
+                request_serializer=aijob_dot_v1_dot_admin__service__pb2.GetUserUsageRequest.SerializeToString,
+                response_deserializer=aijob_dot_v1_dot_admin__service__pb2.GetUserUsageResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -161,6 +171,23 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PutUserBudget(self, request, context):
+        """PutUserBudget sets one user's daily budget (tokens and cost; 0 is no limit). Once the user's
+        spend of the UTC day reaches it, CreateJob answers RESOURCE_EXHAUSTED BUDGET_EXCEEDED and
+        their queued jobs fail BUDGET_EXCEEDED instead of being leased, until midnight UTC.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetUserUsage(self, request, context):
+        """GetUserUsage totals a user's model usage from the ledger over a range of UTC days, with a
+        breakdown per model key, and their budget and spend of today.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -208,6 +235,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ReencryptCredentials,
                     request_deserializer=aijob_dot_v1_dot_admin__service__pb2.ReencryptCredentialsRequest.FromString,
                     response_serializer=aijob_dot_v1_dot_admin__service__pb2.ReencryptCredentialsResponse.SerializeToString,
+            ),
+            'PutUserBudget': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutUserBudget,
+                    request_deserializer=aijob_dot_v1_dot_admin__service__pb2.PutUserBudgetRequest.FromString,
+                    response_serializer=aijob_dot_v1_dot_admin__service__pb2.PutUserBudgetResponse.SerializeToString,
+            ),
+            'GetUserUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetUserUsage,
+                    request_deserializer=aijob_dot_v1_dot_admin__service__pb2.GetUserUsageRequest.FromString,
+                    response_serializer=aijob_dot_v1_dot_admin__service__pb2.GetUserUsageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -454,6 +491,60 @@ class AdminService:
             '/aijob.v1.AdminService/ReencryptCredentials',
             aijob_dot_v1_dot_admin__service__pb2.ReencryptCredentialsRequest.SerializeToString,
             aijob_dot_v1_dot_admin__service__pb2.ReencryptCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutUserBudget(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/aijob.v1.AdminService/PutUserBudget',
+            aijob_dot_v1_dot_admin__service__pb2.PutUserBudgetRequest.SerializeToString,
+            aijob_dot_v1_dot_admin__service__pb2.PutUserBudgetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetUserUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/aijob.v1.AdminService/GetUserUsage',
+            aijob_dot_v1_dot_admin__service__pb2.GetUserUsageRequest.SerializeToString,
+            aijob_dot_v1_dot_admin__service__pb2.GetUserUsageResponse.FromString,
             options,
             channel_credentials,
             insecure,

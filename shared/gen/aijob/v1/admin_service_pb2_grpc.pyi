@@ -69,6 +69,15 @@ class AdminServiceStub:
     """ReencryptCredentials moves every stored user credential under the newest credential key
     (AIJOB_CREDENTIAL_KEYS); run it on a replica that has every key, old and new.
     """
+    PutUserBudget: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.PutUserBudgetRequest, _admin_service_pb2.PutUserBudgetResponse]
+    """PutUserBudget sets one user's daily budget (tokens and cost; 0 is no limit). Once the user's
+    spend of the UTC day reaches it, CreateJob answers RESOURCE_EXHAUSTED BUDGET_EXCEEDED and
+    their queued jobs fail BUDGET_EXCEEDED instead of being leased, until midnight UTC.
+    """
+    GetUserUsage: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.GetUserUsageRequest, _admin_service_pb2.GetUserUsageResponse]
+    """GetUserUsage totals a user's model usage from the ledger over a range of UTC days, with a
+    breakdown per model key, and their budget and spend of today.
+    """
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -108,6 +117,15 @@ class AdminServiceAsyncStub(AdminServiceStub):
     ReencryptCredentials: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.ReencryptCredentialsRequest, _admin_service_pb2.ReencryptCredentialsResponse]  # type: ignore[assignment]
     """ReencryptCredentials moves every stored user credential under the newest credential key
     (AIJOB_CREDENTIAL_KEYS); run it on a replica that has every key, old and new.
+    """
+    PutUserBudget: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.PutUserBudgetRequest, _admin_service_pb2.PutUserBudgetResponse]  # type: ignore[assignment]
+    """PutUserBudget sets one user's daily budget (tokens and cost; 0 is no limit). Once the user's
+    spend of the UTC day reaches it, CreateJob answers RESOURCE_EXHAUSTED BUDGET_EXCEEDED and
+    their queued jobs fail BUDGET_EXCEEDED instead of being leased, until midnight UTC.
+    """
+    GetUserUsage: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.GetUserUsageRequest, _admin_service_pb2.GetUserUsageResponse]  # type: ignore[assignment]
+    """GetUserUsage totals a user's model usage from the ledger over a range of UTC days, with a
+    breakdown per model key, and their budget and spend of today.
     """
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -199,6 +217,27 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_admin_service_pb2.ReencryptCredentialsResponse, _abc.Awaitable[_admin_service_pb2.ReencryptCredentialsResponse]]:
         """ReencryptCredentials moves every stored user credential under the newest credential key
         (AIJOB_CREDENTIAL_KEYS); run it on a replica that has every key, old and new.
+        """
+
+    @_abc_1.abstractmethod
+    def PutUserBudget(
+        self,
+        request: _admin_service_pb2.PutUserBudgetRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_service_pb2.PutUserBudgetResponse, _abc.Awaitable[_admin_service_pb2.PutUserBudgetResponse]]:
+        """PutUserBudget sets one user's daily budget (tokens and cost; 0 is no limit). Once the user's
+        spend of the UTC day reaches it, CreateJob answers RESOURCE_EXHAUSTED BUDGET_EXCEEDED and
+        their queued jobs fail BUDGET_EXCEEDED instead of being leased, until midnight UTC.
+        """
+
+    @_abc_1.abstractmethod
+    def GetUserUsage(
+        self,
+        request: _admin_service_pb2.GetUserUsageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_service_pb2.GetUserUsageResponse, _abc.Awaitable[_admin_service_pb2.GetUserUsageResponse]]:
+        """GetUserUsage totals a user's model usage from the ledger over a range of UTC days, with a
+        breakdown per model key, and their budget and spend of today.
         """
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -86,7 +86,7 @@ class ArtifactRef(_message.Message):
     def __init__(self, artifact_type: _Optional[str] = ..., artifact_id: _Optional[str] = ...) -> None: ...
 
 class Usage(_message.Message):
-    __slots__ = ("model_name", "prompt_tokens", "completion_tokens", "latency_ms", "cost_micros", "rate_limits", "time_to_first_token_ms")
+    __slots__ = ("model_name", "prompt_tokens", "completion_tokens", "latency_ms", "cost_micros", "rate_limits", "time_to_first_token_ms", "cached_prompt_tokens")
     MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -94,6 +94,7 @@ class Usage(_message.Message):
     COST_MICROS_FIELD_NUMBER: _ClassVar[int]
     RATE_LIMITS_FIELD_NUMBER: _ClassVar[int]
     TIME_TO_FIRST_TOKEN_MS_FIELD_NUMBER: _ClassVar[int]
+    CACHED_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     model_name: str
     prompt_tokens: int
     completion_tokens: int
@@ -101,7 +102,8 @@ class Usage(_message.Message):
     cost_micros: int
     rate_limits: ProviderRateLimits
     time_to_first_token_ms: int
-    def __init__(self, model_name: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., latency_ms: _Optional[int] = ..., cost_micros: _Optional[int] = ..., rate_limits: _Optional[_Union[ProviderRateLimits, _Mapping]] = ..., time_to_first_token_ms: _Optional[int] = ...) -> None: ...
+    cached_prompt_tokens: int
+    def __init__(self, model_name: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., latency_ms: _Optional[int] = ..., cost_micros: _Optional[int] = ..., rate_limits: _Optional[_Union[ProviderRateLimits, _Mapping]] = ..., time_to_first_token_ms: _Optional[int] = ..., cached_prompt_tokens: _Optional[int] = ...) -> None: ...
 
 class ProviderRateLimits(_message.Message):
     __slots__ = ("limit_requests", "remaining_requests", "reset_requests", "limit_tokens", "remaining_tokens", "reset_tokens")

@@ -1,0 +1,1 @@
+"""What model calls cost, what users may spend, and what they spent."""

@@ -1,0 +1,290 @@
+"""Budgets and spend on SQL: what each user and each model key spent per UTC day (written in the
+transaction that writes the ledger), operators' budgets, and the usage report read from the
+ledger itself."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import (
+    ColumnElement,
+    Table,
+    and_,
+    bindparam,
+    case,
+    func,
+    literal,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects.mysql import insert as mysql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from scheduler_service.billing.budgets import Budget, Spend
+from scheduler_service.db.clock import db_now, db_today
+from scheduler_service.db.models import AiJob, AiModelKey, AiUsageLog, AiUserBudget, AiUserSpend
+from scheduler_service.flow.keys import ModelKey, scope_of
+from scheduler_service.lifecycle.records import JobRecord, Usage
+from scheduler_service.lifecycle.state_machine import LifecycleStatus
+
+__all__ = [
+    "UsageLine",
+    "over_budget",
+    "over_budget_queued",
+    "put_budget",
+    "read_budget",
+    "record_spend",
+    "spend_today",
+    "usage_report",
+]
+
+_spend = cast(Table, AiUserSpend.__table__)
+_budget = cast(Table, AiUserBudget.__table__)
+_keys = cast(Table, AiModelKey.__table__)
+_usage = cast(Table, AiUsageLog.__table__)
+_jobs = cast(Table, AiJob.__table__)
+
+_KEY_COST = (
+    update(_keys)
+    .where(
+        _keys.c.provider == bindparam("b_provider"),
+        _keys.c.model == bindparam("b_model"),
+        _keys.c.credentialScope == bindparam("b_scope"),
+    )
+    .values(
+        # One day at a time: the first cost of a new UTC day starts the count again.
+        costToday=case(
+            (_keys.c.costDay == db_today(), _keys.c.costToday + bindparam("v_cost")),
+            else_=bindparam("v_cost"),
+        ),
+        costDay=db_today(),
+    )
+)
+
+
+async def record_spend(
+    conn: AsyncConnection, entries: Sequence[tuple[JobRecord, Usage]], user_key_mode: str
+) -> None:
+    """Add the calls' tokens and cost to their users' (and their model keys') spend of today, in
+    the transaction that writes their ledger rows (users in one order, so that two writers
+    cannot deadlock)."""
+    users: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    keys: dict[ModelKey, int] = defaultdict(int)
+    for job, usage in entries:
+        spent = users[job.userId]
+        spent[0] += usage.prompt_tokens + usage.completion_tokens
+        spent[1] += usage.cost_micros
+        key = ModelKey(
+            job.modelProvider, job.modelName, scope_of(job.credentialMode, user_key_mode)
+        )
+        keys[key] += usage.cost_micros
+    if users:
+        await conn.execute(
+            _upsert_spend(conn.dialect.name),
+            [
+                {"userId": user, "tokens": tokens, "costMicros": cost}
+                for user, (tokens, cost) in sorted(users.items())
+            ],
+        )
+    for key, cost in sorted(keys.items()):
+        if cost:
+            await conn.execute(
+                _KEY_COST,
+                {
+                    "b_provider": key.provider,
+                    "b_model": key.model,
+                    "b_scope": key.scope,
+                    "v_cost": cost,
+                },
+            )
+
+
+def _upsert_spend(dialect: str) -> Any:
+    values = {
+        "userId": bindparam("userId"),
+        "day": db_today(),
+        "tokens": bindparam("tokens"),
+        "costMicros": bindparam("costMicros"),
+    }
+    if dialect == "sqlite":
+        lite = sqlite_insert(_spend).values(values)
+        return lite.on_conflict_do_update(
+            index_elements=[_spend.c.userId, _spend.c.day],
+            set_={
+                "tokens": _spend.c.tokens + lite.excluded.tokens,
+                "costMicros": _spend.c.costMicros + lite.excluded.costMicros,
+            },
+        )
+    my = mysql_insert(_spend).values(values)
+    return my.on_duplicate_key_update(
+        tokens=_spend.c.tokens + my.inserted.tokens,
+        costMicros=_spend.c.costMicros + my.inserted.costMicros,
+    )
+
+
+def _over(budget: Budget) -> ColumnElement[bool]:
+    """Today's spend row (joined with the user's own budget) has reached the budget."""
+    tokens = func.coalesce(_budget.c.dailyTokens, literal(budget.daily_tokens))
+    cost = func.coalesce(_budget.c.dailyCostMicros, literal(budget.daily_cost_micros))
+    return or_(
+        and_(tokens > 0, _spend.c.tokens >= tokens),
+        and_(cost > 0, _spend.c.costMicros >= cost),
+    )
+
+
+def _spent_today() -> Any:
+    return _spend.outerjoin(_budget, _budget.c.userId == _spend.c.userId)
+
+
+async def over_budget(conn: AsyncConnection, users: Collection[str], budget: Budget) -> set[str]:
+    """Those of ``users`` whose spend today reached their budget (one read, by primary key)."""
+    if not users:
+        return set()
+    query = (
+        select(_spend.c.userId)
+        .select_from(_spent_today())
+        .where(_spend.c.day == db_today(), _spend.c.userId.in_(sorted(users)), _over(budget))
+    )
+    return set((await conn.execute(query)).scalars())
+
+
+async def over_budget_queued(
+    conn: AsyncConnection, budget: Budget, *, limit: int = 100
+) -> list[tuple[str, str]]:
+    """(job id, job type) of queued jobs whose users are over budget today."""
+    query = (
+        select(_jobs.c.id, _jobs.c.jobType)
+        .select_from(_spent_today().join(_jobs, _jobs.c.userId == _spend.c.userId))
+        .where(
+            _spend.c.day == db_today(),
+            _over(budget),
+            _jobs.c.lifecycleStatus == LifecycleStatus.QUEUED.value,
+        )
+        .limit(limit)
+    )
+    return [(row.id, row.jobType) for row in await conn.execute(query)]
+
+
+async def put_budget(conn: AsyncConnection, user_id: str, tokens: int, cost_micros: int) -> None:
+    values = {
+        "userId": user_id,
+        "dailyTokens": tokens,
+        "dailyCostMicros": cost_micros,
+        "updatedAt": db_now(),
+    }
+    if conn.dialect.name == "sqlite":
+        lite = sqlite_insert(_budget).values(values)
+        statement: Any = lite.on_conflict_do_update(
+            index_elements=[_budget.c.userId],
+            set_={"dailyTokens": tokens, "dailyCostMicros": cost_micros, "updatedAt": db_now()},
+        )
+    else:
+        statement = (
+            mysql_insert(_budget)
+            .values(values)
+            .on_duplicate_key_update(
+                dailyTokens=tokens, dailyCostMicros=cost_micros, updatedAt=db_now()
+            )
+        )
+    await conn.execute(statement)
+
+
+async def read_budget(conn: AsyncConnection, user_id: str) -> tuple[int | None, int | None]:
+    """The user's own budget as set (None: the default), tokens and cost."""
+    row = (
+        await conn.execute(
+            select(_budget.c.dailyTokens, _budget.c.dailyCostMicros).where(
+                _budget.c.userId == user_id
+            )
+        )
+    ).first()
+    return (None, None) if row is None else (row.dailyTokens, row.dailyCostMicros)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageLine:
+    """Usage totals, for a user or one of their model keys."""
+
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_micros: int = 0
+    jobs: int = 0
+    attempts: int = 0
+
+
+def _totals() -> list[Any]:
+    return [
+        func.coalesce(func.sum(_usage.c.promptTokens), 0).label("prompt"),
+        func.coalesce(func.sum(_usage.c.cachedPromptTokens), 0).label("cached"),
+        func.coalesce(func.sum(_usage.c.completionTokens), 0).label("completion"),
+        func.coalesce(func.sum(_usage.c.costMicros), 0).label("cost"),
+        func.count(func.distinct(_usage.c.jobId)).label("jobs"),
+        func.count().label("attempts"),
+    ]
+
+
+def _line(row: Any) -> UsageLine:
+    return UsageLine(
+        int(row.prompt),
+        int(row.cached),
+        int(row.completion),
+        int(row.cost),
+        int(row.jobs),
+        int(row.attempts),
+    )
+
+
+async def usage_report(
+    conn: AsyncConnection, user_id: str, start: datetime, end: datetime, user_key_mode: str
+) -> tuple[UsageLine, dict[ModelKey, UsageLine]]:
+    """The user's ledger rows from ``start`` (inclusive) to ``end`` (exclusive): totals, and the
+    same per model key (provider, model, whose key paid)."""
+    mine = (
+        _usage.c.userId == user_id,
+        _usage.c.createdAt >= start,
+        _usage.c.createdAt < end,
+    )
+    total = (await conn.execute(select(*_totals()).where(*mine))).one()
+    per_key = await conn.execute(
+        select(_usage.c.modelProvider, _usage.c.model, _usage.c.credentialMode, *_totals())
+        .where(*mine)
+        .group_by(_usage.c.modelProvider, _usage.c.model, _usage.c.credentialMode)
+    )
+    keys: dict[ModelKey, UsageLine] = {}
+    for row in per_key:
+        key = ModelKey(
+            row.modelProvider or "", row.model or "", scope_of(row.credentialMode, user_key_mode)
+        )
+        keys[key] = _merged(keys.get(key), _line(row))
+    return _line(total), keys
+
+
+def _merged(first: UsageLine | None, second: UsageLine) -> UsageLine:
+    if first is None:
+        return second
+    return UsageLine(
+        first.prompt_tokens + second.prompt_tokens,
+        first.cached_prompt_tokens + second.cached_prompt_tokens,
+        first.completion_tokens + second.completion_tokens,
+        first.cost_micros + second.cost_micros,
+        first.jobs + second.jobs,
+        first.attempts + second.attempts,
+    )
+
+
+async def spend_today(conn: AsyncConnection, user_id: str) -> Spend:
+    row = (
+        await conn.execute(
+            select(_spend.c.tokens, _spend.c.costMicros).where(
+                _spend.c.userId == user_id, _spend.c.day == db_today()
+            )
+        )
+    ).first()
+    return Spend() if row is None else Spend(int(row.tokens), int(row.costMicros))
