@@ -12,7 +12,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -32,6 +32,11 @@ from shared.job_schemas import OUTPUT_SCHEMAS
 __all__ = ["JobRunner", "LeaseInput", "LeaseLost", "ModelConfig", "SchedulerClient", "Usage"]
 
 log = logging.getLogger(__name__)
+
+#: Progress while an answer streams: the call started (10) to the answer complete (60).
+STREAM_PROGRESS = (10, 60)
+#: The cap progress is measured against when the lease names none (the definitions' default).
+DEFAULT_OUTPUT_CAP = 2_000
 
 
 class LeaseLost(Exception):
@@ -55,6 +60,9 @@ class LeaseInput:
     output_schema_version: str = "v1"
     #: Proof of holding the lease, sent back with every report; never logged.
     lease_token: str = field(default="", repr=False)
+    #: The answer's token cap (the job's definition): sent as ``max_tokens``, and what progress
+    #: is measured against while the answer streams; 0: none sent.
+    max_output_tokens: int = 0
 
 
 @dataclass
@@ -82,6 +90,7 @@ class _Answer:
     finish_reason: str | None = None
     usage: Any = None
     first_token_s: float | None = None
+    chars: int = 0
 
     def take(self, chunk: Any, elapsed_s: float) -> None:
         if getattr(chunk, "model", None):
@@ -94,8 +103,16 @@ class _Answer:
                 if self.first_token_s is None:
                     self.first_token_s = elapsed_s
                 self.parts.append(text)
+                self.chars += len(text)
             if choice.finish_reason:
                 self.finish_reason = choice.finish_reason
+
+    def progress(self, cap_tokens: int) -> int:
+        """Where the answer is, from the call's start (10) to its end (60): the tokens received
+        (about four characters each) against the output cap."""
+        done = min(1.0, self.chars / 4 / max(1, cap_tokens))
+        low, high = STREAM_PROGRESS
+        return low + int((high - low) * done)
 
     @property
     def content(self) -> str:
@@ -154,9 +171,15 @@ class JobRunner:
         *,
         heartbeat_s: float = 20.0,
         schema_repairs: int = 1,
+        progress_every_s: float = 1.0,
+        stall_s: float = 60.0,
     ) -> None:
         self._scheduler = scheduler
         self._schema_repairs = schema_repairs
+        #: Progress that moved is reported at most this often (a heartbeat on the stream).
+        self._progress_every_s = progress_every_s
+        #: A streaming answer with no token for this long ends the attempt (MODEL_TIMEOUT).
+        self._stall_s = stall_s
         self._model = model
         self._safety = safety
         self._heartbeat_s = heartbeat_s
@@ -272,10 +295,18 @@ class JobRunner:
         return failure.code.value
 
     async def _heartbeats(self, lease: LeaseInput, running: _Running) -> None:
+        """A heartbeat every ``heartbeat_s``, and sooner — at most once per
+        ``progress_every_s`` — when progress moved, so a watcher sees an answer stream in."""
+        loop = asyncio.get_running_loop()
+        sent, beat_at = 0, loop.time()
+        tick = min(self._heartbeat_s, self._progress_every_s)
         while True:
-            await asyncio.sleep(self._heartbeat_s)
+            await asyncio.sleep(tick)
+            if running.progress == sent and loop.time() - beat_at < self._heartbeat_s:
+                continue
+            sent, beat_at = running.progress, loop.time()
             try:
-                reply = await self._scheduler.heartbeat(lease, running.progress)
+                reply = await self._scheduler.heartbeat(lease, sent)
             except LeaseLost:
                 running.stop_reason = "lease_lost"
                 if running.task is not None:
@@ -307,9 +338,9 @@ class JobRunner:
         client, owned = await self._client(lease)
         try:
             prompt = _prompt(lease, schema)
-            running.progress = 10
+            running.progress = STREAM_PROGRESS[0]
             model = lease.model_name or self._model.model_name
-            answer = await self._call(client, model, prompt.messages, running)
+            answer = await self._call(client, model, prompt.messages, running, lease)
             running.progress = 60
             validated = await self._validated(
                 client, prompt, schema, answer, model=model, running=running
@@ -341,7 +372,7 @@ class JobRunner:
                 if failure.code not in _REPAIRABLE:
                     raise
                 repair = repair_messages(prompt, answer, failure.internal_message)
-                answer = await self._call(client, model, repair, running)
+                answer = await self._call(client, model, repair, running, None)
         return _validate(schema, answer)
 
     def _check_safety(self, text: str, where: str) -> None:
@@ -374,11 +405,16 @@ class JobRunner:
         model: str,
         messages: list[dict[str, str]],
         running: _Running,
+        lease: LeaseInput | None,
     ) -> str:
-        """One model call, streamed: the answer is the same, and the time to its first token —
-        what grows first when a provider holds requests under load — is seen and reported."""
+        """One model call, streamed: the answer is the same, the time to its first token — what
+        grows first when a provider holds requests under load — is seen and reported, progress
+        follows the tokens (``lease``'s call; a repair call leaves progress where it is), and a
+        stream that stops sending tokens ends the attempt before the job's timeout."""
         started = time.perf_counter()
         answer = _Answer(model)
+        cap = lease.max_output_tokens if lease is not None else 0
+        extra: dict[str, Any] = {"max_tokens": cap} if cap > 0 else {}
         try:
             raw = await client.chat.completions.with_raw_response.create(
                 model=model,
@@ -386,9 +422,21 @@ class JobRunner:
                 response_format={"type": "json_object"},
                 stream=True,
                 stream_options={"include_usage": True},
+                **extra,
             )
-            async for chunk in raw.parse():
-                answer.take(chunk, time.perf_counter() - started)
+            stream = raw.parse()
+            try:
+                async for chunk in self._unstalled(stream, answer):
+                    answer.take(chunk, time.perf_counter() - started)
+                    if lease is not None:
+                        running.progress = max(
+                            running.progress, answer.progress(cap or DEFAULT_OUTPUT_CAP)
+                        )
+            finally:
+                await stream.close()  # a stalled or cancelled answer gives its connection back
+        except JobFailure:  # a stalled answer: still a call, with its time and tokens so far
+            self._add_usage(running, answer, time.perf_counter() - started, model)
+            raise
         except openai.OpenAIError as error:
             # A failed call is still a call: it took time and is recorded as usage.
             self._add_usage(running, answer, time.perf_counter() - started, model)
@@ -404,6 +452,28 @@ class JobRunner:
                 "finish_reason=length",
             )
         return answer.content
+
+    async def _unstalled(self, chunks: Any, answer: _Answer) -> AsyncIterator[Any]:
+        """The stream's chunks; once tokens flow, a gap longer than ``stall_s`` is a stalled
+        answer (before the first token, a provider may hold the call: the job's timeout bounds
+        that wait)."""
+        iterator = chunks.__aiter__()
+        while True:
+            try:
+                if answer.first_token_s is None:
+                    chunk = await iterator.__anext__()
+                else:
+                    async with asyncio.timeout(self._stall_s):
+                        chunk = await iterator.__anext__()
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                raise JobFailure(
+                    ErrorCode.MODEL_TIMEOUT,
+                    "The model stopped answering.",
+                    f"no token for {self._stall_s:g} s after the first",
+                ) from None
+            yield chunk
 
     @staticmethod
     def _saw_limits(running: _Running, headers: Mapping[str, str]) -> None:

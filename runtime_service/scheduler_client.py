@@ -47,6 +47,7 @@ def lease_input(lease: types_pb2.Lease) -> LeaseInput:
         model_name=lease.model_name,
         output_schema_version=lease.output_schema_version or "v1",
         lease_token=lease.lease_token,
+        max_output_tokens=lease.max_output_tokens,
     )
 
 

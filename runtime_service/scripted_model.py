@@ -8,6 +8,8 @@ client's error paths for real:
 
     latency:MS   answer after MS milliseconds        429[:S]   rate limited, Retry-After S (1)
     gate         answer once the server's ``state.gate`` is set (tests hold a call in progress)
+    drip:MS      stream the answer in 20 pieces spread over MS milliseconds (a long generation)
+    stall:MS     stream the first piece, then nothing for MS milliseconds, then the rest
     500, 503     server error / overloaded           hang      never answer (past any timeout)
     401, 403     the key is refused                  context   400: context length exceeded
     malformed    content that is not JSON            schema    JSON that breaks the job's schema
@@ -438,7 +440,7 @@ class _Handler(BaseHTTPRequestHandler):
         headers: dict[str, str],
     ) -> None:
         name, _, argument = fault.partition(":")
-        if name == "latency":
+        if name == "latency" or (name in {"drip", "stall"} and not request.get("stream")):
             time.sleep(int(argument or "100") / 1000)
         elif name == "hang":
             time.sleep(3_600)
@@ -469,25 +471,21 @@ class _Handler(BaseHTTPRequestHandler):
             }
             self._send(400, {"error": error})
             return
-        content = json.dumps(answer_for(messages), ensure_ascii=False)
-        finish = "stop"
-        if name == "malformed":
-            content = "{this is not json"
-        elif name == "schema":
-            content = json.dumps({"unexpected": "shape"})
-        elif name == "length":
-            content, finish = content[: len(content) // 2], "length"
-        elif name == "fenced":
-            content = f"```json\n{content}\n```"
+        content, finish = _content(name, messages, request.get("max_tokens"))
         model = request.get("model", MODEL)
         usage = _usage(prompt, content, cached=self.server.state.cached(prompt))
         if request.get("stream"):
             wanted = bool((request.get("stream_options") or {}).get("include_usage"))
-            self._stream(_chunks(model, content, finish, usage if wanted else None), headers)
+            pieces = 20 if name == "drip" else max(1, math.ceil(len(content) / 64))
+            events = _chunks(model, content, finish, usage if wanted else None, pieces)
+            self._stream(events, headers, _pauses(name, argument, len(events)))
             return
         self._send(200, _completion(model, content, finish, usage), headers)
 
-    def _stream(self, events: list[dict[str, Any]], headers: dict[str, str]) -> None:
+    def _stream(
+        self, events: list[dict[str, Any]], headers: dict[str, str], pauses: list[float]
+    ) -> None:
+        """The events, each after its pause (seconds)."""
         if not self.committed:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -495,7 +493,10 @@ class _Handler(BaseHTTPRequestHandler):
             for key, value in headers.items():
                 self.send_header(key, value)
             self.end_headers()
-        for event in events:
+        for event, pause in zip(events, pauses, strict=True):
+            if pause:
+                self.wfile.flush()
+                time.sleep(pause)
             self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")
         self.close_connection = True
@@ -546,8 +547,40 @@ def _usage(prompt: str, content: str, *, cached: bool) -> dict[str, Any]:
     }
 
 
+def _content(fault: str, messages: list[dict[str, Any]], cap: Any) -> tuple[str, str]:
+    """The answer's text and finish reason, as the fault shapes it; cut at ``max_tokens``."""
+    content = json.dumps(answer_for(messages), ensure_ascii=False)
+    finish = "stop"
+    if fault == "malformed":
+        content = "{this is not json"
+    elif fault == "schema":
+        content = json.dumps({"unexpected": "shape"})
+    elif fault == "length":
+        content, finish = content[: len(content) // 2], "length"
+    elif fault == "fenced":
+        content = f"```json\n{content}\n```"
+    if isinstance(cap, int) and cap > 0 and len(content) // 4 > cap:
+        content, finish = content[: cap * 4], "length"  # cut at the cap, as providers do
+    return content, finish
+
+
+def _pauses(fault: str, argument: str, count: int) -> list[float]:
+    """Seconds before each event: ``drip`` spreads its time over the content pieces (events 1
+    to count - 2: the role comes first, the finish and usage last), ``stall`` waits once after
+    the first piece."""
+    pauses = [0.0] * count
+    seconds = int(argument or "1000") / 1000
+    if fault == "drip":
+        pieces = range(1, max(2, count - 2))
+        for index in pieces:
+            pauses[index] = seconds / len(pieces)
+    elif fault == "stall" and count > 2:
+        pauses[2] = seconds
+    return pauses
+
+
 def _chunks(
-    model: str, content: str, finish: str, usage: dict[str, Any] | None
+    model: str, content: str, finish: str, usage: dict[str, Any] | None, pieces: int = 1
 ) -> list[dict[str, Any]]:
     """The answer as chat.completion.chunk events: the role, the content in pieces, the finish,
     and the usage when asked for."""
@@ -564,9 +597,10 @@ def _chunks(
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
         }
 
-    pieces = [content[i : i + 64] for i in range(0, len(content), 64)] or [""]
+    size = max(1, math.ceil(len(content) / pieces))
+    parts = [content[i : i + size] for i in range(0, len(content), size)] or [""]
     events = [chunk({"role": "assistant", "content": ""})]
-    events += [chunk({"content": piece}) for piece in pieces]
+    events += [chunk({"content": part}) for part in parts]
     events.append(chunk({}, finish))
     if usage is not None:
         events.append({**base, "choices": [], "usage": usage})

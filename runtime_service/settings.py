@@ -38,6 +38,11 @@ class RuntimeSettings(BaseSettings):
     #: Seconds between heartbeats of a running job (progress; on the Poll stream the stream
     #: itself keeps the lease alive).
     heartbeat_s: float = Field(default=20.0, gt=0)
+    #: Progress that moved (an answer streaming in) is reported at most this often.
+    progress_every_s: float = Field(default=1.0, gt=0)
+    #: A streaming answer that sends no token for this long, once tokens flowed, ends the
+    #: attempt as MODEL_TIMEOUT (retryable) instead of waiting out the job's timeout.
+    model_stall_s: float = Field(default=60.0, gt=0)
     #: Seconds between keepalives on the Poll stream; keep it well under the scheduler's
     #: AIJOB_STREAM_ALIVE_S.
     stream_keepalive_s: float = Field(default=3.0, gt=0)

@@ -77,6 +77,8 @@ class Runtime:
             ),
             PatternSafetyCheck(settings.content_safety_patterns),
             heartbeat_s=settings.heartbeat_s,
+            progress_every_s=settings.progress_every_s,
+            stall_s=settings.model_stall_s,
             schema_repairs=settings.schema_repairs,
         )
         self._tasks: set[asyncio.Task[str]] = set()

@@ -119,16 +119,13 @@ class ClientRuntime:
             self._reader.cancel()
             await asyncio.gather(self._reader, return_exceptions=True)
 
-    async def heartbeat(
-        self, lease: types_pb2.Lease, progress: int = 50, checkpoint: bytes = b""
-    ) -> rt.HeartbeatResponse:
+    async def heartbeat(self, lease: types_pb2.Lease, progress: int = 50) -> rt.HeartbeatResponse:
         return await self.stub.Heartbeat(
             rt.HeartbeatRequest(
                 job_id=lease.job_id,
                 attempt_no=lease.attempt_no,
                 runtime_instance_id=self.instance_id,
                 progress=progress,
-                checkpoint=checkpoint,
                 lease_token=lease.lease_token,
             ),
             metadata=self.metadata,

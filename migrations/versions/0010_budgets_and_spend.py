@@ -1,5 +1,8 @@
 """Budgets and what was spent against them (issue 17).
 
+* ``AiAnalysisJob.maxOutputTokens``: the answer's token cap from the job's definition, fixed at
+  create: the lease carries it, the runtime sends it as ``max_tokens`` and measures progress by it
+  (0: rows from before, no cap sent).
 * ``AiUsageLog.cachedPromptTokens``: prompt tokens the provider served from its context cache
   (priced lower); ``AiUsageLog.modelProvider`` now holds the job's provider.
 * ``AiUserBudget``: a user's daily budget set by an operator (``AdminService.PutUserBudget``):
@@ -31,6 +34,7 @@ TS = sa.DateTime().with_variant(mysql.DATETIME(fsp=3), "mysql", "mariadb")
 
 #: (table, column, type, server default or None for nullable)
 COLUMNS: list[tuple[str, str, sa.types.TypeEngine[object], str | None]] = [
+    ("AiAnalysisJob", "maxOutputTokens", sa.Integer(), "0"),
     ("AiUsageLog", "cachedPromptTokens", sa.Integer(), "0"),
     ("AiModelKey", "dailyCostMicros", sa.BigInteger(), None),
     ("AiModelKey", "costDay", TS, None),

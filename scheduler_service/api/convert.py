@@ -90,9 +90,9 @@ def lease(payload: LeasePayload) -> types_pb2.Lease:
         model_name=payload.model_name,
         credential_mode=payload.credential_mode,
         credential_id=payload.credential_id,
-        checkpoint=payload.checkpoint,
         output_schema_version=payload.output_schema_version,
         lease_token=payload.lease_token,
+        max_output_tokens=payload.max_output_tokens,
     )
 
 

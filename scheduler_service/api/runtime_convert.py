@@ -72,7 +72,6 @@ def heartbeat_report(request: rt.HeartbeatRequest) -> HeartbeatReport:
         request.attempt_no,
         request.runtime_instance_id,
         request.progress,
-        request.checkpoint,
         request.lease_token,
     )
 

@@ -132,6 +132,8 @@ class AiJob(Base):
     #: The tokens the job may spend of its model key's per-minute limit (migration 0008); the
     #: key is (modelProvider, modelName, credentialMode).
     tokenEstimate: Mapped[int] = mapped_column(Integer, server_default="0")
+    #: The answer's token cap (the definition's, at create); 0: none sent.
+    maxOutputTokens: Mapped[int] = mapped_column(Integer, server_default="0")
     timeoutMs: Mapped[int] = mapped_column(Integer, server_default="120000")
     availableAt: Mapped[datetime | None] = mapped_column(Timestamp)
     deadlineAt: Mapped[datetime | None] = mapped_column(Timestamp)

@@ -333,6 +333,7 @@ class JobService:
             credential_id=cmd.credential_id or None,
             model_name=model,
             model_provider=definition.model_provider,
+            max_output_tokens=definition.max_output_tokens,
             token_estimate=estimate_tokens(
                 snapshot_bytes + len(canonical_json(cmd.params)), definition.max_output_tokens
             ),

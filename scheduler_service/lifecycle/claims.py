@@ -170,6 +170,4 @@ def deal(ids: Sequence[str], wants: Sequence[int]) -> list[list[str]]:
 
 def grant_of(row: Any, lease_token: str) -> LeaseGrant:
     waited = (row.lockedAt - row.availableAt).total_seconds() if row.availableAt else 0.0
-    return LeaseGrant(
-        row.id, row.attemptCount, row.lockUntil, row.checkpoint, max(0.0, waited), lease_token
-    )
+    return LeaseGrant(row.id, row.attemptCount, row.lockUntil, max(0.0, waited), lease_token)

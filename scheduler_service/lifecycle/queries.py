@@ -113,6 +113,7 @@ _PAYLOAD_COLUMNS = [
     _c.credentialMode,
     _c.credentialId,
     _c.outputSchemaVersion,
+    _c.maxOutputTokens,
     _snapshots.c.content,
     _snapshots.c.params,
 ]
@@ -312,8 +313,8 @@ def payload_of(grant: LeaseGrant, row: Any) -> LeasePayload:
         model_name=row.modelName,
         credential_mode=row.credentialMode,
         credential_id=row.credentialId or "",
-        checkpoint=grant.checkpoint or b"",
         output_schema_version=row.outputSchemaVersion or "",
+        max_output_tokens=row.maxOutputTokens or 0,
         lease_token=grant.lease_token,
     )
 

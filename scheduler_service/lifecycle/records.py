@@ -42,10 +42,6 @@ class CancelOutcome(StrEnum):
     CANCEL_REQUESTED = "cancel_requested"
 
 
-#: Bytes of heartbeat checkpoint kept for the next attempt.
-MAX_CHECKPOINT_BYTES = 64 * 1024
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NewJob:
     """A job to insert as queued; values come from the job definition and the request."""
@@ -68,6 +64,8 @@ class NewJob:
     model_provider: str = "deepseek"
     #: Tokens the job may spend of its model key's per-minute limit (flow/keys.py).
     token_estimate: int = 0
+    #: The answer's token cap (its definition's).
+    max_output_tokens: int = 0
     credential_id: str | None = None
     model_name: str = "deepseek-chat"
     prompt_key: str | None = None
@@ -92,7 +90,6 @@ class LeaseGrant:
     job_id: str
     attempt_no: int
     lock_until: datetime
-    checkpoint: bytes | None
     #: From the job becoming available to this lease, by the database clock.
     waited_s: float = 0.0
     #: The lease's token (its digest is on the row); never logged.
@@ -237,8 +234,9 @@ class LeasePayload:
     model_name: str
     credential_mode: str
     credential_id: str
-    checkpoint: bytes
     output_schema_version: str
+    #: The answer's token cap; 0: none.
+    max_output_tokens: int = 0
     #: The lease's token, handed to its runtime only (never logged, stored as a digest).
     lease_token: str = field(default="", repr=False)
 
@@ -317,4 +315,3 @@ class Beat:
     attempt_no: int
     holder: str
     progress: int
-    checkpoint: bytes | None

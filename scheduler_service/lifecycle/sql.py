@@ -69,7 +69,7 @@ __all__ = [
 jobs = cast(Table, AiJob.__table__)
 _c = jobs.c
 RECORD_COLUMNS = [_c[name] for name in RECORD_FIELDS]
-GRANT_COLUMNS = [_c.id, _c.attemptCount, _c.lockUntil, _c.checkpoint, _c.lockedAt, _c.availableAt]
+GRANT_COLUMNS = [_c.id, _c.attemptCount, _c.lockUntil, _c.lockedAt, _c.availableAt]
 
 
 def status_in(statuses: Iterable[LifecycleStatus]) -> ColumnElement[bool]:

@@ -117,7 +117,6 @@ _Floors = tuple[dict[str, int], set[str], dict[int, fairness.Floor]]
 _HELD_BY = frozenset({Guard.ATTEMPT, Guard.HOLDER})
 _RESULT_VALUES = frozenset({"outputHash", "resultIdempotencyKey", "validatedOutput"})
 _BEAT_PROGRESS = frozenset({"progress"})
-_BEAT_VALUES = frozenset({"progress", "checkpoint"})
 
 #: Parameters that switch on an optional guard when the caller passes them.
 _GUARD_PARAMS = {
@@ -212,21 +211,16 @@ class SqlJobStore(JobStore):
             "b_lease_ttl_ms": self._lease.ttl_ms,
             "b_grace_ms": self._lease.grace_ms,
         }
-        with_checkpoint = [item for item in items if item.checkpoint is not None]
-        # Two statements at most: beats that carry a checkpoint and beats that do not.
-        for group in (with_checkpoint, [item for item in items if item.checkpoint is None]):
-            rows = [
-                {
-                    "i": item.job_id,
-                    "b_attempt": item.attempt_no,
-                    "b_holder": item.holder,
-                    "v_progress": item.progress,
-                    "v_checkpoint": item.checkpoint,
-                }
-                for item in group
-            ]
-            present = _BEAT_VALUES if group is with_checkpoint else _BEAT_PROGRESS
-            await self._write_many(HEARTBEAT, _HELD_BY, present, rows, shared)
+        rows = [
+            {
+                "i": item.job_id,
+                "b_attempt": item.attempt_no,
+                "b_holder": item.holder,
+                "v_progress": item.progress,
+            }
+            for item in items
+        ]
+        await self._write_many(HEARTBEAT, _HELD_BY, _BEAT_PROGRESS, rows, shared)
         found = await self._conn.execute(
             sql.SELECT_LEASE_STATES, {"b_ids": [item.job_id for item in items]}
         )
@@ -583,6 +577,7 @@ def _insert_values(job: NewJob, fair_seq: int) -> dict[str, Any]:
         "modelName": job.model_name,
         "modelProvider": job.model_provider,
         "tokenEstimate": job.token_estimate,
+        "maxOutputTokens": job.max_output_tokens,
         "promptKey": job.prompt_key,
         "promptVersion": job.prompt_version,
         "inputSchemaVersion": job.input_schema_version,

@@ -22,7 +22,6 @@ from scheduler_service.flow.keys import FlowPolicy
 from scheduler_service.lifecycle.fairness import RunningCaps
 from scheduler_service.lifecycle.lease_tokens import digest, new_lease_token
 from scheduler_service.lifecycle.records import (
-    MAX_CHECKPOINT_BYTES,
     ArtifactRow,
     Beat,
     CancelOutcome,
@@ -241,7 +240,6 @@ class JobStore(ABC):
                 item.attempt_no,
                 item.holder,
                 progress=item.progress,
-                checkpoint=item.checkpoint,
             )
             for item in items
         }
@@ -272,19 +270,14 @@ class JobStore(ABC):
         runtime_instance_id: str,
         *,
         progress: int | None = None,
-        checkpoint: bytes | None = None,
         lease_token: str | None = None,
     ) -> HeartbeatOutcome:
         """Extend the holder's lease to now + lease TTL; a lease past its grace is lost even
         before the reaper takes it back. With ``lease_token``, only for the caller that holds
         the lease's token."""
-        if checkpoint is not None and len(checkpoint) > MAX_CHECKPOINT_BYTES:
-            raise ValueError(f"checkpoint larger than {MAX_CHECKPOINT_BYTES} bytes")
         extra: dict[str, Any] = {}
         if progress is not None:
             extra["progress"] = progress
-        if checkpoint is not None:
-            extra["checkpoint"] = checkpoint
         if lease_token is not None:
             extra["token"] = digest(lease_token)
         await self.apply(HEARTBEAT, job_id, attempt=attempt_no, holder=runtime_instance_id, **extra)

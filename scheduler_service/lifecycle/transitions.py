@@ -222,7 +222,6 @@ HEARTBEAT = LifecycleWrite(
         "lockUntil": Now("lease_ttl_ms"),
         "lastHeartbeatAt": Now(),
         "progress": Param("progress", optional=True),
-        "checkpoint": Param("checkpoint", optional=True),
     },
     Miss.LEASE,
 )

@@ -217,13 +217,7 @@ def _judge_beat(job: JobRecord | None, beat: HeartbeatReport, locked: LockedRows
     )
     if not alive:
         raise LeaseLostError(job.id, beat.attempt_no, job.lifecycleStatus)
-    return Beat(
-        beat.job_id,
-        beat.attempt_no,
-        beat.runtime_instance_id,
-        beat.progress,
-        beat.checkpoint or None,
-    )
+    return Beat(beat.job_id, beat.attempt_no, beat.runtime_instance_id, beat.progress)
 
 
 def _rounds(

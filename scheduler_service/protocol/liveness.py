@@ -2,7 +2,7 @@
 
 Every interval, one statement per replica extends every lease held by a runtime whose stream here
 has sent anything (a keepalive, a credit, a report) within the alive window, so a job needs no
-per-job heartbeat to stay leased; per-job heartbeats carry progress and checkpoints only. A frozen
+per-job heartbeat to stay leased; per-job heartbeats carry progress only. A frozen
 or partitioned runtime stops sending, its stream goes quiet, and its leases run out as before
 (fenced by attempt and holder, reaped after their grace).
 """

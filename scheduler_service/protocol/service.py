@@ -84,7 +84,6 @@ class HeartbeatReport:
     attempt_no: int
     runtime_instance_id: str
     progress: int
-    checkpoint: bytes
     lease_token: str = field(default="", repr=False)
 
 
@@ -169,7 +168,6 @@ class RuntimeProtocol:
         registry: JobRegistry,
         *,
         max_output_bytes: int = 1024 * 1024,
-        max_checkpoint_bytes: int = 64 * 1024,
         max_retry_after_ms: int = MAX_RETRY_AFTER_MS,
         max_waived_attempts: int = MAX_WAIVED_ATTEMPTS,
         running_caps: RunningCaps | None = None,
@@ -194,7 +192,6 @@ class RuntimeProtocol:
         self._uow = uow
         self._registry = registry
         self._max_output_bytes = max_output_bytes
-        self._max_checkpoint_bytes = max_checkpoint_bytes
         self._rng = rng or random.SystemRandom()
 
     @property
@@ -295,7 +292,6 @@ class RuntimeProtocol:
         validation.attempt_no(beat.attempt_no)
         validation.instance_id(beat.runtime_instance_id)
         validation.progress(beat.progress)
-        validation.max_bytes(beat.checkpoint, self._max_checkpoint_bytes, "checkpoint")
 
     async def heartbeat(self, beat: HeartbeatReport) -> HeartbeatOutcome:
         self.prepare_heartbeat(beat)
@@ -306,7 +302,6 @@ class RuntimeProtocol:
                 beat.attempt_no,
                 beat.runtime_instance_id,
                 progress=beat.progress,
-                checkpoint=beat.checkpoint or None,
                 lease_token=beat.lease_token,
             )
             tx.job_changed(beat.job_id)

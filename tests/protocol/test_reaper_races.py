@@ -112,7 +112,7 @@ async def test_heartbeat_racing_the_reaper_never_both_win(
                 update(JOBS).where(JOBS.c.id == job_id).values(lockUntil=db_now(offset))
             )
         beat, _reaped = await asyncio.gather(
-            protocol.heartbeat(HeartbeatReport(job_id, 1, "rt-1", 10, b"", lease.lease_token)),
+            protocol.heartbeat(HeartbeatReport(job_id, 1, "rt-1", 10, lease.lease_token)),
             reaper.reap_once(),
             return_exceptions=True,
         )

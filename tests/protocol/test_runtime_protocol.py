@@ -151,7 +151,7 @@ async def test_retryable_failure_requeues_with_backoff_then_succeeds(
     try:
         created = await jobs.create()
         lease1 = await runtime.next_lease()
-        await runtime.heartbeat(lease1, checkpoint=b"step-3")
+        await runtime.heartbeat(lease1, progress=30)
         reply = await runtime.fail(lease1, "MODEL_RATE_LIMIT", retryable=True, retry_after_ms=300)
         assert reply.lifecycle_status == "queued"
         row = await job_row(scheduler.app.engine, created.job_id)
@@ -162,7 +162,6 @@ async def test_retryable_failure_requeues_with_backoff_then_succeeds(
         runtime.credit()
         lease2 = await runtime.next_lease()
         assert (lease2.job_id, lease2.attempt_no) == (created.job_id, 2)
-        assert lease2.checkpoint == b"step-3"  # handed to the next attempt
         await runtime.submit(lease2, echo_output(lease2))
         job = await jobs.get(created.job_id)
         assert (job.lifecycle_status, job.attempt_count, job.error_code) == ("succeeded", 2, "")

@@ -63,12 +63,8 @@ def failure(lease: LeasePayload, *, retryable: bool = True, holder: str = "rt-1"
     )
 
 
-def beat(
-    lease: LeasePayload, holder: str, progress: int, checkpoint: bytes = b""
-) -> HeartbeatReport:
-    return HeartbeatReport(
-        lease.job_id, lease.attempt_no, holder, progress, checkpoint, lease.lease_token
-    )
+def beat(lease: LeasePayload, holder: str, progress: int) -> HeartbeatReport:
+    return HeartbeatReport(lease.job_id, lease.attempt_no, holder, progress, lease.lease_token)
 
 
 async def _leased(
@@ -166,8 +162,8 @@ async def test_a_stale_attempt_cannot_touch_the_next_one(
         await protocol.submit_result(result(first))
     with pytest.raises(LeaseLostError):
         await protocol.resolve_credential(first.job_id, 1, "rt-1", first.lease_token, store=None)  # type: ignore[arg-type]
-    assert (await protocol.heartbeat(beat(second, "rt-2", 50, b"cp"))).cancel_requested is False
-    assert uow.state.jobs[second.job_id]["checkpoint"] == b"cp"
+    assert (await protocol.heartbeat(beat(second, "rt-2", 50))).cancel_requested is False
+    assert uow.state.jobs[second.job_id]["progress"] == 50
 
 
 async def test_the_reaper_takes_back_a_silent_lease_and_a_heartbeat_keeps_one(

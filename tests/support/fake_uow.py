@@ -343,9 +343,7 @@ class FakeJobStore(JobStore):
         row = self.state.jobs[job_id]
         assert row["lockedBy"] == holder
         waited = (row["lockedAt"] - row["availableAt"]).total_seconds()
-        return LeaseGrant(
-            job_id, row["attemptCount"], row["lockUntil"], row["checkpoint"], max(0.0, waited)
-        )
+        return LeaseGrant(job_id, row["attemptCount"], row["lockUntil"], max(0.0, waited))
 
     async def lease_payloads(self, grants: Sequence[LeaseGrant]) -> list[LeasePayload]:
         payloads = []
@@ -366,7 +364,6 @@ class FakeJobStore(JobStore):
                     model_name=row["modelName"],
                     credential_mode=row["credentialMode"],
                     credential_id=row["credentialId"] or "",
-                    checkpoint=grant.checkpoint or b"",
                     output_schema_version=row["outputSchemaVersion"] or "",
                     lease_token=grant.lease_token,
                 )

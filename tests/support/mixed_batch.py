@@ -86,7 +86,7 @@ async def run_mixed_batch(
             _result(stale_first, "rt-1"),
             _result(hashed, "rt-1", digest="0" * 64),
             _result(other, "rt-1"),
-            HeartbeatReport(beat.job_id, 1, "rt-1", 40, b"", beat.lease_token),
+            HeartbeatReport(beat.job_id, 1, "rt-1", 40, beat.lease_token),
         ]
     )
     first, duplicate, stale, wrong_hash, not_holder, heartbeat = answers
