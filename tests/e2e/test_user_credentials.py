@@ -174,3 +174,42 @@ async def test_another_user_neither_sees_nor_deletes_a_credential(
         )
     ).credentials
     assert (mine.credential_id, mine.hint) == (stored.credential_id, "sk-...0123")
+
+
+async def test_a_budget_stops_a_user_of_real_runtimes_and_not_another(
+    mysql_url: str,
+    start_scheduler: SchedulerFactory,
+    launch: Launcher,
+    model_server: ScriptedModelServer,
+) -> None:
+    """A budget of 1 token: the first job's call (counted by the scripted model) passes it; the
+    jobs queued behind fail BUDGET_EXCEEDED without a model call, CreateJob refuses the user, and
+    another user's job still runs."""
+    scheduler = await start_scheduler(mysql_url, reaper_interval_s=0.2)
+    admin = admin_service_pb2_grpc.AdminServiceStub(scheduler.channel)
+    await admin.PutUserBudget(
+        admin_pb.PutUserBudgetRequest(user_id="tight", daily_tokens=1),
+        metadata=tokens.bearer(tokens.ADMIN_TOKEN),
+        timeout=30,
+    )
+    tight, other = JobClient(scheduler.channel, "tight"), JobClient(scheduler.channel, "other")
+    first, *queued = [(await tight.create()).job_id for _ in range(3)]
+    launch(scheduler, "rt-budget", AIJOB_RUNTIME_SLOTS="1")  # one at a time: none in flight
+    await status_is(scheduler, first, "succeeded")
+    for job_id in queued:
+        await status_is(scheduler, job_id, "failed")
+        row = await job_row(scheduler.app.engine, job_id)
+        assert (row["errorCode"], row["attemptCount"]) == ("BUDGET_EXCEEDED", 0)
+    assert model_server.state.stats()["requests"] == 1
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await tight.create()
+    assert error_reason(refused.value) == "BUDGET_EXCEEDED"
+    theirs = (await other.create()).job_id
+    await status_is(scheduler, theirs, "succeeded")
+    usage = await admin.GetUserUsage(
+        admin_pb.GetUserUsageRequest(user_id="tight"),
+        metadata=tokens.bearer(tokens.ADMIN_TOKEN),
+        timeout=30,
+    )
+    assert (usage.jobs, usage.attempts) == (1, 1)
+    assert usage.tokens_today == usage.prompt_tokens + usage.completion_tokens > 1
