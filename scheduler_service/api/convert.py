@@ -8,10 +8,12 @@ from typing import Any
 
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
+from scheduler_service import validation
 from scheduler_service.errors import InvalidRequestError
 from scheduler_service.jobs.commands import CreateJobCommand
 from scheduler_service.lifecycle.records import ArtifactRow, JobRecord, LeasePayload, Usage
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
+from shared.error_codes import ErrorCode
 from shared.gen.aijob.v1 import job_service_pb2, types_pb2
 
 
@@ -48,8 +50,8 @@ def create_command(request: job_service_pb2.CreateJobRequest, user_id: str) -> C
         job_type=request.job_type,
         target_type=request.target_type,
         target_id=request.target_id,
-        snapshot=from_struct(request.snapshot),
-        params=from_struct(request.params),
+        snapshot=_object_of(request, "snapshot", ErrorCode.INVALID_SNAPSHOT),
+        params=_object_of(request, "params", ErrorCode.INVALID_PARAMS),
         idempotency_key=request.idempotency_key,
         priority=request.priority if request.HasField("priority") else None,
         credential_mode=request.credential_mode,
@@ -57,6 +59,26 @@ def create_command(request: job_service_pb2.CreateJobRequest, user_id: str) -> C
         deadline=from_timestamp(request.deadline, request.HasField("deadline"), "deadline"),
         model=request.model,
     )
+
+
+def _object_of(
+    request: job_service_pb2.CreateJobRequest, name: str, code: ErrorCode
+) -> dict[str, Any]:
+    """The ``snapshot`` or ``params`` of a create, from its Struct or its ``*_json`` string (one
+    form only, a JSON object)."""
+    text: str = getattr(request, f"{name}_json")
+    if not text:
+        return from_struct(getattr(request, name))
+    if request.HasField(name) and getattr(request, name).fields:
+        raise InvalidRequestError(
+            f"give {name} or {name}_json, not both", field=f"{name}_json", code=code
+        )
+    value = validation.json_document(text, f"{name}_json", code)
+    if not isinstance(value, dict):
+        raise InvalidRequestError(
+            f"{name}_json must be a JSON object", field=f"{name}_json", code=code
+        )
+    return value
 
 
 def from_struct(message: struct_pb2.Struct) -> dict[str, Any]:

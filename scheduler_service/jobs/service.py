@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -67,6 +68,12 @@ CreateResult = Created | SchedulerError
 Handoff = Callable[[Transaction, str], Awaitable[None]]
 
 
+def _check_deadline(deadline: datetime | None, now: datetime | None) -> None:
+    """A schedule-to-start deadline already past by the database clock could only expire."""
+    if deadline is not None and now is not None and deadline <= now:
+        raise InvalidRequestError("deadline is in the past", field="deadline")
+
+
 def _budget_spent() -> LimitExceededError:
     return LimitExceededError(
         ErrorCode.BUDGET_EXCEEDED, "the daily budget is spent; it renews at midnight UTC"
@@ -105,6 +112,8 @@ class JobService:
                 return self._same_request(existing, new_job, cmd), False
 
         async def insert(tx: Transaction) -> JobRecord:
+            if new_job.deadline_at is not None:
+                _check_deadline(new_job.deadline_at, await tx.jobs.clock())
             if enforce_limits:
                 await self._check_limits(tx, cmd.user_id)
             await tx.jobs.create(new_job, snapshot, params)
@@ -211,20 +220,9 @@ class JobService:
                 fresh.append(index)
 
         async def insert(tx: Transaction) -> tuple[dict[int, CreateResult], list[int]]:
-            users = {commands[i].user_id for i in fresh}
-            counts = dict(await tx.jobs.lock_user_gates(users))
-            spent = await tx.jobs.over_budget(users, self._budget)
-            refused: dict[int, CreateResult] = {}
-            accepted: list[int] = []
-            for index in fresh:
-                user = commands[index].user_id
-                refusal = _budget_spent() if user in spent else self._over_limits(*counts[user])
-                if refusal is not None:
-                    refused[index] = refusal
-                    continue
-                active, today = counts[user]
-                counts[user] = (active + 1, today + 1)
-                accepted.append(index)
+            refused, accepted = await self._admitted(
+                tx, [(i, commands[i].user_id, prepared[i][0]) for i in fresh]
+            )
             await tx.jobs.create_many([prepared[i] for i in accepted])
             await tx.emit_many(
                 [
@@ -258,6 +256,33 @@ class JobService:
                 else first
             )
         return results
+
+    async def _admitted(
+        self, tx: Transaction, fresh: Sequence[tuple[int, str, NewJob]]
+    ) -> tuple[dict[int, CreateResult], list[int]]:
+        """Which of a bulk create's new jobs pass their users' caps, budgets and their own
+        deadlines (under the users' gate locks): the refusals by index, and the accepted."""
+        users = {user for _, user, _ in fresh}
+        counts = dict(await tx.jobs.lock_user_gates(users))
+        spent = await tx.jobs.over_budget(users, self._budget)
+        deadlines = any(job.deadline_at is not None for _, _, job in fresh)
+        now = await tx.jobs.clock() if deadlines else None
+        refused: dict[int, CreateResult] = {}
+        accepted: list[int] = []
+        for index, user, job in fresh:
+            try:
+                _check_deadline(job.deadline_at, now)
+            except InvalidRequestError as past:
+                refused[index] = past
+                continue
+            refusal = _budget_spent() if user in spent else self._over_limits(*counts[user])
+            if refusal is not None:
+                refused[index] = refusal
+                continue
+            active, today = counts[user]
+            counts[user] = (active + 1, today + 1)
+            accepted.append(index)
+        return refused, accepted
 
     def _bulk_same(
         self,

@@ -457,6 +457,9 @@ class SqlJobStore(JobStore):
         running = await flow_sql.running_by_key(self._conn, flow.user_key_mode, {key})
         return running.get(key, 0)
 
+    async def clock(self) -> datetime:
+        return (await self._conn.execute(select(db_now()))).scalar_one()
+
     async def over_budget(self, user_ids: Collection[str], budget: Budget) -> set[str]:
         return await billing_sql.over_budget(self._conn, user_ids, budget)
 

@@ -387,6 +387,10 @@ class JobStore(ABC):
     ) -> list[StrandedJob]:
         """Queued or running jobs whose type is not in ``registered``."""
 
+    @abstractmethod
+    async def clock(self) -> datetime:
+        """The database's now (naive UTC)."""
+
     async def fail_queued(self, job_id: str, error: JobError) -> bool:
         """queued → failed with ``error`` (a budget spent); False if the job moved meanwhile."""
         return await self.apply(RETIRE, job_id, **_error_values(error))

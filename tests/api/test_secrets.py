@@ -12,14 +12,15 @@ from typing import cast
 import grpc
 import pytest
 from google.protobuf import timestamp_pb2
-from sqlalchemy import Table, select
+from sqlalchemy import Table, select, update
 
 from aijob.harness.runtime_client import ClientRuntime, JobClient
 from scheduler_service.credentials import CredentialCipher, CredentialUnavailableError
+from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import UserModelCredential
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.status_details import error_reason
-from tests.support.db_checks import events, job_row
+from tests.support.db_checks import JOBS, events, job_row
 from tests.support.schedulers import SchedulerFactory
 
 pytestmark = pytest.mark.mysql
@@ -155,9 +156,19 @@ async def test_a_job_past_its_deadline_expires(
     mysql_url: str, start_scheduler: SchedulerFactory
 ) -> None:
     scheduler = await start_scheduler(mysql_url, reaper_interval_s=3600)
+    past = timestamp_pb2.Timestamp()
+    past.FromDatetime(datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC))
+    with pytest.raises(grpc.aio.AioRpcError) as refused:  # it could only expire
+        await JobClient(scheduler.channel).create(deadline=past)
+    assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "deadline" in (refused.value.details() or "")
     deadline = timestamp_pb2.Timestamp()
-    deadline.FromDatetime(datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=5))
+    deadline.FromDatetime(datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1))
     job = await JobClient(scheduler.channel).create(deadline=deadline)
+    async with scheduler.app.engine.begin() as conn:  # an hour later, by the database clock
+        await conn.execute(
+            update(JOBS).where(JOBS.c.id == job.job_id).values(deadlineAt=db_now(-1_000))
+        )
     assert await scheduler.app.reaper.reap_once() == 1
     row = await job_row(scheduler.app.engine, job.job_id)
     assert (row["lifecycleStatus"], row["errorCode"]) == ("failed", "JOB_EXPIRED")

@@ -124,6 +124,9 @@ class FakeJobStore(JobStore):
     def _ms(self, milliseconds: int) -> datetime:
         return self._now + timedelta(milliseconds=milliseconds)
 
+    async def clock(self) -> datetime:
+        return self._now
+
     # -- the write table, interpreted ---------------------------------------------------------
 
     def _holds(self, guard: Guard, row: Row, params: dict[str, Any]) -> bool:  # noqa: PLR0911

@@ -28,7 +28,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from google.rpc import status_pb2 as google_dot_rpc_dot_status__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61ijob/v1/job_service.proto\x12\x08\x61ijob.v1\x1a\x14\x61ijob/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"L\n\x18PutUserCredentialRequest\x12\x10\n\x08provider\x18\x01 \x01(\t\x12\x0f\n\x07\x61pi_key\x18\x02 \x01(\t\x12\r\n\x05label\x18\x03 \x01(\t\"@\n\x19PutUserCredentialResponse\x12\x15\n\rcredential_id\x18\x01 \x01(\t\x12\x0c\n\x04hint\x18\x02 \x01(\t\"\x1c\n\x1aListUserCredentialsRequest\"L\n\x1bListUserCredentialsResponse\x12-\n\x0b\x63redentials\x18\x01 \x03(\x0b\x32\x18.aijob.v1.UserCredential\"\x86\x01\n\x0eUserCredential\x12\x15\n\rcredential_id\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\x0c\n\x04hint\x18\x03 \x01(\t\x12\r\n\x05label\x18\x04 \x01(\t\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"4\n\x1b\x44\x65leteUserCredentialRequest\x12\x15\n\rcredential_id\x18\x01 \x01(\t\"5\n\x1c\x44\x65leteUserCredentialResponse\x12\x15\n\rcredential_id\x18\x01 \x01(\t\"\xca\x02\n\x10\x43reateJobRequest\x12\x10\n\x08job_type\x18\x01 \x01(\t\x12\x13\n\x0btarget_type\x18\x02 \x01(\t\x12\x11\n\ttarget_id\x18\x03 \x01(\t\x12)\n\x08snapshot\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\'\n\x06params\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fidempotency_key\x18\x06 \x01(\t\x12\x15\n\x08priority\x18\x07 \x01(\x05H\x00\x88\x01\x01\x12\x17\n\x0f\x63redential_mode\x18\x08 \x01(\t\x12\x15\n\rcredential_id\x18\t \x01(\t\x12,\n\x08\x64\x65\x61\x64line\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05model\x18\x0b \x01(\tB\x0b\n\t_priority\"@\n\x11\x43reateJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.aijob.v1.Job\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"<\n\x11\x43reateJobsRequest\x12\'\n\x05items\x18\x01 \x03(\x0b\x32\x18.aijob.v1.CreateJobsItem\"J\n\x0e\x43reateJobsItem\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\'\n\x03job\x18\x02 \x01(\x0b\x32\x1a.aijob.v1.CreateJobRequest\"A\n\x12\x43reateJobsResponse\x12+\n\x07results\x18\x01 \x03(\x0b\x32\x1a.aijob.v1.CreateJobsResult\"c\n\x10\x43reateJobsResult\x12\"\n\x06status\x18\x01 \x01(\x0b\x32\x12.google.rpc.Status\x12\x1a\n\x03job\x18\x02 \x01(\x0b\x32\r.aijob.v1.Job\x12\x0f\n\x07\x63reated\x18\x03 \x01(\x08\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"@\n\x11\x43\x61ncelJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.aijob.v1.Job\x12\x0f\n\x07outcome\x18\x02 \x01(\t\"!\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"d\n\x0fListJobsRequest\x12\x10\n\x08job_type\x18\x01 \x01(\t\x12\x18\n\x10lifecycle_status\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"H\n\x10ListJobsResponse\x12\x1b\n\x04jobs\x18\x01 \x03(\x0b\x32\r.aijob.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"E\n\x16SubscribeEventsRequest\x12\x13\n\x0b\x65vent_types\x18\x01 \x03(\t\x12\x16\n\x0e\x61\x66ter_event_id\x18\x02 \x01(\t2\x82\x06\n\nJobService\x12\x44\n\tCreateJob\x12\x1a.aijob.v1.CreateJobRequest\x1a\x1b.aijob.v1.CreateJobResponse\x12G\n\nCreateJobs\x12\x1b.aijob.v1.CreateJobsRequest\x1a\x1c.aijob.v1.CreateJobsResponse\x12\x30\n\x06GetJob\x12\x17.aijob.v1.GetJobRequest\x1a\r.aijob.v1.Job\x12\x44\n\tCancelJob\x12\x1a.aijob.v1.CancelJobRequest\x1a\x1b.aijob.v1.CancelJobResponse\x12\x36\n\x08WatchJob\x12\x19.aijob.v1.WatchJobRequest\x1a\r.aijob.v1.Job0\x01\x12\x41\n\x08ListJobs\x12\x19.aijob.v1.ListJobsRequest\x1a\x1a.aijob.v1.ListJobsResponse\x12I\n\x0fSubscribeEvents\x12 .aijob.v1.SubscribeEventsRequest\x1a\x12.aijob.v1.JobEvent0\x01\x12\\\n\x11PutUserCredential\x12\".aijob.v1.PutUserCredentialRequest\x1a#.aijob.v1.PutUserCredentialResponse\x12\x62\n\x13ListUserCredentials\x12$.aijob.v1.ListUserCredentialsRequest\x1a%.aijob.v1.ListUserCredentialsResponse\x12\x65\n\x14\x44\x65leteUserCredential\x12%.aijob.v1.DeleteUserCredentialRequest\x1a&.aijob.v1.DeleteUserCredentialResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61ijob/v1/job_service.proto\x12\x08\x61ijob.v1\x1a\x14\x61ijob/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"L\n\x18PutUserCredentialRequest\x12\x10\n\x08provider\x18\x01 \x01(\t\x12\x0f\n\x07\x61pi_key\x18\x02 \x01(\t\x12\r\n\x05label\x18\x03 \x01(\t\"@\n\x19PutUserCredentialResponse\x12\x15\n\rcredential_id\x18\x01 \x01(\t\x12\x0c\n\x04hint\x18\x02 \x01(\t\"\x1c\n\x1aListUserCredentialsRequest\"L\n\x1bListUserCredentialsResponse\x12-\n\x0b\x63redentials\x18\x01 \x03(\x0b\x32\x18.aijob.v1.UserCredential\"\x86\x01\n\x0eUserCredential\x12\x15\n\rcredential_id\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\x0c\n\x04hint\x18\x03 \x01(\t\x12\r\n\x05label\x18\x04 \x01(\t\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"4\n\x1b\x44\x65leteUserCredentialRequest\x12\x15\n\rcredential_id\x18\x01 \x01(\t\"5\n\x1c\x44\x65leteUserCredentialResponse\x12\x15\n\rcredential_id\x18\x01 \x01(\t\"\xf6\x02\n\x10\x43reateJobRequest\x12\x10\n\x08job_type\x18\x01 \x01(\t\x12\x13\n\x0btarget_type\x18\x02 \x01(\t\x12\x11\n\ttarget_id\x18\x03 \x01(\t\x12)\n\x08snapshot\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\'\n\x06params\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fidempotency_key\x18\x06 \x01(\t\x12\x15\n\x08priority\x18\x07 \x01(\x05H\x00\x88\x01\x01\x12\x17\n\x0f\x63redential_mode\x18\x08 \x01(\t\x12\x15\n\rcredential_id\x18\t \x01(\t\x12,\n\x08\x64\x65\x61\x64line\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05model\x18\x0b \x01(\t\x12\x15\n\rsnapshot_json\x18\x0c \x01(\t\x12\x13\n\x0bparams_json\x18\r \x01(\tB\x0b\n\t_priority\"@\n\x11\x43reateJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.aijob.v1.Job\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"<\n\x11\x43reateJobsRequest\x12\'\n\x05items\x18\x01 \x03(\x0b\x32\x18.aijob.v1.CreateJobsItem\"J\n\x0e\x43reateJobsItem\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\'\n\x03job\x18\x02 \x01(\x0b\x32\x1a.aijob.v1.CreateJobRequest\"A\n\x12\x43reateJobsResponse\x12+\n\x07results\x18\x01 \x03(\x0b\x32\x1a.aijob.v1.CreateJobsResult\"c\n\x10\x43reateJobsResult\x12\"\n\x06status\x18\x01 \x01(\x0b\x32\x12.google.rpc.Status\x12\x1a\n\x03job\x18\x02 \x01(\x0b\x32\r.aijob.v1.Job\x12\x0f\n\x07\x63reated\x18\x03 \x01(\x08\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"@\n\x11\x43\x61ncelJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.aijob.v1.Job\x12\x0f\n\x07outcome\x18\x02 \x01(\t\"!\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"d\n\x0fListJobsRequest\x12\x10\n\x08job_type\x18\x01 \x01(\t\x12\x18\n\x10lifecycle_status\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"H\n\x10ListJobsResponse\x12\x1b\n\x04jobs\x18\x01 \x03(\x0b\x32\r.aijob.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"E\n\x16SubscribeEventsRequest\x12\x13\n\x0b\x65vent_types\x18\x01 \x03(\t\x12\x16\n\x0e\x61\x66ter_event_id\x18\x02 \x01(\t2\x82\x06\n\nJobService\x12\x44\n\tCreateJob\x12\x1a.aijob.v1.CreateJobRequest\x1a\x1b.aijob.v1.CreateJobResponse\x12G\n\nCreateJobs\x12\x1b.aijob.v1.CreateJobsRequest\x1a\x1c.aijob.v1.CreateJobsResponse\x12\x30\n\x06GetJob\x12\x17.aijob.v1.GetJobRequest\x1a\r.aijob.v1.Job\x12\x44\n\tCancelJob\x12\x1a.aijob.v1.CancelJobRequest\x1a\x1b.aijob.v1.CancelJobResponse\x12\x36\n\x08WatchJob\x12\x19.aijob.v1.WatchJobRequest\x1a\r.aijob.v1.Job0\x01\x12\x41\n\x08ListJobs\x12\x19.aijob.v1.ListJobsRequest\x1a\x1a.aijob.v1.ListJobsResponse\x12I\n\x0fSubscribeEvents\x12 .aijob.v1.SubscribeEventsRequest\x1a\x12.aijob.v1.JobEvent0\x01\x12\\\n\x11PutUserCredential\x12\".aijob.v1.PutUserCredentialRequest\x1a#.aijob.v1.PutUserCredentialResponse\x12\x62\n\x13ListUserCredentials\x12$.aijob.v1.ListUserCredentialsRequest\x1a%.aijob.v1.ListUserCredentialsResponse\x12\x65\n\x14\x44\x65leteUserCredential\x12%.aijob.v1.DeleteUserCredentialRequest\x1a&.aijob.v1.DeleteUserCredentialResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -50,31 +50,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DELETEUSERCREDENTIALRESPONSE']._serialized_start=593
   _globals['_DELETEUSERCREDENTIALRESPONSE']._serialized_end=646
   _globals['_CREATEJOBREQUEST']._serialized_start=649
-  _globals['_CREATEJOBREQUEST']._serialized_end=979
-  _globals['_CREATEJOBRESPONSE']._serialized_start=981
-  _globals['_CREATEJOBRESPONSE']._serialized_end=1045
-  _globals['_CREATEJOBSREQUEST']._serialized_start=1047
-  _globals['_CREATEJOBSREQUEST']._serialized_end=1107
-  _globals['_CREATEJOBSITEM']._serialized_start=1109
-  _globals['_CREATEJOBSITEM']._serialized_end=1183
-  _globals['_CREATEJOBSRESPONSE']._serialized_start=1185
-  _globals['_CREATEJOBSRESPONSE']._serialized_end=1250
-  _globals['_CREATEJOBSRESULT']._serialized_start=1252
-  _globals['_CREATEJOBSRESULT']._serialized_end=1351
-  _globals['_GETJOBREQUEST']._serialized_start=1353
-  _globals['_GETJOBREQUEST']._serialized_end=1384
-  _globals['_CANCELJOBREQUEST']._serialized_start=1386
-  _globals['_CANCELJOBREQUEST']._serialized_end=1420
-  _globals['_CANCELJOBRESPONSE']._serialized_start=1422
-  _globals['_CANCELJOBRESPONSE']._serialized_end=1486
-  _globals['_WATCHJOBREQUEST']._serialized_start=1488
-  _globals['_WATCHJOBREQUEST']._serialized_end=1521
-  _globals['_LISTJOBSREQUEST']._serialized_start=1523
-  _globals['_LISTJOBSREQUEST']._serialized_end=1623
-  _globals['_LISTJOBSRESPONSE']._serialized_start=1625
-  _globals['_LISTJOBSRESPONSE']._serialized_end=1697
-  _globals['_SUBSCRIBEEVENTSREQUEST']._serialized_start=1699
-  _globals['_SUBSCRIBEEVENTSREQUEST']._serialized_end=1768
-  _globals['_JOBSERVICE']._serialized_start=1771
-  _globals['_JOBSERVICE']._serialized_end=2541
+  _globals['_CREATEJOBREQUEST']._serialized_end=1023
+  _globals['_CREATEJOBRESPONSE']._serialized_start=1025
+  _globals['_CREATEJOBRESPONSE']._serialized_end=1089
+  _globals['_CREATEJOBSREQUEST']._serialized_start=1091
+  _globals['_CREATEJOBSREQUEST']._serialized_end=1151
+  _globals['_CREATEJOBSITEM']._serialized_start=1153
+  _globals['_CREATEJOBSITEM']._serialized_end=1227
+  _globals['_CREATEJOBSRESPONSE']._serialized_start=1229
+  _globals['_CREATEJOBSRESPONSE']._serialized_end=1294
+  _globals['_CREATEJOBSRESULT']._serialized_start=1296
+  _globals['_CREATEJOBSRESULT']._serialized_end=1395
+  _globals['_GETJOBREQUEST']._serialized_start=1397
+  _globals['_GETJOBREQUEST']._serialized_end=1428
+  _globals['_CANCELJOBREQUEST']._serialized_start=1430
+  _globals['_CANCELJOBREQUEST']._serialized_end=1464
+  _globals['_CANCELJOBRESPONSE']._serialized_start=1466
+  _globals['_CANCELJOBRESPONSE']._serialized_end=1530
+  _globals['_WATCHJOBREQUEST']._serialized_start=1532
+  _globals['_WATCHJOBREQUEST']._serialized_end=1565
+  _globals['_LISTJOBSREQUEST']._serialized_start=1567
+  _globals['_LISTJOBSREQUEST']._serialized_end=1667
+  _globals['_LISTJOBSRESPONSE']._serialized_start=1669
+  _globals['_LISTJOBSRESPONSE']._serialized_end=1741
+  _globals['_SUBSCRIBEEVENTSREQUEST']._serialized_start=1743
+  _globals['_SUBSCRIBEEVENTSREQUEST']._serialized_end=1812
+  _globals['_JOBSERVICE']._serialized_start=1815
+  _globals['_JOBSERVICE']._serialized_end=2585
 # @@protoc_insertion_point(module_scope)

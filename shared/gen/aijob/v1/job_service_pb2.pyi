@@ -67,7 +67,7 @@ class DeleteUserCredentialResponse(_message.Message):
     def __init__(self, credential_id: _Optional[str] = ...) -> None: ...
 
 class CreateJobRequest(_message.Message):
-    __slots__ = ("job_type", "target_type", "target_id", "snapshot", "params", "idempotency_key", "priority", "credential_mode", "credential_id", "deadline", "model")
+    __slots__ = ("job_type", "target_type", "target_id", "snapshot", "params", "idempotency_key", "priority", "credential_mode", "credential_id", "deadline", "model", "snapshot_json", "params_json")
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     TARGET_TYPE_FIELD_NUMBER: _ClassVar[int]
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
@@ -79,6 +79,8 @@ class CreateJobRequest(_message.Message):
     CREDENTIAL_ID_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_JSON_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
     job_type: str
     target_type: str
     target_id: str
@@ -90,7 +92,9 @@ class CreateJobRequest(_message.Message):
     credential_id: str
     deadline: _timestamp_pb2.Timestamp
     model: str
-    def __init__(self, job_type: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., snapshot: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ..., credential_mode: _Optional[str] = ..., credential_id: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model: _Optional[str] = ...) -> None: ...
+    snapshot_json: str
+    params_json: str
+    def __init__(self, job_type: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., snapshot: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ..., credential_mode: _Optional[str] = ..., credential_id: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model: _Optional[str] = ..., snapshot_json: _Optional[str] = ..., params_json: _Optional[str] = ...) -> None: ...
 
 class CreateJobResponse(_message.Message):
     __slots__ = ("job", "created")
