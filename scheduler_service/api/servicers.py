@@ -211,6 +211,7 @@ class JobServicer(job_grpc.JobServiceServicer):
                     job_id=event.job_id,
                     job_type=event.job_type,
                     occurred_at=convert.timestamp(event.occurred_at),
+                    user_id=event.user_id,
                 )
 
 

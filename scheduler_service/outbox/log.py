@@ -17,7 +17,7 @@ from typing import cast
 
 from sqlalchemy import Table, func, select
 
-from scheduler_service.db.models import OutboxEvent
+from scheduler_service.db.models import AiJob, OutboxEvent
 from scheduler_service.loops import RoundLoop
 from scheduler_service.outbox.events import EventType
 from scheduler_service.uow import SqlTransaction, SqlUnitOfWork
@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 _outbox = cast(Table, OutboxEvent.__table__)
 _o = _outbox.c
+_jobs = cast(Table, AiJob.__table__)
+_j = _jobs.c
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +39,9 @@ class PublishedEvent:
     job_id: str
     job_type: str
     occurred_at: datetime
+    #: The job's user, so that a consumer can read the job (GetJob acting for them); empty when
+    #: the job row is gone.
+    user_id: str = ""
 
 
 ALL_TYPES = tuple(t.value for t in EventType)
@@ -54,16 +59,22 @@ async def _after(
     tx: SqlTransaction, position: int, event_types: Sequence[str], limit: int
 ) -> list[PublishedEvent]:
     query = (
-        select(_o.publishedSeq, _o.eventType, _o.aggregateId, _o.payload, _o.createdAt)
+        select(_o.publishedSeq, _o.eventType, _o.aggregateId, _o.payload, _o.createdAt, _j.userId)
+        .select_from(_outbox.outerjoin(_jobs, _j.id == _o.aggregateId))
         .where(_o.publishedSeq > position, _o.eventType.in_(list(event_types)))
         .order_by(_o.publishedSeq)
         .limit(limit)
     )
     return [
         PublishedEvent(
-            int(seq), str(kind), str(job_id), str((payload or {}).get("jobType", "")), created
+            int(seq),
+            str(kind),
+            str(job_id),
+            str((payload or {}).get("jobType", "")),
+            created,
+            user or "",
         )
-        for seq, kind, job_id, payload, created in await tx.conn.execute(query)
+        for seq, kind, job_id, payload, created, user in await tx.conn.execute(query)
     ]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import json
+from typing import Any
 
 import grpc
 import pytest
@@ -60,7 +61,7 @@ async def test_json_strings_create_the_same_job_as_structs(scheduler: RunningSch
     ],
 )
 async def test_bad_json_names_its_field(
-    scheduler: RunningScheduler, fields: dict[str, str], field: str, reason: str
+    scheduler: RunningScheduler, fields: dict[str, Any], field: str, reason: str
 ) -> None:
     client = JobClient(scheduler.channel, "json-caller")
     with pytest.raises(grpc.aio.AioRpcError) as caught:

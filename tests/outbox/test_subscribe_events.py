@@ -150,3 +150,24 @@ async def test_default_types_and_bad_requests(scheduler: RunningScheduler) -> No
     )
     assert (second.event_type, second.job_id) == ("ai.job.cancelled", cancelled.job_id)
     assert first.HasField("occurred_at")
+
+
+async def test_an_event_names_the_user_whose_job_a_consumer_may_then_read(
+    scheduler: RunningScheduler,
+) -> None:
+    stub = job_service_pb2_grpc.JobServiceStub(scheduler.channel)
+    created = await JobClient(scheduler.channel, "learner-e").create()
+    call = stub.SubscribeEvents(
+        job_pb.SubscribeEventsRequest(event_types=["ai.job.enqueue"], after_event_id="0")
+    )
+    try:
+        event = await asyncio.wait_for(anext(aiter(call)), 30)
+    finally:
+        call.cancel()
+    assert (event.job_id, event.user_id) == (created.job_id, "learner-e")
+    # The consumer acts for that user, as any service call does; another user still sees nothing.
+    job = await JobClient(scheduler.channel, event.user_id).get(event.job_id)
+    assert job.job_id == created.job_id
+    with pytest.raises(grpc.aio.AioRpcError) as hidden:
+        await JobClient(scheduler.channel, "someone-else").get(event.job_id)
+    assert hidden.value.code() is grpc.StatusCode.NOT_FOUND

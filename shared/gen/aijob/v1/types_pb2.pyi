@@ -156,15 +156,17 @@ class Lease(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., attempt_no: _Optional[int] = ..., lock_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., timeout_ms: _Optional[int] = ..., snapshot: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., prompt_key: _Optional[str] = ..., prompt_version: _Optional[str] = ..., model_name: _Optional[str] = ..., credential_mode: _Optional[str] = ..., credential_id: _Optional[str] = ..., output_schema_version: _Optional[str] = ..., lease_token: _Optional[str] = ..., max_output_tokens: _Optional[int] = ...) -> None: ...
 
 class JobEvent(_message.Message):
-    __slots__ = ("event_id", "event_type", "job_id", "job_type", "occurred_at")
+    __slots__ = ("event_id", "event_type", "job_id", "job_type", "occurred_at", "user_id")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
     event_id: str
     event_type: str
     job_id: str
     job_type: str
     occurred_at: _timestamp_pb2.Timestamp
-    def __init__(self, event_id: _Optional[str] = ..., event_type: _Optional[str] = ..., job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    user_id: str
+    def __init__(self, event_id: _Optional[str] = ..., event_type: _Optional[str] = ..., job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., user_id: _Optional[str] = ...) -> None: ...
