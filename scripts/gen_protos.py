@@ -22,6 +22,8 @@ PROTO_ROOT = ROOT / "protos"
 THIRD_PARTY = ROOT / "third_party"
 OUT = ROOT / "shared" / "gen"
 PACKAGE_PREFIX = "shared.gen."
+#: The descriptor set, with source info, written beside the code.
+PROTOSET = "aijob.protoset"
 
 # protoc emits `from aijob.v1 import x_pb2`; inside our package it must be absolute.
 _IMPORT_RE = re.compile(r"^from aijob\.v1 import", re.MULTILINE)
@@ -52,6 +54,20 @@ def generate(out: Path) -> None:
     ]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
+    # The contract with its comments, for server reflection (grpcurl describe shows them) and
+    # for clients that load descriptors (grpcurl -protoset, buf curl).
+    described = [
+        "grpc_tools.protoc",
+        f"-I{PROTO_ROOT}",
+        f"-I{THIRD_PARTY}",
+        f"-I{include}",
+        f"--descriptor_set_out={out / PROTOSET}",
+        "--include_source_info",
+        "--include_imports",
+        *protos,
+    ]
+    if protoc.main(described) != 0:
+        raise SystemExit("protoc failed (descriptor set)")
     for path in out.rglob("*.py*"):
         text = path.read_text()
         text = _IMPORT_RE.sub(f"from {PACKAGE_PREFIX}aijob.v1 import", text)

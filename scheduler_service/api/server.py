@@ -11,11 +11,12 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 from prometheus_client import start_http_server
 
 from scheduler_service.api.auth import AuthInterceptor
 from scheduler_service.api.capacity import CapacityInterceptor
+from scheduler_service.api.reflection import DocumentedReflection
 from scheduler_service.api.servicers import AdminServicer, JobServicer, RuntimeServicer
 from scheduler_service.api.status import StatusInterceptor
 from scheduler_service.api.tokens import load_tokens
@@ -66,7 +67,10 @@ def build_server(
 
     reflected: Sequence[str] = (*SERVICE_NAMES, health.SERVICE_NAME)
     if settings.reflection:
-        reflection.enable_server_reflection((*reflected, reflection.SERVICE_NAME), server)
+        names = (*reflected, reflection.SERVICE_NAME)
+        reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
+            DocumentedReflection(names), server
+        )
 
     async def database_health(healthy: bool) -> None:
         serving = health_pb2.HealthCheckResponse.SERVING

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from google.protobuf import descriptor_pb2
 
 from aijob.harness.procs import free_port, wait_until_serving
 
@@ -74,6 +75,37 @@ def test_grpcurl_lists_and_health_checks(scheduler: tuple[str, subprocess.Popen[
     )
     health = grpcurl("-plaintext", address, "grpc.health.v1.Health/Check")
     assert '"status": "SERVING"' in health
+
+
+def test_grpcurl_describe_shows_the_contracts_comments(
+    scheduler: tuple[str, subprocess.Popen[bytes]],
+) -> None:
+    """Comments come with the descriptors, and a method can be described (grpc/grpc#34743)."""
+    address, _ = scheduler
+    service = grpcurl("-plaintext", address, "describe", "aijob.v1.JobService")
+    assert "// JobService is the API for internal services." in service
+    assert "buf:lint" not in service  # lint exceptions live in buf.yaml, not in the docs
+    method = grpcurl("-plaintext", address, "describe", "aijob.v1.JobService.CreateJob")
+    assert "CreateJob validates and enqueues a job" in method
+    message = grpcurl("-plaintext", address, "describe", "aijob.v1.CreateJobRequest")
+    assert "snapshot_json" in message and "The input snapshot as a JSON object" in message
+    # The same descriptors offline: grpcurl -protoset with the file make proto writes.
+    protoset = str(ROOT / "shared" / "gen" / "aijob.protoset")
+    offline = grpcurl("-protoset", protoset, "describe", "aijob.v1.Job")
+    assert "// Job is the public view of one AI job" in offline
+
+
+def test_every_contract_file_sets_the_usual_package_options() -> None:
+    protoset = descriptor_pb2.FileDescriptorSet.FromString(
+        (ROOT / "shared" / "gen" / "aijob.protoset").read_bytes()
+    )
+    ours = [f for f in protoset.file if f.package == "aijob.v1"]
+    assert len(ours) == 4
+    for file in ours:
+        options = file.options
+        assert options.go_package.endswith(";aijobv1"), file.name
+        assert (options.java_package, options.java_multiple_files) == ("dev.aijob.v1", True)
+        assert options.csharp_namespace and options.php_namespace and options.ruby_package
 
 
 def test_sigterm_stops_gracefully(scheduler: tuple[str, subprocess.Popen[bytes]]) -> None:

@@ -100,9 +100,6 @@ class AdminServiceServicer:
 
     def ListJobs(self, request, context):
         """ListJobs pages through all jobs with filters.
-        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -110,8 +107,6 @@ class AdminServiceServicer:
 
     def GetJob(self, request, context):
         """GetJob returns any job, internal_error_message included.
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -119,8 +114,6 @@ class AdminServiceServicer:
 
     def RetryJob(self, request, context):
         """RetryJob creates a new job from a failed or cancelled one; repeated calls return the same new job.
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -128,7 +121,6 @@ class AdminServiceServicer:
 
     def GetQueueStats(self, request, context):
         """GetQueueStats reports queue depth, age and outbox health.
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

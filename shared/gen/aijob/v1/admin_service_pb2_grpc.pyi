@@ -36,25 +36,13 @@ class AdminServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> AdminServiceAsyncStub: ...
     ListJobs: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.AdminListJobsRequest, _job_service_pb2.ListJobsResponse]
-    """ListJobs pages through all jobs with filters.
-    buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-    buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-    buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
-    """
+    """ListJobs pages through all jobs with filters."""
     GetJob: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.GetJobRequest, _types_pb2.Job]
-    """GetJob returns any job, internal_error_message included.
-    buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-    buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
-    """
+    """GetJob returns any job, internal_error_message included."""
     RetryJob: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.RetryJobRequest, _types_pb2.Job]
-    """RetryJob creates a new job from a failed or cancelled one; repeated calls return the same new job.
-    buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-    buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
-    """
+    """RetryJob creates a new job from a failed or cancelled one; repeated calls return the same new job."""
     GetQueueStats: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.GetQueueStatsRequest, _admin_service_pb2.QueueStats]
-    """GetQueueStats reports queue depth, age and outbox health.
-    buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-    """
+    """GetQueueStats reports queue depth, age and outbox health."""
     CancelUserJobs: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.CancelUserJobsRequest, _admin_service_pb2.CancelUserJobsResponse]
     """CancelUserJobs cancels every queued job of a user and asks their running jobs to stop."""
     RedriveDeadEvents: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.RedriveDeadEventsRequest, _admin_service_pb2.RedriveDeadEventsResponse]
@@ -85,25 +73,13 @@ class AdminServiceAsyncStub(AdminServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     ListJobs: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.AdminListJobsRequest, _job_service_pb2.ListJobsResponse]  # type: ignore[assignment]
-    """ListJobs pages through all jobs with filters.
-    buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-    buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-    buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
-    """
+    """ListJobs pages through all jobs with filters."""
     GetJob: _aio.UnaryUnaryMultiCallable[_job_service_pb2.GetJobRequest, _types_pb2.Job]  # type: ignore[assignment]
-    """GetJob returns any job, internal_error_message included.
-    buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-    buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
-    """
+    """GetJob returns any job, internal_error_message included."""
     RetryJob: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.RetryJobRequest, _types_pb2.Job]  # type: ignore[assignment]
-    """RetryJob creates a new job from a failed or cancelled one; repeated calls return the same new job.
-    buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-    buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
-    """
+    """RetryJob creates a new job from a failed or cancelled one; repeated calls return the same new job."""
     GetQueueStats: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.GetQueueStatsRequest, _admin_service_pb2.QueueStats]  # type: ignore[assignment]
-    """GetQueueStats reports queue depth, age and outbox health.
-    buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-    """
+    """GetQueueStats reports queue depth, age and outbox health."""
     CancelUserJobs: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.CancelUserJobsRequest, _admin_service_pb2.CancelUserJobsResponse]  # type: ignore[assignment]
     """CancelUserJobs cancels every queued job of a user and asks their running jobs to stop."""
     RedriveDeadEvents: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.RedriveDeadEventsRequest, _admin_service_pb2.RedriveDeadEventsResponse]  # type: ignore[assignment]
@@ -137,11 +113,7 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _admin_service_pb2.AdminListJobsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_job_service_pb2.ListJobsResponse, _abc.Awaitable[_job_service_pb2.ListJobsResponse]]:
-        """ListJobs pages through all jobs with filters.
-        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
-        """
+        """ListJobs pages through all jobs with filters."""
 
     @_abc_1.abstractmethod
     def GetJob(
@@ -149,10 +121,7 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _job_service_pb2.GetJobRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_types_pb2.Job, _abc.Awaitable[_types_pb2.Job]]:
-        """GetJob returns any job, internal_error_message included.
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
-        """
+        """GetJob returns any job, internal_error_message included."""
 
     @_abc_1.abstractmethod
     def RetryJob(
@@ -160,10 +129,7 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _admin_service_pb2.RetryJobRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_types_pb2.Job, _abc.Awaitable[_types_pb2.Job]]:
-        """RetryJob creates a new job from a failed or cancelled one; repeated calls return the same new job.
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
-        """
+        """RetryJob creates a new job from a failed or cancelled one; repeated calls return the same new job."""
 
     @_abc_1.abstractmethod
     def GetQueueStats(
@@ -171,9 +137,7 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _admin_service_pb2.GetQueueStatsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_admin_service_pb2.QueueStats, _abc.Awaitable[_admin_service_pb2.QueueStats]]:
-        """GetQueueStats reports queue depth, age and outbox health.
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-        """
+        """GetQueueStats reports queue depth, age and outbox health."""
 
     @_abc_1.abstractmethod
     def CancelUserJobs(

@@ -112,8 +112,6 @@ class JobServiceServicer:
 
     def GetJob(self, request, context):
         """GetJob returns one of the user's jobs with its artifacts.
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -128,8 +126,6 @@ class JobServiceServicer:
 
     def WatchJob(self, request, context):
         """WatchJob streams the job's current state, then every change, and ends when it is terminal.
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -137,7 +133,6 @@ class JobServiceServicer:
 
     def ListJobs(self, request, context):
         """ListJobs pages through the user's jobs, newest first.
-        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -145,8 +140,6 @@ class JobServiceServicer:
 
     def SubscribeEvents(self, request, context):
         """SubscribeEvents streams job events, resumable after the last event id seen.
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

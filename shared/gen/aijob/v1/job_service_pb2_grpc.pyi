@@ -44,26 +44,15 @@ class JobServiceStub:
     alone with the status CreateJob would answer, and the good ones commit together.
     """
     GetJob: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.GetJobRequest, _types_pb2.Job]
-    """GetJob returns one of the user's jobs with its artifacts.
-    buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-    buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
-    """
+    """GetJob returns one of the user's jobs with its artifacts."""
     CancelJob: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.CancelJobRequest, _job_service_pb2.CancelJobResponse]
     """CancelJob cancels a queued job at once and asks a running one to stop."""
     WatchJob: _grpc.UnaryStreamMultiCallable[_job_service_pb2.WatchJobRequest, _types_pb2.Job]
-    """WatchJob streams the job's current state, then every change, and ends when it is terminal.
-    buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-    buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
-    """
+    """WatchJob streams the job's current state, then every change, and ends when it is terminal."""
     ListJobs: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.ListJobsRequest, _job_service_pb2.ListJobsResponse]
-    """ListJobs pages through the user's jobs, newest first.
-    buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
-    """
+    """ListJobs pages through the user's jobs, newest first."""
     SubscribeEvents: _grpc.UnaryStreamMultiCallable[_job_service_pb2.SubscribeEventsRequest, _types_pb2.JobEvent]
-    """SubscribeEvents streams job events, resumable after the last event id seen.
-    buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-    buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
-    """
+    """SubscribeEvents streams job events, resumable after the last event id seen."""
     PutUserCredential: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.PutUserCredentialRequest, _job_service_pb2.PutUserCredentialResponse]
     """PutUserCredential stores a model API key for the user in x-user-id, encrypted at rest; the
     key is checked for shape and never returned. Jobs use it with credential_mode
@@ -91,26 +80,15 @@ class JobServiceAsyncStub(JobServiceStub):
     alone with the status CreateJob would answer, and the good ones commit together.
     """
     GetJob: _aio.UnaryUnaryMultiCallable[_job_service_pb2.GetJobRequest, _types_pb2.Job]  # type: ignore[assignment]
-    """GetJob returns one of the user's jobs with its artifacts.
-    buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-    buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
-    """
+    """GetJob returns one of the user's jobs with its artifacts."""
     CancelJob: _aio.UnaryUnaryMultiCallable[_job_service_pb2.CancelJobRequest, _job_service_pb2.CancelJobResponse]  # type: ignore[assignment]
     """CancelJob cancels a queued job at once and asks a running one to stop."""
     WatchJob: _aio.UnaryStreamMultiCallable[_job_service_pb2.WatchJobRequest, _types_pb2.Job]  # type: ignore[assignment]
-    """WatchJob streams the job's current state, then every change, and ends when it is terminal.
-    buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-    buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
-    """
+    """WatchJob streams the job's current state, then every change, and ends when it is terminal."""
     ListJobs: _aio.UnaryUnaryMultiCallable[_job_service_pb2.ListJobsRequest, _job_service_pb2.ListJobsResponse]  # type: ignore[assignment]
-    """ListJobs pages through the user's jobs, newest first.
-    buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
-    """
+    """ListJobs pages through the user's jobs, newest first."""
     SubscribeEvents: _aio.UnaryStreamMultiCallable[_job_service_pb2.SubscribeEventsRequest, _types_pb2.JobEvent]  # type: ignore[assignment]
-    """SubscribeEvents streams job events, resumable after the last event id seen.
-    buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-    buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
-    """
+    """SubscribeEvents streams job events, resumable after the last event id seen."""
     PutUserCredential: _aio.UnaryUnaryMultiCallable[_job_service_pb2.PutUserCredentialRequest, _job_service_pb2.PutUserCredentialResponse]  # type: ignore[assignment]
     """PutUserCredential stores a model API key for the user in x-user-id, encrypted at rest; the
     key is checked for shape and never returned. Jobs use it with credential_mode
@@ -153,10 +131,7 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _job_service_pb2.GetJobRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_types_pb2.Job, _abc.Awaitable[_types_pb2.Job]]:
-        """GetJob returns one of the user's jobs with its artifacts.
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
-        """
+        """GetJob returns one of the user's jobs with its artifacts."""
 
     @_abc_1.abstractmethod
     def CancelJob(
@@ -172,10 +147,7 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _job_service_pb2.WatchJobRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_types_pb2.Job], _abc.AsyncIterator[_types_pb2.Job]]:
-        """WatchJob streams the job's current state, then every change, and ends when it is terminal.
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
-        """
+        """WatchJob streams the job's current state, then every change, and ends when it is terminal."""
 
     @_abc_1.abstractmethod
     def ListJobs(
@@ -183,9 +155,7 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _job_service_pb2.ListJobsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_job_service_pb2.ListJobsResponse, _abc.Awaitable[_job_service_pb2.ListJobsResponse]]:
-        """ListJobs pages through the user's jobs, newest first.
-        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
-        """
+        """ListJobs pages through the user's jobs, newest first."""
 
     @_abc_1.abstractmethod
     def SubscribeEvents(
@@ -193,10 +163,7 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _job_service_pb2.SubscribeEventsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_types_pb2.JobEvent], _abc.AsyncIterator[_types_pb2.JobEvent]]:
-        """SubscribeEvents streams job events, resumable after the last event id seen.
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
-        """
+        """SubscribeEvents streams job events, resumable after the last event id seen."""
 
     @_abc_1.abstractmethod
     def PutUserCredential(

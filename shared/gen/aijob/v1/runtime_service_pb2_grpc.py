@@ -83,7 +83,6 @@ class RuntimeServiceServicer:
 
     def Lock(self, request, context):
         """Lock claims one named queued job (poll-then-lock clients, grpcurl).
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -40,9 +40,7 @@ class RuntimeServiceStub:
     the stream is open the scheduler keeps every lease it delivered on it alive.
     """
     Lock: _grpc.UnaryUnaryMultiCallable[_runtime_service_pb2.LockRequest, _types_pb2.Lease]
-    """Lock claims one named queued job (poll-then-lock clients, grpcurl).
-    buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-    """
+    """Lock claims one named queued job (poll-then-lock clients, grpcurl)."""
     Heartbeat: _grpc.UnaryUnaryMultiCallable[_runtime_service_pb2.HeartbeatRequest, _runtime_service_pb2.HeartbeatResponse]
     """Heartbeat extends the caller's lease and reports progress."""
     SubmitResult: _grpc.UnaryUnaryMultiCallable[_runtime_service_pb2.SubmitResultRequest, _runtime_service_pb2.SubmitResultResponse]
@@ -63,9 +61,7 @@ class RuntimeServiceAsyncStub(RuntimeServiceStub):
     the stream is open the scheduler keeps every lease it delivered on it alive.
     """
     Lock: _aio.UnaryUnaryMultiCallable[_runtime_service_pb2.LockRequest, _types_pb2.Lease]  # type: ignore[assignment]
-    """Lock claims one named queued job (poll-then-lock clients, grpcurl).
-    buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-    """
+    """Lock claims one named queued job (poll-then-lock clients, grpcurl)."""
     Heartbeat: _aio.UnaryUnaryMultiCallable[_runtime_service_pb2.HeartbeatRequest, _runtime_service_pb2.HeartbeatResponse]  # type: ignore[assignment]
     """Heartbeat extends the caller's lease and reports progress."""
     SubmitResult: _aio.UnaryUnaryMultiCallable[_runtime_service_pb2.SubmitResultRequest, _runtime_service_pb2.SubmitResultResponse]  # type: ignore[assignment]
@@ -95,9 +91,7 @@ class RuntimeServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _runtime_service_pb2.LockRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_types_pb2.Lease, _abc.Awaitable[_types_pb2.Lease]]:
-        """Lock claims one named queued job (poll-then-lock clients, grpcurl).
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
-        """
+        """Lock claims one named queued job (poll-then-lock clients, grpcurl)."""
 
     @_abc_1.abstractmethod
     def Heartbeat(
