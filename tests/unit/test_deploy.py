@@ -20,7 +20,7 @@ _METRIC = re.compile(r"\baijob_[a-z_]+")
 
 def _exported() -> set[str]:
     assert scheduler_service.metrics and runtime_service.metrics  # imported: registered
-    return {name for name in REGISTRY._names_to_collectors if name.startswith("aijob_")}  # noqa: SLF001
+    return {name for name in REGISTRY._names_to_collectors if name.startswith("aijob_")}
 
 
 def _dashboard_queries() -> list[str]:
