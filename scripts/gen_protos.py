@@ -1,4 +1,5 @@
-"""Regenerate the protobuf/gRPC Python code and .pyi stubs under shared/gen from protos/.
+"""Regenerate the protobuf/gRPC Python code and .pyi stubs under shared/gen from protos/, and the
+job types' JSON Schemas under schemas/ from the registry.
 
 The one way generated code is produced. CI runs it with --check, which fails when the committed
 files differ from a fresh generation.
@@ -21,6 +22,7 @@ PROTO_ROOT = ROOT / "protos"
 #: Imported protos we do not generate (their Python code comes with googleapis-common-protos).
 THIRD_PARTY = ROOT / "third_party"
 OUT = ROOT / "shared" / "gen"
+SCHEMAS = ROOT / "schemas"
 PACKAGE_PREFIX = "shared.gen."
 #: The descriptor set, with source info, written beside the code.
 PROTOSET = "aijob.protoset"
@@ -85,23 +87,45 @@ def _same_tree(a: Path, b: Path) -> bool:
     return all(_same_tree(a / d, b / d) for d in cmp.common_dirs)
 
 
+def write_schemas(out: Path) -> None:
+    """The JSON Schemas ListJobTypes answers, one file per job type and part."""
+    sys.path.insert(0, str(ROOT))
+    from scheduler_service.registry import default_registry
+    from scheduler_service.registry.catalog import schema_files
+
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in schema_files(default_registry()).items():
+        (out / name).write_text(text)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--check", action="store_true", help="fail if shared/gen is out of date")
     opts = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        fresh = Path(tmp)
-        generate(fresh)
+        fresh, schemas = Path(tmp) / "gen", Path(tmp) / "schemas"
+        generate_into(fresh)
+        write_schemas(schemas)
         if opts.check:
-            if not OUT.exists() or not _same_tree(fresh, OUT):
-                print("shared/gen is stale: run `make proto` and commit", file=sys.stderr)
-                return 1
-            print("shared/gen is up to date")
+            for made, kept in ((fresh, OUT), (schemas, SCHEMAS)):
+                if not kept.exists() or not _same_tree(made, kept):
+                    print(
+                        f"{kept.relative_to(ROOT)} is stale: run `make proto` and commit",
+                        file=sys.stderr,
+                    )
+                    return 1
+            print("shared/gen and schemas/ are up to date")
             return 0
-        shutil.rmtree(OUT, ignore_errors=True)
-        shutil.copytree(fresh, OUT)
-    print(f"generated into {OUT.relative_to(ROOT)}")
+        for made, kept in ((fresh, OUT), (schemas, SCHEMAS)):
+            shutil.rmtree(kept, ignore_errors=True)
+            shutil.copytree(made, kept)
+    print(f"generated into {OUT.relative_to(ROOT)} and {SCHEMAS.relative_to(ROOT)}")
     return 0
+
+
+def generate_into(out: Path) -> None:
+    out.mkdir(parents=True)
+    generate(out)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from scheduler_service.errors import InvalidRequestError
 from scheduler_service.jobs.commands import CreateJobCommand
 from scheduler_service.lifecycle.records import ArtifactRow, JobRecord, LeasePayload, Usage
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
+from scheduler_service.registry.catalog import JobTypeInfo
 from shared.error_codes import ErrorCode
 from shared.gen.aijob.v1 import job_service_pb2, types_pb2
 
@@ -115,6 +116,30 @@ def lease(payload: LeasePayload) -> types_pb2.Lease:
         output_schema_version=payload.output_schema_version,
         lease_token=payload.lease_token,
         max_output_tokens=payload.max_output_tokens,
+    )
+
+
+def job_type(info: JobTypeInfo) -> job_service_pb2.JobType:
+    d = info.definition
+    modes = [d.credential.default_mode] + [
+        m for m in d.credential.allowed_modes if m != d.credential.default_mode
+    ]
+    return job_service_pb2.JobType(
+        job_type=d.job_type,
+        label=d.metadata.label,
+        description=d.metadata.description,
+        queue_name=d.routing.queue_name,
+        default_priority=d.routing.default_priority,
+        timeout_ms=d.execution.timeout_ms,
+        max_attempts=d.execution.max_attempts,
+        backoff_base_ms=d.execution.backoff.base_ms,
+        model_name=d.model_name,
+        allowed_models=list(d.allowed_models),
+        credential_modes=modes,
+        max_output_tokens=d.max_output_tokens,
+        snapshot_schema_json=json.dumps(info.input_schema, ensure_ascii=False),
+        params_schema_json=json.dumps(info.params_schema, ensure_ascii=False),
+        output_schema_json=json.dumps(info.output_schema, ensure_ascii=False),
     )
 
 

@@ -25,6 +25,7 @@ from scheduler_service.jobs.stats import queue_stats, redrive_dead_events
 from scheduler_service.outbox.events import EventType
 from scheduler_service.outbox.log import latest_position
 from scheduler_service.protocol.session import Incoming
+from scheduler_service.registry.catalog import describe
 from scheduler_service.registry.definitions import USER_KEY_MODE
 from scheduler_service.stream_caps import StreamCap
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
@@ -143,6 +144,13 @@ class JobServicer(job_grpc.JobServiceServicer):
         )
         return job_pb.ListJobsResponse(
             jobs=[convert.job(r) for r in records], next_page_token=token
+        )
+
+    async def ListJobTypes(
+        self, request: job_pb.ListJobTypesRequest, context: Context
+    ) -> job_pb.ListJobTypesResponse:
+        return job_pb.ListJobTypesResponse(
+            job_types=[convert.job_type(info) for info in describe(self._app.registry)]
         )
 
     async def PutUserCredential(

@@ -12,6 +12,50 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ListJobTypesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListJobTypesResponse(_message.Message):
+    __slots__ = ("job_types",)
+    JOB_TYPES_FIELD_NUMBER: _ClassVar[int]
+    job_types: _containers.RepeatedCompositeFieldContainer[JobType]
+    def __init__(self, job_types: _Optional[_Iterable[_Union[JobType, _Mapping]]] = ...) -> None: ...
+
+class JobType(_message.Message):
+    __slots__ = ("job_type", "label", "description", "queue_name", "default_priority", "timeout_ms", "max_attempts", "backoff_base_ms", "model_name", "allowed_models", "credential_modes", "max_output_tokens", "snapshot_schema_json", "params_schema_json", "output_schema_json")
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_NAME_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_BASE_MS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_MODELS_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_MODES_FIELD_NUMBER: _ClassVar[int]
+    MAX_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
+    job_type: str
+    label: str
+    description: str
+    queue_name: str
+    default_priority: int
+    timeout_ms: int
+    max_attempts: int
+    backoff_base_ms: int
+    model_name: str
+    allowed_models: _containers.RepeatedScalarFieldContainer[str]
+    credential_modes: _containers.RepeatedScalarFieldContainer[str]
+    max_output_tokens: int
+    snapshot_schema_json: str
+    params_schema_json: str
+    output_schema_json: str
+    def __init__(self, job_type: _Optional[str] = ..., label: _Optional[str] = ..., description: _Optional[str] = ..., queue_name: _Optional[str] = ..., default_priority: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., backoff_base_ms: _Optional[int] = ..., model_name: _Optional[str] = ..., allowed_models: _Optional[_Iterable[str]] = ..., credential_modes: _Optional[_Iterable[str]] = ..., max_output_tokens: _Optional[int] = ..., snapshot_schema_json: _Optional[str] = ..., params_schema_json: _Optional[str] = ..., output_schema_json: _Optional[str] = ...) -> None: ...
+
 class PutUserCredentialRequest(_message.Message):
     __slots__ = ("provider", "api_key", "label")
     PROVIDER_FIELD_NUMBER: _ClassVar[int]

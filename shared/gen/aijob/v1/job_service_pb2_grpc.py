@@ -72,6 +72,11 @@ class JobServiceStub:
                 request_serializer=aijob_dot_v1_dot_job__service__pb2.SubscribeEventsRequest.SerializeToString,
                 response_deserializer=aijob_dot_v1_dot_types__pb2.JobEvent.FromString,
                 _registered_method=True)
+        self.ListJobTypes = channel.unary_unary(
+                '/aijob.v1.JobService/ListJobTypes',
+                request_serializer=aijob_dot_v1_dot_job__service__pb2.ListJobTypesRequest.SerializeToString,
+                response_deserializer=aijob_dot_v1_dot_job__service__pb2.ListJobTypesResponse.FromString,
+                _registered_method=True)
         self.PutUserCredential = channel.unary_unary(
                 '/aijob.v1.JobService/PutUserCredential',
                 request_serializer=aijob_dot_v1_dot_job__service__pb2.PutUserCredentialRequest.SerializeToString,
@@ -145,6 +150,14 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListJobTypes(self, request, context):
+        """ListJobTypes describes every job type this scheduler runs: its queue, priority, timeout and
+        attempts, and the JSON Schemas its snapshot, params and output must satisfy.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PutUserCredential(self, request, context):
         """PutUserCredential stores a model API key for the user in x-user-id, encrypted at rest; the
         key is checked for shape and never returned. Jobs use it with credential_mode
@@ -206,6 +219,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.SubscribeEvents,
                     request_deserializer=aijob_dot_v1_dot_job__service__pb2.SubscribeEventsRequest.FromString,
                     response_serializer=aijob_dot_v1_dot_types__pb2.JobEvent.SerializeToString,
+            ),
+            'ListJobTypes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListJobTypes,
+                    request_deserializer=aijob_dot_v1_dot_job__service__pb2.ListJobTypesRequest.FromString,
+                    response_serializer=aijob_dot_v1_dot_job__service__pb2.ListJobTypesResponse.SerializeToString,
             ),
             'PutUserCredential': grpc.unary_unary_rpc_method_handler(
                     servicer.PutUserCredential,
@@ -414,6 +432,33 @@ class JobService:
             '/aijob.v1.JobService/SubscribeEvents',
             aijob_dot_v1_dot_job__service__pb2.SubscribeEventsRequest.SerializeToString,
             aijob_dot_v1_dot_types__pb2.JobEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListJobTypes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/aijob.v1.JobService/ListJobTypes',
+            aijob_dot_v1_dot_job__service__pb2.ListJobTypesRequest.SerializeToString,
+            aijob_dot_v1_dot_job__service__pb2.ListJobTypesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -53,6 +53,10 @@ class JobServiceStub:
     """ListJobs pages through the user's jobs, newest first."""
     SubscribeEvents: _grpc.UnaryStreamMultiCallable[_job_service_pb2.SubscribeEventsRequest, _types_pb2.JobEvent]
     """SubscribeEvents streams job events, resumable after the last event id seen."""
+    ListJobTypes: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.ListJobTypesRequest, _job_service_pb2.ListJobTypesResponse]
+    """ListJobTypes describes every job type this scheduler runs: its queue, priority, timeout and
+    attempts, and the JSON Schemas its snapshot, params and output must satisfy.
+    """
     PutUserCredential: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.PutUserCredentialRequest, _job_service_pb2.PutUserCredentialResponse]
     """PutUserCredential stores a model API key for the user in x-user-id, encrypted at rest; the
     key is checked for shape and never returned. Jobs use it with credential_mode
@@ -89,6 +93,10 @@ class JobServiceAsyncStub(JobServiceStub):
     """ListJobs pages through the user's jobs, newest first."""
     SubscribeEvents: _aio.UnaryStreamMultiCallable[_job_service_pb2.SubscribeEventsRequest, _types_pb2.JobEvent]  # type: ignore[assignment]
     """SubscribeEvents streams job events, resumable after the last event id seen."""
+    ListJobTypes: _aio.UnaryUnaryMultiCallable[_job_service_pb2.ListJobTypesRequest, _job_service_pb2.ListJobTypesResponse]  # type: ignore[assignment]
+    """ListJobTypes describes every job type this scheduler runs: its queue, priority, timeout and
+    attempts, and the JSON Schemas its snapshot, params and output must satisfy.
+    """
     PutUserCredential: _aio.UnaryUnaryMultiCallable[_job_service_pb2.PutUserCredentialRequest, _job_service_pb2.PutUserCredentialResponse]  # type: ignore[assignment]
     """PutUserCredential stores a model API key for the user in x-user-id, encrypted at rest; the
     key is checked for shape and never returned. Jobs use it with credential_mode
@@ -164,6 +172,16 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_types_pb2.JobEvent], _abc.AsyncIterator[_types_pb2.JobEvent]]:
         """SubscribeEvents streams job events, resumable after the last event id seen."""
+
+    @_abc_1.abstractmethod
+    def ListJobTypes(
+        self,
+        request: _job_service_pb2.ListJobTypesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.ListJobTypesResponse, _abc.Awaitable[_job_service_pb2.ListJobTypesResponse]]:
+        """ListJobTypes describes every job type this scheduler runs: its queue, priority, timeout and
+        attempts, and the JSON Schemas its snapshot, params and output must satisfy.
+        """
 
     @_abc_1.abstractmethod
     def PutUserCredential(
