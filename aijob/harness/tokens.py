@@ -68,7 +68,7 @@ class _StreamStream(_RoleTokens, grpc.aio.StreamStreamClientInterceptor):  # typ
         return await continuation(self._with_token(details), requests)
 
 
-def channel(address: str) -> grpc.aio.Channel:
+def channel(address: str, options: list[tuple[str, int]] | None = None) -> grpc.aio.Channel:
     """A channel whose calls carry the token of the service they call, unless they set one."""
     kinds = (_UnaryUnary(), _UnaryStream(), _StreamUnary(), _StreamStream())
-    return grpc.aio.insecure_channel(address, interceptors=kinds)  # type: ignore[arg-type]
+    return grpc.aio.insecure_channel(address, options=options, interceptors=kinds)  # type: ignore[arg-type]

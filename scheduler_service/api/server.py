@@ -83,6 +83,10 @@ def build_server(
     return server, health_servicer, port
 
 
+#: The shortest ping interval without data the server accepts from a client.
+KEEPALIVE_FLOOR_MS = 4_000
+
+
 def _server_options(settings: SchedulerSettings) -> list[tuple[str, int]]:
     """Limits set on purpose (reliability S25): message sizes, streams per connection, and
     keepalive that finds dead runtimes in about a minute while refusing ping floods."""
@@ -96,7 +100,11 @@ def _server_options(settings: SchedulerSettings) -> list[tuple[str, int]]:
         ("grpc.keepalive_time_ms", 60_000),
         ("grpc.keepalive_timeout_ms", 20_000),
         ("grpc.keepalive_permit_without_calls", 1),
-        ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+        # Clients' keepalive pings every 5 s or more are welcome, idle streams included:
+        # grpc-js lets callers pick any keepaliveTimeMs and 5-10 s is common; grpc-go and
+        # grpc-java hold their own floor at 10 s. Faster than 4 s twice is a flood: GOAWAY.
+        # (GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS is this name, "recv" or not.)
+        ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_FLOOR_MS),
         ("grpc.http2.max_ping_strikes", 2),
     ]
 
