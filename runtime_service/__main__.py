@@ -10,6 +10,7 @@ from prometheus_client import start_http_server
 
 from runtime_service.settings import RuntimeSettings
 from runtime_service.worker import Runtime
+from shared import tracing
 from shared.logs import configure_logging
 
 
@@ -28,7 +29,11 @@ def main() -> int:
     if settings.metrics_listen:
         host, _, port = settings.metrics_listen.rpartition(":")
         start_http_server(int(port), addr=host or "127.0.0.1")
-    asyncio.run(_serve(settings))
+    tracing.setup_from_env("aijob-runtime")
+    try:
+        asyncio.run(_serve(settings))
+    finally:
+        tracing.shutdown()  # the last spans leave before the process does
     return 0
 
 

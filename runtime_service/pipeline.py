@@ -18,6 +18,7 @@ from typing import Any, Protocol, cast
 
 import openai
 from openai.types.chat import ChatCompletionMessageParam
+from opentelemetry.trace import SpanKind
 from pydantic import BaseModel, ValidationError
 
 from runtime_service import metrics
@@ -25,6 +26,7 @@ from runtime_service.failures import JobFailure, failure_from_openai
 from runtime_service.prompts import Prompt, UnknownPromptError, build_prompt, repair_messages
 from runtime_service.rate_limits import RateLimitHeaders, rate_limit_headers
 from runtime_service.safety import SafetyCheck
+from shared import tracing
 from shared.canonical_json import canonical_json
 from shared.error_codes import ErrorCode
 from shared.job_schemas import OUTPUT_SCHEMAS
@@ -63,6 +65,8 @@ class LeaseInput:
     #: The answer's token cap (the job's definition): sent as ``max_tokens``, and what progress
     #: is measured against while the answer streams; 0: none sent.
     max_output_tokens: int = 0
+    #: W3C traceparent of the job's CreateJob span: this attempt's spans join that trace.
+    traceparent: str = ""
 
 
 @dataclass
@@ -209,8 +213,24 @@ class JobRunner:
 
     async def run(self, lease: LeaseInput) -> str:
         """Run ``lease`` to one reported outcome; returns what was reported, for logs and tests."""
+        with tracing.span(
+            "aijob.attempt",
+            parent=tracing.context_of(lease.traceparent),
+            kind=SpanKind.CONSUMER,
+            attributes={
+                "aijob.job_id": lease.job_id,
+                "aijob.job_type": lease.job_type,
+                "aijob.attempt": lease.attempt_no,
+            },
+        ) as span:
+            outcome = await self._attempt(lease)
+            span.set_attribute("aijob.outcome", outcome)
+            return outcome
+
+    async def _attempt(self, lease: LeaseInput) -> str:
         key = (lease.job_id, lease.attempt_no)
         running = _Running()
+        # Created inside the attempt's span: the task's context carries it to the model call.
         work = asyncio.ensure_future(self._execute(lease, running))
         running.task = work
         self._running[key] = running
@@ -411,6 +431,26 @@ class JobRunner:
         grows first when a provider holds requests under load — is seen and reported, progress
         follows the tokens (``lease``'s call; a repair call leaves progress where it is), and a
         stream that stops sending tokens ends the attempt before the job's timeout."""
+        with tracing.span(
+            "aijob.model_call", kind=SpanKind.CLIENT, attributes={"gen_ai.request.model": model}
+        ) as span:
+            answer_text = await self._traced_call(client, model, messages, running, lease)
+            usage = running.usage
+            if usage is not None:
+                span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_tokens)
+                span.set_attribute("gen_ai.usage.output_tokens", usage.completion_tokens)
+                if usage.time_to_first_token_ms is not None:
+                    span.set_attribute("aijob.time_to_first_token_ms", usage.time_to_first_token_ms)
+            return answer_text
+
+    async def _traced_call(
+        self,
+        client: openai.AsyncOpenAI,
+        model: str,
+        messages: list[dict[str, str]],
+        running: _Running,
+        lease: LeaseInput | None,
+    ) -> str:
         started = time.perf_counter()
         answer = _Answer(model)
         cap = lease.max_output_tokens if lease is not None else 0

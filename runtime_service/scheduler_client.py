@@ -48,6 +48,7 @@ def lease_input(lease: types_pb2.Lease) -> LeaseInput:
         output_schema_version=lease.output_schema_version or "v1",
         lease_token=lease.lease_token,
         max_output_tokens=lease.max_output_tokens,
+        traceparent=lease.traceparent,
     )
 
 

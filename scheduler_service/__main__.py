@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from scheduler_service.errors import ConfigurationError
 from scheduler_service.settings import SchedulerSettings
+from shared import tracing
 from shared.logs import configure_logging
 
 
@@ -43,7 +44,11 @@ def _run(command: str) -> int:
         return run_workers(settings)
     from scheduler_service.api.server import serve
 
-    asyncio.run(serve(settings))
+    tracing.setup_from_env("aijob-scheduler")
+    try:
+        asyncio.run(serve(settings))
+    finally:
+        tracing.shutdown()
     return 0
 
 

@@ -3,6 +3,8 @@
 * ``AiAnalysisJob.maxOutputTokens``: the answer's token cap from the job's definition, fixed at
   create: the lease carries it, the runtime sends it as ``max_tokens`` and measures progress by it
   (0: rows from before, no cap sent).
+* ``AiAnalysisJob.traceParent``: the W3C ``traceparent`` of the CreateJob span (in the caller's
+  trace), which the lease carries so that the runtime's spans join that trace.
 * ``AiUsageLog.cachedPromptTokens``: prompt tokens the provider served from its context cache
   (priced lower); ``AiUsageLog.modelProvider`` now holds the job's provider.
 * ``AiUserBudget``: a user's daily budget set by an operator (``AdminService.PutUserBudget``):
@@ -35,6 +37,7 @@ TS = sa.DateTime().with_variant(mysql.DATETIME(fsp=3), "mysql", "mariadb")
 #: (table, column, type, server default or None for nullable)
 COLUMNS: list[tuple[str, str, sa.types.TypeEngine[object], str | None]] = [
     ("AiAnalysisJob", "maxOutputTokens", sa.Integer(), "0"),
+    ("AiAnalysisJob", "traceParent", sa.String(55), None),
     ("AiUsageLog", "cachedPromptTokens", sa.Integer(), "0"),
     ("AiModelKey", "dailyCostMicros", sa.BigInteger(), None),
     ("AiModelKey", "costDay", TS, None),

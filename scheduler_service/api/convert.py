@@ -116,6 +116,7 @@ def lease(payload: LeasePayload) -> types_pb2.Lease:
         output_schema_version=payload.output_schema_version,
         lease_token=payload.lease_token,
         max_output_tokens=payload.max_output_tokens,
+        traceparent=payload.traceparent,
     )
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import grpc
 from google.rpc import status_pb2
+from opentelemetry.trace import SpanKind
 
 from scheduler_service import validation
 from scheduler_service.api import convert, runtime_convert
@@ -28,6 +30,7 @@ from scheduler_service.protocol.session import Incoming
 from scheduler_service.registry.catalog import describe
 from scheduler_service.registry.definitions import USER_KEY_MODE
 from scheduler_service.stream_caps import StreamCap
+from shared import tracing
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
@@ -59,6 +62,19 @@ def _optional_user_id(context: Context) -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def _create_span(context: Context, name: str, job_type: str) -> Iterator[tuple[Any, str]]:
+    """The create's span, child of the caller's W3C trace context (metadata ``traceparent``),
+    and the traceparent the job keeps: this span's, or the caller's when this process does not
+    trace (the runtime may)."""
+    metadata = {k: v for k, v in context.invocation_metadata() or () if isinstance(v, str)}
+    caller = metadata.get("traceparent", "")
+    parent = tracing.context_of(caller, metadata.get("tracestate"))
+    attributes = {"aijob.job_type": job_type} if job_type else {}
+    with tracing.span(name, parent=parent, kind=SpanKind.SERVER, attributes=attributes) as span:
+        yield span, tracing.inject(span) or (caller if parent is not None else "")
+
+
 def _failed(exc: SchedulerError) -> job_pb.CreateJobsResult:
     """One item's answer when it fails: the status its own CreateJob would have answered."""
     _code, status = status_of(exc, "CreateJobs")
@@ -75,8 +91,11 @@ class JobServicer(job_grpc.JobServiceServicer):
     async def CreateJob(
         self, request: job_pb.CreateJobRequest, context: Context
     ) -> job_pb.CreateJobResponse:
-        command = convert.create_command(request, _user_id(context))
-        record, created = await self._app.jobs.create(command)
+        with _create_span(context, "aijob.CreateJob", request.job_type) as (span, traceparent):
+            command = convert.create_command(request, _user_id(context))
+            command = dataclasses.replace(command, traceparent=traceparent)
+            record, created = await self._app.jobs.create(command)
+            span.set_attribute("aijob.job_id", record.id)
         return job_pb.CreateJobResponse(job=convert.job(record, []), created=created)
 
     async def CreateJobs(
@@ -98,7 +117,11 @@ class JobServicer(job_grpc.JobServiceServicer):
             except SchedulerError as exc:
                 answers[index] = _failed(exc)
         order = list(commands)
-        results = await self._app.jobs.create_many([commands[i] for i in order])
+        with _create_span(context, "aijob.CreateJobs", "") as (span, traceparent):
+            span.set_attribute("aijob.items", len(request.items))
+            results = await self._app.jobs.create_many(
+                [dataclasses.replace(commands[i], traceparent=traceparent) for i in order]
+            )
         for index, result in zip(order, results, strict=True):
             if isinstance(result, Created):
                 answers[index] = job_pb.CreateJobsResult(

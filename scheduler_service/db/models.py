@@ -134,6 +134,8 @@ class AiJob(Base):
     tokenEstimate: Mapped[int] = mapped_column(Integer, server_default="0")
     #: The answer's token cap (the definition's, at create); 0: none sent.
     maxOutputTokens: Mapped[int] = mapped_column(Integer, server_default="0")
+    #: W3C traceparent of the job's CreateJob span; the lease carries it (shared/tracing.py).
+    traceParent: Mapped[str | None] = mapped_column(String(55))
     timeoutMs: Mapped[int] = mapped_column(Integer, server_default="120000")
     availableAt: Mapped[datetime | None] = mapped_column(Timestamp)
     deadlineAt: Mapped[datetime | None] = mapped_column(Timestamp)

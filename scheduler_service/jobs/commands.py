@@ -35,6 +35,9 @@ class CreateJobCommand:
     deadline: datetime | None = None
     #: A model the job type allows instead of its default ("": the default).
     model: str = ""
+    #: W3C traceparent of the create's span (not part of the request: a retry of the same
+    #: create in another trace is the same request).
+    traceparent: str = ""
 
     retried_from_job_id: str = ""
 
@@ -48,6 +51,7 @@ class CreateJobCommand:
         """What makes two creates "the same request" for the idempotency check."""
         fields = asdict(self)
         fields["deadline"] = self.deadline.isoformat() if self.deadline else None
+        del fields["traceparent"]
         if not self.model:
             del fields["model"]  # the default model: the fingerprint rows written before had
         return hashlib.sha256(canonical_json(fields)).hexdigest()

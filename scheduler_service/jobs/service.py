@@ -359,6 +359,7 @@ class JobService:
             model_name=model,
             model_provider=definition.model_provider,
             max_output_tokens=definition.max_output_tokens,
+            trace_parent=cmd.traceparent or None,
             token_estimate=estimate_tokens(
                 snapshot_bytes + len(canonical_json(cmd.params)), definition.max_output_tokens
             ),

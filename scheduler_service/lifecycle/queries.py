@@ -114,6 +114,7 @@ _PAYLOAD_COLUMNS = [
     _c.credentialId,
     _c.outputSchemaVersion,
     _c.maxOutputTokens,
+    _c.traceParent,
     _snapshots.c.content,
     _snapshots.c.params,
 ]
@@ -315,6 +316,7 @@ def payload_of(grant: LeaseGrant, row: Any) -> LeasePayload:
         credential_id=row.credentialId or "",
         output_schema_version=row.outputSchemaVersion or "",
         max_output_tokens=row.maxOutputTokens or 0,
+        traceparent=row.traceParent or "",
         lease_token=grant.lease_token,
     )
 

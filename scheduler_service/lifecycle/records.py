@@ -66,6 +66,8 @@ class NewJob:
     token_estimate: int = 0
     #: The answer's token cap (its definition's).
     max_output_tokens: int = 0
+    #: W3C traceparent of the CreateJob span.
+    trace_parent: str | None = None
     credential_id: str | None = None
     model_name: str = "deepseek-chat"
     prompt_key: str | None = None
@@ -188,6 +190,7 @@ class JobRecord:
     outputSchemaVersion: str | None
     checkpoint: bytes | None
     leaseTokenHash: str | None
+    traceParent: str | None
 
     @classmethod
     def from_mapping(cls, row: Mapping[str, Any]) -> JobRecord:
@@ -237,6 +240,8 @@ class LeasePayload:
     output_schema_version: str
     #: The answer's token cap; 0: none.
     max_output_tokens: int = 0
+    #: W3C traceparent the runtime continues (empty: no trace).
+    traceparent: str = ""
     #: The lease's token, handed to its runtime only (never logged, stored as a digest).
     lease_token: str = field(default="", repr=False)
 

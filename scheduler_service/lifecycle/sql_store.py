@@ -581,6 +581,7 @@ def _insert_values(job: NewJob, fair_seq: int) -> dict[str, Any]:
         "modelProvider": job.model_provider,
         "tokenEstimate": job.token_estimate,
         "maxOutputTokens": job.max_output_tokens,
+        "traceParent": job.trace_parent,
         "promptKey": job.prompt_key,
         "promptVersion": job.prompt_version,
         "inputSchemaVersion": job.input_schema_version,

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scheduler_service import metrics
 from scheduler_service.errors import (
@@ -49,7 +50,9 @@ from scheduler_service.protocol.service import (
     SubmitOutcome,
     count_accepted,
     count_failure,
+    trace_results,
 )
+from shared import tracing
 
 __all__ = ["Answer", "GroupCommit", "HeartbeatReport", "Outcome", "Report", "ReportBatcher"]
 
@@ -74,6 +77,8 @@ class _Writes:
     beats: dict[int, Beat]
     accepted: list[str]
     succeeded: list[tuple[JobRecord, Usage | None]]
+    #: Accepted results (job, attempt, usage), traced once the batch commits.
+    traced: list[tuple[JobRecord, int, Usage | None]] = field(default_factory=list)
 
 
 class GroupCommit:
@@ -173,9 +178,11 @@ class GroupCommit:
         )
         writes.accepted.append(job.id)
         writes.succeeded.append((job, sub.usage))
+        writes.traced.append((job, sub.attempt_no, sub.usage))
         return SubmitOutcome(prepared.key, duplicate=False)
 
     async def _write(self, tx: Transaction, writes: _Writes, answers: dict[int, Answer]) -> None:
+        started = time.time_ns()
         # Job rows first, then business rows, then the outbox: one lock order for every writer.
         await tx.jobs.succeed_many(writes.successes)
         extended = await tx.jobs.extend_leases(list(writes.beats.values()))
@@ -189,6 +196,9 @@ class GroupCommit:
         for index, beat in writes.beats.items():
             answers[index] = extended[beat.job_id]
             tx.job_changed(beat.job_id)
+        if writes.traced and tracing.enabled():
+            traced = list(writes.traced)
+            tx.after_commit(lambda: trace_results(traced, started))
 
     async def _alone(self, report: Report) -> Answer:
         try:

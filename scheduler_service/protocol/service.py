@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from opentelemetry.trace import SpanKind
 from pydantic import BaseModel
 
 from scheduler_service import metrics, validation
@@ -49,6 +51,7 @@ from scheduler_service.outbox.events import EventType
 from scheduler_service.ports import Transaction, UnitOfWork
 from scheduler_service.registry import JobRegistry
 from scheduler_service.registry.definitions import USER_KEY_MODE, Backoff
+from shared import tracing
 from shared.canonical_json import output_hash, result_idempotency_key
 from shared.error_codes import ErrorCode
 
@@ -151,6 +154,54 @@ class FailureOutcome:
     error_code: str = ""
 
 
+def trace_leases(leases: Sequence[tuple[LeasePayload, str]], started_ns: int) -> None:
+    """A span per lease given, in its job's trace (once the claim committed)."""
+    for lease, holder in leases:
+        parent = tracing.context_of(lease.traceparent)
+        if parent is not None:
+            tracing.finished_span(
+                "aijob.lease",
+                parent=parent,
+                start_ns=started_ns,
+                kind=SpanKind.PRODUCER,
+                attributes={
+                    "aijob.job_id": lease.job_id,
+                    "aijob.job_type": lease.job_type,
+                    "aijob.attempt": lease.attempt_no,
+                    "aijob.runtime_instance_id": holder,
+                },
+            )
+
+
+def trace_results(done: Sequence[tuple[JobRecord, int, Usage | None]], started_ns: int) -> None:
+    """The result's acceptance and its projection, in each job's trace (once committed)."""
+    for job, attempt_no, usage in done:
+        parent = tracing.context_of(job.traceParent)
+        if parent is None:
+            continue
+        attributes: dict[str, str | int] = {
+            "aijob.job_id": job.id,
+            "aijob.job_type": job.jobType,
+            "aijob.attempt": attempt_no,
+        }
+        if usage is not None:
+            attributes["gen_ai.usage.input_tokens"] = usage.prompt_tokens
+            attributes["gen_ai.usage.output_tokens"] = usage.completion_tokens
+        accepted = tracing.finished_span(
+            "aijob.SubmitResult",
+            parent=parent,
+            start_ns=started_ns,
+            kind=SpanKind.SERVER,
+            attributes=attributes,
+        )
+        tracing.finished_span(
+            "aijob.projection",
+            parent=accepted,
+            start_ns=started_ns,
+            attributes={"aijob.job_id": job.id, "aijob.job_type": job.jobType},
+        )
+
+
 def count_leases(grants: Sequence[LeaseGrant]) -> None:
     metrics.LEASES.inc(len(grants))
     for grant in grants:
@@ -234,13 +285,22 @@ class RuntimeProtocol:
     ) -> list[list[LeasePayload]]:
         """Leases with their payloads for several runtimes of the same job types, per demand, in
         ``tx``; the leases are counted once it commits."""
+        started = time.time_ns()
         shares = await self._claim_shares(tx, job_types, demands)
         granted = [grant for share in shares for grant in share]
         if granted:
             tx.after_commit(lambda: count_leases(granted))
         # The payloads in the same transaction: one connection and one commit per round.
         payloads = iter(await tx.jobs.lease_payloads(granted))
-        return [[next(payloads) for _ in share] for share in shares]
+        leases = [[next(payloads) for _ in share] for share in shares]
+        if tracing.enabled():
+            held = [
+                (lease, holder)
+                for (holder, _), share in zip(demands, leases, strict=True)
+                for lease in share
+            ]
+            tx.after_commit(lambda: trace_leases(held, started))
+        return leases
 
     async def _claim_shares(
         self, tx: Transaction, job_types: Sequence[str], demands: Sequence[tuple[str, int]]
@@ -344,7 +404,7 @@ class RuntimeProtocol:
 
     async def submit_result(self, submission: ResultSubmission) -> SubmitOutcome:
         result = self.prepare_result(submission)
-        sub, key = submission, result.key
+        sub, key, started = submission, result.key, time.time_ns()
 
         async def accept(tx: Transaction) -> JobRecord | None:
             """The accepted job, or None for a repeat of the accepted result."""
@@ -379,6 +439,8 @@ class RuntimeProtocol:
             )
             await tx.jobs.model_answered([(job, sub.usage)], self.flow)
             await self.note_provider_limits(tx, job, sub.usage)
+            if tracing.enabled():
+                tx.after_commit(lambda: trace_results([(job, sub.attempt_no, sub.usage)], started))
             return job
 
         accepted = await self._uow.run(accept)

@@ -279,6 +279,7 @@ class FakeJobStore(JobStore):
             modelName=job.model_name,
             modelProvider=job.model_provider,
             tokenEstimate=job.token_estimate,
+            traceParent=job.trace_parent,
             promptKey=job.prompt_key,
             promptVersion=job.prompt_version,
             outputSchemaVersion=job.output_schema_version,
