@@ -16,7 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service import metrics
 from scheduler_service.credentials import CredentialCipher, CredentialStore
-from scheduler_service.db.engine import create_engine
+from scheduler_service.db.engine import create_engine, is_sqlite
+from scheduler_service.db.failover import WriterChoice, parse_nodes
 from scheduler_service.flow.service import ModelKeys
 from scheduler_service.jobs.commands import Limits
 from scheduler_service.jobs.service import JobService
@@ -63,6 +64,8 @@ class SchedulerApp:
     event_hub: EventHub
     #: Told whether the database answers (the gRPC health service listens).
     on_health: Callable[[bool], Awaitable[None]] | None = None
+    #: The ordered database nodes, when failover is configured.
+    writer: WriterChoice | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -76,8 +79,14 @@ class SchedulerApp:
     ) -> SchedulerApp:
         registry = registry or default_registry()
         wakeups = Wakeups()
+        db = settings.db
+        writer = (
+            WriterChoice(db.url, parse_nodes(db.failover_hosts), causal_reads=db.causal_reads)
+            if (db.failover_hosts or db.causal_reads) and not is_sqlite(db.url)
+            else None
+        )
         uow = SqlUnitOfWork(
-            create_engine(settings.db.url, pool_size=settings.db.pool_size),
+            create_engine(db.url, pool_size=db.pool_size, writer=writer),
             wakeups,
             lease=LeaseTimes(
                 ttl_ms=round(settings.lease.ttl_s * 1000),
@@ -154,7 +163,7 @@ class SchedulerApp:
             settings.credential_key.get_secret_value(), settings.credential_keys.get_secret_value()
         )
         credentials = CredentialStore(uow, cipher)
-        return cls(
+        app = cls(
             settings,
             uow,
             registry,
@@ -181,6 +190,8 @@ class SchedulerApp:
             outbox,
             event_hub,
         )
+        app.writer = writer
+        return app
 
     async def start(self) -> None:
         self.dispatcher.start()
@@ -214,6 +225,22 @@ class SchedulerApp:
             await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
         return not self._stopping.is_set()
 
+    async def _back_to_preferred_writer(self) -> None:
+        """Once a node earlier in the list is ready again, empty the pool: new connections go to
+        it (those in use finish where they are)."""
+        writer = self.writer
+        if writer is None or writer.current is None:
+            return
+        with contextlib.suppress(Exception):
+            preferred = await writer.preferred()
+            if preferred is not None and preferred != writer.current:
+                log.warning(
+                    "database writer going back to %s",
+                    preferred,
+                    extra={"action": "db_writer_back", "node": str(preferred)},
+                )
+                await self.engine.dispose()
+
     async def _watch_database(self) -> None:
         """Report database reachability to health, and refresh the gauges while it answers."""
         healthy: bool | None = None
@@ -223,6 +250,7 @@ class SchedulerApp:
                 now_healthy = True
             except Exception:
                 now_healthy = False
+            await self._back_to_preferred_writer()
             if now_healthy != healthy:
                 healthy = now_healthy
                 self.polls.database_reachable = healthy

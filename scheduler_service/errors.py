@@ -168,6 +168,11 @@ class DatabaseUnavailableError(SchedulerError):
     status = "UNAVAILABLE"
 
 
+class DatabaseBusyError(DatabaseUnavailableError):
+    """A transaction that kept losing to others (deadlocks, lock waits, Galera certification
+    conflicts) past its re-run budget: nothing was written; the caller may retry."""
+
+
 class ShuttingDownError(SchedulerError):
     """This replica is stopping: a Poll stream ends so its runtime reconnects elsewhere."""
 

@@ -143,12 +143,19 @@ class SchedulerSettings(BaseSettings):
     #: ReencryptCredentials moves every row to the highest).
     credential_keys: SecretStr = SecretStr("")
 
+    #: Other database nodes, comma-separated host:port, tried in order after the URL's host:
+    #: every replica writes through the first reachable and ready one (docs/operations/galera.md).
+    database_failover_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    #: Causal reads on Galera (wsrep_sync_wait=3), for replicas writing through different nodes.
+    database_causal_reads: bool = False
+
     @field_validator(
         "runtime_tokens",
         "service_tokens",
         "admin_tokens",
         "runtime_identities",
         "user_key_runtimes",
+        "database_failover_hosts",
         mode="before",
     )
     @classmethod
@@ -228,7 +235,13 @@ class SchedulerSettings(BaseSettings):
 
     @property
     def db(self) -> DatabaseSettings:
-        return DatabaseSettings(self.database_url, self.db_pool_size, self.health_interval_s)
+        return DatabaseSettings(
+            self.database_url,
+            self.db_pool_size,
+            self.health_interval_s,
+            tuple(self.database_failover_hosts),
+            self.database_causal_reads,
+        )
 
     @property
     def lease(self) -> LeaseSettings:
@@ -301,6 +314,9 @@ class DatabaseSettings:
     pool_size: int
     #: How often reachability is checked for the health service (and gauges refreshed).
     health_interval_s: float
+    #: The other nodes, in order (the URL's host is the preferred one).
+    failover_hosts: tuple[str, ...] = ()
+    causal_reads: bool = False
 
 
 @dataclass(frozen=True, slots=True)

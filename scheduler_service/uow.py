@@ -23,7 +23,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from scheduler_service.db.retry import is_retryable_conflict, is_unavailable, mysql_errno
-from scheduler_service.errors import DatabaseUnavailableError
+from scheduler_service.errors import DatabaseBusyError, DatabaseUnavailableError
 from scheduler_service.lifecycle.sql_store import LeaseTimes, SqlJobStore
 from scheduler_service.outbox.events import NewEvent
 from scheduler_service.outbox.writer import add_events
@@ -35,7 +35,11 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-MAX_ATTEMPTS = 5
+#: Runs of one transaction before a conflict is given up: sized for a Galera cluster, where
+#: certification conflicts between writer nodes come in bursts (the backoff doubles, capped).
+MAX_ATTEMPTS = 8
+#: The longest wait between two runs.
+MAX_BACKOFF_S = 0.5
 
 
 class SqlTransaction(Transaction):
@@ -80,14 +84,18 @@ class SqlUnitOfWork:
             try:
                 return await self._attempt(work)
             except DBAPIError as exc:
-                if attempt == self._attempts or not is_retryable_conflict(exc):
+                if not is_retryable_conflict(exc):
                     raise
+                if attempt == self._attempts:
+                    # Never INTERNAL: nothing was written and a retry may well pass.
+                    raise DatabaseBusyError("the database is busy, try again") from exc
                 log.warning(
                     "transaction conflict, re-running",
                     extra={"action": "db_retry", "attempt": attempt, "errno": mysql_errno(exc)},
                 )
-                # Full jitter keeps the re-runs of two deadlocked transactions apart.
-                await asyncio.sleep(random.uniform(0, self._base_delay_s * 2**attempt))
+                # Full jitter keeps the re-runs of two conflicting transactions apart.
+                ceiling = min(MAX_BACKOFF_S, self._base_delay_s * 2**attempt)
+                await asyncio.sleep(random.uniform(0, ceiling))
         raise AssertionError("unreachable")
 
     async def read(self, query: Callable[[SqlTransaction], Awaitable[T]]) -> T:

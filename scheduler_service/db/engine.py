@@ -8,6 +8,8 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from scheduler_service.db.failover import WriterChoice
+
 __all__ = ["create_engine", "is_sqlite"]
 
 
@@ -15,7 +17,9 @@ def is_sqlite(url: str | URL) -> bool:
     return make_url(url).get_backend_name() == "sqlite"
 
 
-def create_engine(url: str | URL, *, pool_size: int = 20) -> AsyncEngine:
+def create_engine(
+    url: str | URL, *, pool_size: int = 20, writer: WriterChoice | None = None
+) -> AsyncEngine:
     """An engine with the session settings the lifecycle relies on.
 
     MySQL runs at READ COMMITTED: every statement sees the latest commits and InnoDB takes fewer
@@ -28,8 +32,11 @@ def create_engine(url: str | URL, *, pool_size: int = 20) -> AsyncEngine:
         engine = create_async_engine(parsed, connect_args={"timeout": 30}, hide_parameters=True)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
+    # With failover nodes (or causal reads), each connection goes to the first ready node.
+    creator = {"async_creator": writer.connect} if writer is not None else {}
     return create_async_engine(
         parsed,
+        **creator,
         isolation_level="READ COMMITTED",
         pool_size=pool_size,
         max_overflow=pool_size,

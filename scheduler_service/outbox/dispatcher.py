@@ -20,6 +20,7 @@ Unknown event types are logged as a warning and published without delivery.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import Callable, Sequence
@@ -136,10 +137,35 @@ class OutboxDispatcher(RoundLoop):
             if await self._deliver(event):
                 delivered.append(event)
         if delivered:
-            await self.publish(delivered)
+            try:
+                await self.publish(delivered)
+            except Exception:
+                # Back to pending now (delivered again, at least once), not after the claim
+                # timeout; if even that fails, the stale claim is released later as usual.
+                with contextlib.suppress(Exception):
+                    await self.release(delivered)
+                raise
         return len(claimed)
 
     # -- steps ------------------------------------------------------------------------------
+
+    async def release(self, events: Sequence[ClaimedEvent]) -> int:
+        """Our claims of ``events`` back to pending at once (a publish that could not commit);
+        not a delivery failure, so ``attemptCount`` is left alone."""
+        statement = (
+            update(_outbox)
+            .where(
+                _o.id.in_([e.id for e in events]),
+                _o.status == _PROCESSING,
+                _o.lockedBy == self._instance_id,
+            )
+            .values(status=_PENDING, lockedBy=None, lockedAt=None)
+        )
+
+        async def unit(tx: SqlTransaction) -> int:
+            return int((await tx.conn.execute(statement)).rowcount)
+
+        return await self._uow.run(unit)
 
     async def release_stale(self) -> int:
         statement = (

@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 from sqlalchemy import func, insert, select
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service.db.clock import db_now
+from scheduler_service.errors import DatabaseBusyError
 from scheduler_service.jobs.stats import queue_stats, redrive_dead_events
 from scheduler_service.outbox.dispatcher import ClaimedEvent, OutboxDispatcher
 from scheduler_service.uow import SqlUnitOfWork
@@ -174,3 +176,41 @@ async def test_unknown_event_types_are_published_without_delivery(
     await _drain([_dispatcher(mysql_engine, "d", sink)], mysql_engine, 3)
     assert not sink.delivered
     assert await _statuses(mysql_engine) == {"published": 3}
+
+
+async def test_a_publish_that_cannot_commit_hands_its_events_back_at_once(
+    mysql_engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 19: a publish that fails (a cluster conflict past its budget) leaves nothing in
+    processing for the claim timeout: the events are pending again, their attempts untouched."""
+    await _insert_events(mysql_engine, 10)
+    dispatcher = _dispatcher(mysql_engine, "unlucky", Recorder(), processing_timeout_s=3_600)
+
+    async def refused(events: Any) -> int:
+        raise DatabaseBusyError("the database is busy, try again")
+
+    monkeypatch.setattr(dispatcher, "publish", refused)
+    with pytest.raises(DatabaseBusyError):
+        await dispatcher.run_once()
+    assert await _statuses(mysql_engine) == {"pending": 10}
+    async with mysql_engine.connect() as conn:
+        attempts = (await conn.execute(select(func.max(OUTBOX.c.attemptCount)))).scalar_one()
+    assert attempts == 0
+
+
+async def test_a_conflict_past_the_budget_is_busy_not_internal(mysql_engine: AsyncEngine) -> None:
+    """Issue 19: a transaction that keeps losing (deadlock, lock wait, Galera certification
+    conflict: errno 1213) is re-run, then given up as DatabaseBusyError (UNAVAILABLE,
+    PLATFORM_UNAVAILABLE), never left to surface as INTERNAL."""
+    runs = 0
+
+    async def always_conflicts(tx: Any) -> None:
+        nonlocal runs
+        runs += 1
+        raise OperationalError("COMMIT", {}, Exception(1213, "Deadlock found"))
+
+    uow = SqlUnitOfWork(mysql_engine, attempts=4, base_delay_s=0.0001)
+    with pytest.raises(DatabaseBusyError) as busy:
+        await uow.run(always_conflicts)
+    assert runs == 4
+    assert (busy.value.status, busy.value.code) == ("UNAVAILABLE", "PLATFORM_UNAVAILABLE")
