@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 
-.PHONY: install run demo test test-fast lint proto breaking bench bench-llm bench-latency clean
+.PHONY: install run demo test test-fast lint proto breaking bench bench-llm bench-galera bench-latency clean
 
 install: $(VENV)/.installed
 
@@ -54,6 +54,10 @@ bench-llm: install
 	$(PY) -m bench.llm_overload
 
 # Enqueue -> lease latency with one idle runtime (MariaDB at AIJOB_BENCH_MYSQL_URL).
+# Galera (issue 19): failover time, cluster drain against one MariaDB.
+bench-galera: install
+	$(PY) -m bench.galera
+
 bench-latency: install
 	$(PY) -m bench.lease_latency
 

@@ -19,6 +19,7 @@ import psutil
 
 from bench import (
     api_scale,
+    galera,
     inflight,
     lease_latency,
     llm_overload,
@@ -176,6 +177,14 @@ def table(f: Figures) -> str:
         _row(
             "  first token p95 / unloaded", f["llm_overload_ttft_p95_vs_unloaded"], "", "goal <= 2"
         ),
+        _row("galera: drain, 3-node cluster", f.get("galera_jobs_per_s"), "jobs/s"),
+        _row("  / the same on one MariaDB", f.get("galera_vs_single"), "", "goal >= 0.8"),
+        _row(
+            "  writer killed: first lease through another node",
+            f.get("galera_failover_s"),
+            "s",
+            "goal <= 10",
+        ),
     ]
     return "\n".join(rows)
 
@@ -195,6 +204,7 @@ async def main() -> None:
     figures.update(await api_scale.main())
     figures.update(await llm_storm.main())
     figures.update(await llm_overload.main())
+    figures.update(await galera.main())
     figures["ours_vs_ceiling"] = _ratio(figures["ours_jobs_per_s"], figures["ceiling_jobs_per_s"])
     figures["ours_vs_peer"] = _ratio(figures["ours_jobs_per_s"], figures["peer_jobs_per_s"])
     figures["ours_vs_batched_ceiling"] = _ratio(
