@@ -13,6 +13,7 @@ import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from grpc_tools import protoc
@@ -70,6 +71,7 @@ def generate(out: Path) -> None:
     ]
     if protoc.main(described) != 0:
         raise SystemExit("protoc failed (descriptor set)")
+    _without_json_names(out / PROTOSET)
     for path in out.rglob("*.py*"):
         text = path.read_text()
         text = _IMPORT_RE.sub(f"from {PACKAGE_PREFIX}aijob.v1 import", text)
@@ -77,6 +79,24 @@ def generate(out: Path) -> None:
         path.write_text(text)
     for package in (out, out / "aijob", out / "aijob" / "v1"):
         (package / "__init__.py").write_text('"""Generated code: run scripts/gen_protos.py."""\n')
+
+
+def _without_json_names(protoset: Path) -> None:
+    """protoc records every field's JSON name; without them, grpcurl prints and reads the
+    ``.proto`` names (``job_id``), as the README's examples and every earlier release do."""
+    from google.protobuf import descriptor_pb2
+
+    files = descriptor_pb2.FileDescriptorSet.FromString(protoset.read_bytes())
+
+    def clear(messages: Iterable[descriptor_pb2.DescriptorProto]) -> None:
+        for message in messages:
+            for item in message.field:
+                item.ClearField("json_name")
+            clear(message.nested_type)
+
+    for file in files.file:
+        clear(file.message_type)
+    protoset.write_bytes(files.SerializeToString(deterministic=True))
 
 
 def _same_tree(a: Path, b: Path) -> bool:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -182,7 +181,7 @@ class GroupCommit:
         return SubmitOutcome(prepared.key, duplicate=False)
 
     async def _write(self, tx: Transaction, writes: _Writes, answers: dict[int, Answer]) -> None:
-        started = time.time_ns()
+        started = tracing.now_ns()
         # Job rows first, then business rows, then the outbox: one lock order for every writer.
         await tx.jobs.succeed_many(writes.successes)
         extended = await tx.jobs.extend_leases(list(writes.beats.values()))

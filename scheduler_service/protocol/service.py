@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -285,7 +284,7 @@ class RuntimeProtocol:
     ) -> list[list[LeasePayload]]:
         """Leases with their payloads for several runtimes of the same job types, per demand, in
         ``tx``; the leases are counted once it commits."""
-        started = time.time_ns()
+        started = tracing.now_ns()
         shares = await self._claim_shares(tx, job_types, demands)
         granted = [grant for share in shares for grant in share]
         if granted:
@@ -404,7 +403,7 @@ class RuntimeProtocol:
 
     async def submit_result(self, submission: ResultSubmission) -> SubmitOutcome:
         result = self.prepare_result(submission)
-        sub, key, started = submission, result.key, time.time_ns()
+        sub, key, started = submission, result.key, tracing.now_ns()
 
         async def accept(tx: Transaction) -> JobRecord | None:
             """The accepted job, or None for a repeat of the accepted result."""

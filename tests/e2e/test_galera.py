@@ -20,6 +20,7 @@ from aijob.harness.galera import GaleraCluster, create_schema, galera_missing
 from aijob.harness.galera_drain import drain
 from aijob.harness.waiting import eventually
 from scheduler_service.db.engine import create_engine
+from scheduler_service.db.failover import WriterChoice
 from tests.support.ledger import assert_every_job_once, read_ledger
 
 pytestmark = [pytest.mark.mysql, pytest.mark.galera, pytest.mark.slow]
@@ -118,3 +119,14 @@ async def test_a_writer_killed_mid_drain_loses_nothing_and_is_used_again(
     first_after = await _first_lease_after(second.url("aijob"), killed_at[0])
     assert first_after is not None, "no lease was given after the writer died"
     print(f"\nfirst lease after the kill: {(first_after - killed_at[0]).total_seconds():.1f} s")  # type: ignore[operator]
+
+    # Causal reads, for replicas writing through different nodes: each session waits for the
+    # cluster's earlier commits before it reads.
+    causal = WriterChoice(second.url("aijob"), [], causal_reads=True)
+    conn = await causal.connect()
+    try:
+        async with conn.cursor() as cursor:
+            await cursor.execute("SELECT @@session.wsrep_sync_wait")
+            assert (await cursor.fetchone())[0] == 3
+    finally:
+        conn.close()
