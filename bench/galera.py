@@ -3,18 +3,18 @@ the same two schedulers on one MariaDB, in one run.
 
     python -m bench.galera        (make bench-galera; also in make bench)
 
-Figures: ``galera_single_jobs_per_s`` (2,000 jobs, two schedulers, eight runtimes, one MariaDB),
+Figures: ``galera_single_jobs_per_s`` (5,000 jobs, two schedulers, eight runtimes, one MariaDB),
 ``galera_jobs_per_s`` (the same on the cluster, writing through node 1, nodes 2 and 3 as
 failover hosts), ``galera_vs_single`` (goal >= 0.8), and ``galera_failover_s``: node 1 SIGKILLed
-a quarter into a second drain, the time from the kill to the first lease committed through
-another node, by the cluster's clock (goal <= 10 s).
+a quarter into a second drain, the time from the signal to the first lease committed through
+another node (goal <= 10 s; the nodes share the host's clock).
 """
 
 from __future__ import annotations
 
 import asyncio
 import tempfile
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlalchemy import text
@@ -24,7 +24,7 @@ from aijob.harness.galera_drain import drain
 from bench.databases import throwaway_database
 from scheduler_service.db.engine import create_engine
 
-JOBS = 2_000
+JOBS = 5_000
 
 
 async def _scalar(url: str, query: str, **params: object) -> object:
@@ -49,11 +49,17 @@ async def _cluster_figures(root: Path) -> dict[str, float]:
             "AIJOB_REAPER_INTERVAL_S": "1",
         }
         steady = await drain(first.url("aijob"), JOBS, root / "steady", env=env)
-        killed: list[object] = []
+        killed: list[datetime] = []
+        last_by_the_dead: list[object] = []
 
         async def kill() -> None:
-            killed.append(await _scalar(second.url("aijob"), "SELECT UTC_TIMESTAMP(3)"))
+            # The nodes share the host's clock (one machine): the signal's instant, and then the
+            # newest lease node 1 had committed (replicated before it committed: visible on the
+            # others), so that a later one was surely committed through another node.
+            killed.append(datetime.now(UTC).replace(tzinfo=None))
             await asyncio.to_thread(first.kill)
+            newest = "SELECT MAX(lockedAt) FROM AiAnalysisJob"
+            last_by_the_dead.append(await _scalar(second.url("aijob"), newest))
 
         await drain(
             first.url("aijob"), JOBS, root / "kill", env=env, midway=kill, midway_after=JOBS // 4
@@ -61,9 +67,9 @@ async def _cluster_figures(root: Path) -> dict[str, float]:
         after = await _scalar(
             second.url("aijob"),
             "SELECT MIN(lockedAt) FROM AiAnalysisJob WHERE lockedAt > :t",
-            t=killed[0],
+            t=last_by_the_dead[0],
         )
-        assert isinstance(after, datetime) and isinstance(killed[0], datetime)
+        assert isinstance(after, datetime)
         return {
             "galera_jobs_per_s": JOBS / steady.seconds,
             "galera_failover_s": (after - killed[0]).total_seconds(),

@@ -56,19 +56,23 @@ async def _created(client: JobClient, count: int, codes: Counter[str]) -> None:
 
 
 async def _submit(runtime: ClientRuntime, lease: types_pb2.Lease, codes: Counter[str]) -> None:
+    """The result on the Poll stream (group commit, as the real runtime sends it), again with
+    backoff while its ack says UNAVAILABLE."""
     backoff = 0.1
     while True:
-        try:
-            await runtime.submit(lease, echo_output(lease))
-        except grpc.aio.AioRpcError as error:
-            codes[error.code().name] += 1
-            if error.code() not in _RETRIED:
-                raise
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 2.0)
-            continue
-        codes[grpc.StatusCode.OK.name] += 1
-        return
+        ack = await runtime.submit_on_stream(lease, echo_output(lease))
+        code = grpc.StatusCode.OK if ack.status.code == 0 else _code_of(ack.status.code)
+        codes[code.name] += 1
+        if code is grpc.StatusCode.OK:
+            return
+        if code not in _RETRIED:
+            raise RuntimeError(f"result refused: {code.name} {ack.status.message}")
+        await asyncio.sleep(backoff)
+        backoff = min(backoff * 2, 2.0)
+
+
+def _code_of(value: int) -> grpc.StatusCode:
+    return next((c for c in grpc.StatusCode if c.value[0] == value), grpc.StatusCode.UNKNOWN)
 
 
 async def drain(
@@ -84,6 +88,7 @@ async def drain(
     """Drain ``jobs`` jobs; once ``midway_after`` have finished, ``midway`` runs (a node kill)
     while the drain goes on; ``afterwards`` runs once all are done, the schedulers still up."""
     codes: Counter[str] = Counter()
+    await asyncio.to_thread(log_dir.mkdir, parents=True, exist_ok=True)
     with spawn_schedulers(database_url, 2, log_dir=log_dir, env=env) as schedulers:
         channels = [tokens.channel(s.address) for s in schedulers]
         runtimes = [

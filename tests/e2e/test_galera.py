@@ -85,8 +85,8 @@ async def test_a_writer_killed_mid_drain_loses_nothing_and_is_used_again(
     killed_at: list[object] = []
 
     async def kill_the_writer() -> None:
+        await asyncio.to_thread(first.kill)  # the clock read after: it is surely dead by then
         killed_at.append(await _db_now(second.url("aijob")))
-        await asyncio.to_thread(first.kill)
 
     async def rejoin_and_return() -> None:
         """The killed node rejoins by IST; once synced, the schedulers go back to it."""
