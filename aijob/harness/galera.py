@@ -15,6 +15,7 @@ others' write-set cache.
 from __future__ import annotations
 
 import os
+import random
 import re
 import shutil
 import signal
@@ -24,8 +25,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from aijob.harness.procs import free_port
 
 MARIADBD = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
 INSTALL_DB = shutil.which("mariadb-install-db") or "/usr/bin/mariadb-install-db"
@@ -58,6 +57,36 @@ def _patched_sst_script(into: Path) -> Path:
     return into
 
 
+def _ephemeral_floor() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+_taken: set[int] = set()
+
+
+def cluster_port() -> int:
+    """A free loopback port below the ephemeral range. The nodes open many outgoing connections
+    (the gcomm mesh, IST, clients); a listening port taken from the ephemeral range could be
+    handed to one of them between our pick and the node's bind, and the node would fail to
+    listen on it minutes later (an IST receiver, say)."""
+    floor = _ephemeral_floor()
+    for _ in range(1_000):
+        port = random.randrange(max(1_025, floor - 20_000), floor)
+        if port in _taken:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _taken.add(port)
+        return port
+    raise RuntimeError("no free port below the ephemeral range")
+
+
 def galera_missing() -> str | None:
     """Why a cluster cannot start here, or None."""
     if not Path(MARIADBD).exists():
@@ -74,10 +103,10 @@ class Node:
     index: int
     root: Path
     cluster: list[int]
-    port: int = field(default_factory=free_port)
-    gcomm: int = field(default_factory=free_port)
-    ist: int = field(default_factory=free_port)
-    sst: int = field(default_factory=free_port)
+    port: int = field(default_factory=cluster_port)
+    gcomm: int = field(default_factory=cluster_port)
+    ist: int = field(default_factory=cluster_port)
+    sst: int = field(default_factory=cluster_port)
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -237,7 +266,7 @@ class GaleraCluster:
     """Three nodes; ``prepare`` runs against node 1 alone before the others copy its state."""
 
     def __init__(self, root: Path, size: int = 3) -> None:
-        gcomm_ports = [free_port() for _ in range(size)]
+        gcomm_ports = [cluster_port() for _ in range(size)]
         self.nodes = [
             Node(i + 1, root / f"node{i + 1}", gcomm_ports, gcomm=gcomm_ports[i])
             for i in range(size)
