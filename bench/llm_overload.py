@@ -21,18 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import tempfile
 import time
-from pathlib import Path
 from typing import Any, cast
 
 from sqlalchemy import Table, select
 
 from aijob.harness import tokens
-from aijob.harness.procs import spawn_schedulers
 from aijob.harness.runtime_client import JobClient
-from bench.databases import throwaway_database
-from bench.llm_storm import LATENCY_MS, RUNTIMES, SLOTS, create_jobs, finished, runtimes
+from bench.llm_storm import LATENCY_MS, RUNTIMES, SLOTS, create_jobs, finished, run_storm
 from runtime_service.scripted_model import Overload, ScriptedModelServer
 from scheduler_service.db.engine import create_engine
 from scheduler_service.db.models import AiJob, AiUsageLog
@@ -107,27 +103,11 @@ async def main() -> dict[str, float]:
     server = ScriptedModelServer(
         fault=f"latency:{LATENCY_MS}", overload=Overload(PLACES, hold_s=600.0, keepalive_s=1.0)
     )
-    server.start_in_thread()
-    try:
-        async with throwaway_database() as url:
-            with (
-                tempfile.TemporaryDirectory() as logs,
-                spawn_schedulers(url, 1, env={"AIJOB_MAX_ACTIVE_JOBS_PER_USER": "1000"}) as (
-                    scheduler,
-                ),
-                runtimes(scheduler.address, server.base_url, Path(logs)),
-            ):
-                figures = await _storm(url, scheduler.address, server)
-    finally:
-        server.shutdown()
-        server.server_close()
-    print(
-        f"\noverload storm: {JOBS} jobs, {RUNTIMES} runtimes x {SLOTS} slots, a model that holds "
-        f"calls past {PLACES} in progress, no limit configured, {LATENCY_MS} ms a call\n"
+    title = (
+        f"overload storm: {JOBS} jobs, {RUNTIMES} runtimes x {SLOTS} slots, a model that holds "
+        f"calls past {PLACES} in progress, no limit configured, {LATENCY_MS} ms a call"
     )
-    for name, value in figures.items():
-        print(f"{name:44} {value:10.3f}")
-    return figures
+    return await run_storm(server, _storm, title)
 
 
 if __name__ == "__main__":

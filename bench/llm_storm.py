@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
@@ -158,10 +158,13 @@ async def finished(engine: Any, total: int) -> float:
     raise TimeoutError("the storm did not finish in 10 minutes")
 
 
-async def main() -> dict[str, float]:
-    server = ScriptedModelServer(
-        fault=f"latency:{LATENCY_MS}", limits=KeyLimits(rpm=RPM, concurrency=CONCURRENCY)
-    )
+#: A storm: (database URL, scheduler address, scripted model) -> its figures.
+Storm = Callable[[str, str, ScriptedModelServer], Awaitable[dict[str, float]]]
+
+
+async def run_storm(server: ScriptedModelServer, storm: Storm, title: str) -> dict[str, float]:
+    """``storm`` against ``server`` (started here) with a throwaway database, one scheduler and
+    the runtime processes; its figures printed under ``title``."""
     server.start_in_thread()
     try:
         async with throwaway_database() as url:
@@ -172,17 +175,25 @@ async def main() -> dict[str, float]:
                 ),
                 runtimes(scheduler.address, server.base_url, Path(logs)),
             ):
-                figures = await _storm(url, scheduler.address, server)
+                figures = await storm(url, scheduler.address, server)
     finally:
         server.shutdown()
         server.server_close()
-    print(
-        f"\nthrottle storm: {BIG} + 2 x {SMALL} jobs, {RUNTIMES} runtimes x {SLOTS} slots, model "
-        f"{RPM}/min and {CONCURRENCY} at once, {LATENCY_MS} ms a call\n"
-    )
+    print(f"\n{title}\n")
     for name, value in figures.items():
         print(f"{name:44} {value:10.3f}")
     return figures
+
+
+async def main() -> dict[str, float]:
+    server = ScriptedModelServer(
+        fault=f"latency:{LATENCY_MS}", limits=KeyLimits(rpm=RPM, concurrency=CONCURRENCY)
+    )
+    title = (
+        f"throttle storm: {BIG} + 2 x {SMALL} jobs, {RUNTIMES} runtimes x {SLOTS} slots, model "
+        f"{RPM}/min and {CONCURRENCY} at once, {LATENCY_MS} ms a call"
+    )
+    return await run_storm(server, _storm, title)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from typing import Any
 import grpc
 import psutil
 
-from aijob.harness.runtime_client import ClientRuntime, echo_output
+from aijob.harness.runtime_client import ClientRuntime, echo_output, working
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.gen.aijob.v1 import runtime_service_pb2_grpc, types_pb2
 
@@ -91,40 +91,26 @@ async def _drain(address: str, server: psutil.Process, jobs: int) -> dict[str, f
     runtimes = [ClientRuntime(channel, f"floor-{r}", slots=SLOTS) for r in range(RUNTIMES)]
     done = asyncio.Event()
     finished = 0
-    # The server leases past ``jobs``: the reports still waiting when the count is reached are
-    # cancelled with the workers, before the server goes.
-    running: set[asyncio.Task[None]] = set()
 
     async def finish(runtime: ClientRuntime, lease: types_pb2.Lease) -> None:
         nonlocal finished
         ack = await runtime.submit_on_stream(lease, echo_output(lease))
         assert ack.status.code == 0, ack.status
-        runtime.credit()
         finished += 1
         if finished == jobs:
             done.set()
 
-    async def work(runtime: ClientRuntime) -> None:
-        await runtime.connect()
-        while True:
-            task = asyncio.ensure_future(finish(runtime, await runtime.leases.get()))
-            running.add(task)
-            task.add_done_callback(running.discard)
-
     me = psutil.Process()
     client_before, server_before = me.cpu_times(), server.cpu_times()
     started = time.perf_counter()
-    workers = [asyncio.ensure_future(work(runtime)) for runtime in runtimes]
     try:
-        await asyncio.wait_for(done.wait(), timeout=600)
-        elapsed = time.perf_counter() - started
-        client_after, server_after = me.cpu_times(), server.cpu_times()
+        # The server leases past ``jobs``: the reports still waiting when the count is reached
+        # are cancelled with the workers, before the server goes.
+        async with working(runtimes, finish):
+            await asyncio.wait_for(done.wait(), timeout=600)
+            elapsed = time.perf_counter() - started
+            client_after, server_after = me.cpu_times(), server.cpu_times()
     finally:
-        for task in [*workers, *running]:
-            task.cancel()
-        await asyncio.gather(*workers, *running, return_exceptions=True)
-        for runtime in runtimes:
-            await runtime.close()
         await channel.close(None)
 
     def busy(before: Any, after: Any) -> float:

@@ -27,7 +27,7 @@ import grpc
 from sqlalchemy.engine import make_url
 
 from aijob.harness.procs import scheduler_processes
-from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
+from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output, working
 from bench.databases import CpuMeter, jobs_per_second, throwaway_database
 
 JOBS = int(os.environ.get("AIJOB_BENCH_JOBS", "5000"))
@@ -227,30 +227,14 @@ async def _drain(
             assert ack.status.code == 0, ack.status
         else:
             await runtime.submit(lease, echo_output(lease))
-        runtime.credit()
         finished += 1
         if finished == jobs:
             done.set()
 
-    async def work(runtime: ClientRuntime) -> None:
-        await runtime.connect()
-        running: set[asyncio.Task[None]] = set()
-        while True:
-            lease = await runtime.leases.get()
-            task = asyncio.ensure_future(finish(runtime, lease))
-            running.add(task)
-            task.add_done_callback(running.discard)
-
     started = time.perf_counter()
-    workers = [asyncio.ensure_future(work(r)) for r in runtimes]
-    try:
+    async with working(runtimes, finish):
         await asyncio.wait_for(done.wait(), timeout=600)
         return jobs / (time.perf_counter() - started)
-    finally:
-        for worker in workers:
-            worker.cancel()
-        for runtime in runtimes:
-            await runtime.close()
 
 
 async def main(jobs: int = JOBS) -> dict[str, float]:

@@ -21,7 +21,7 @@ from google.protobuf import json_format
 
 from aijob.harness import tokens
 from aijob.harness.procs import spawn_schedulers
-from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
+from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output, working
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.gen.aijob.v1 import types_pb2
 
@@ -103,38 +103,23 @@ async def drain(
         async def finish(runtime: ClientRuntime, lease: types_pb2.Lease) -> None:
             nonlocal finished
             await _submit(runtime, lease, codes)
-            runtime.credit()
             finished += 1
             if finished >= midway_after:
                 half_way.set()
             if finished == jobs:
                 all_done.set()
 
-        async def work(runtime: ClientRuntime) -> None:
-            await runtime.connect()
-            tasks: set[asyncio.Task[None]] = set()
-            while True:
-                lease = await runtime.leases.get()
-                task = asyncio.ensure_future(finish(runtime, lease))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-
         started = time.perf_counter()
-        workers = [asyncio.ensure_future(work(r)) for r in runtimes]
         try:
-            if midway is not None:
-                await asyncio.wait_for(half_way.wait(), timeout=300)
-                await midway()
-            await asyncio.wait_for(all_done.wait(), timeout=300)
-            seconds = time.perf_counter() - started
-            if afterwards is not None:
-                await afterwards()
+            async with working(runtimes, finish):
+                if midway is not None:
+                    await asyncio.wait_for(half_way.wait(), timeout=300)
+                    await midway()
+                await asyncio.wait_for(all_done.wait(), timeout=300)
+                seconds = time.perf_counter() - started
+                if afterwards is not None:
+                    await afterwards()
         finally:
-            for worker in workers:
-                worker.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
-            for runtime in runtimes:
-                await runtime.close()
             for channel in channels:
                 await channel.close(None)
     leased = Counter(pair for runtime in runtimes for pair in runtime.received)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,6 +163,39 @@ class ClientRuntime:
             metadata=self.metadata,
             timeout=WAIT_S,
         )
+
+
+#: What a worked lease becomes: its report (the slot is credited back afterwards).
+Finish = Callable[[ClientRuntime, types_pb2.Lease], Awaitable[None]]
+
+
+@asynccontextmanager
+async def working(runtimes: Sequence[ClientRuntime], finish: Finish) -> AsyncIterator[None]:
+    """Each of ``runtimes`` connected, every lease it receives run by ``finish`` as a task of its
+    own (as a runtime with free slots runs it), the slot credited back once it is done. On exit
+    the loops and the leases still running are cancelled and the runtimes closed."""
+    running: set[asyncio.Task[None]] = set()
+
+    async def run(runtime: ClientRuntime, lease: types_pb2.Lease) -> None:
+        await finish(runtime, lease)
+        runtime.credit()
+
+    async def work(runtime: ClientRuntime) -> None:
+        await runtime.connect()
+        while True:
+            task = asyncio.ensure_future(run(runtime, await runtime.leases.get()))
+            running.add(task)
+            task.add_done_callback(running.discard)
+
+    workers = [asyncio.ensure_future(work(runtime)) for runtime in runtimes]
+    try:
+        yield
+    finally:
+        for task in [*workers, *running]:
+            task.cancel()
+        await asyncio.gather(*workers, *running, return_exceptions=True)
+        for runtime in runtimes:
+            await runtime.close()
 
 
 def echo_output(lease: types_pb2.Lease) -> dict[str, Any]:

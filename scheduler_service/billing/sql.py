@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from scheduler_service.billing.budgets import Budget, Spend
 from scheduler_service.db.clock import db_now, db_today
 from scheduler_service.db.models import AiJob, AiModelKey, AiUsageLog, AiUserBudget, AiUserSpend
+from scheduler_service.db.multirow import insert_rows
 from scheduler_service.flow.keys import ModelKey, scope_of
 from scheduler_service.lifecycle.records import JobRecord, Usage
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
@@ -49,6 +50,9 @@ _budget = cast(Table, AiUserBudget.__table__)
 _keys = cast(Table, AiModelKey.__table__)
 _usage = cast(Table, AiUsageLog.__table__)
 _jobs = cast(Table, AiJob.__table__)
+
+#: One instance, so that the multi-row template compiled with it is cached.
+_TODAY = db_today()
 
 _KEY_COST = (
     update(_keys)
@@ -84,14 +88,17 @@ async def record_spend(
             job.modelProvider, job.modelName, scope_of(job.credentialMode, user_key_mode)
         )
         keys[key] += usage.cost_micros
-    if users:
-        await conn.execute(
-            _upsert_spend(conn.dialect.name),
-            [
-                {"userId": user, "tokens": tokens, "costMicros": cost}
-                for user, (tokens, cost) in sorted(users.items())
-            ],
-        )
+    await insert_rows(
+        conn,
+        _spend,
+        [
+            {"userId": user, "tokens": tokens, "costMicros": cost}
+            for user, (tokens, cost) in sorted(users.items())
+        ],
+        stamped=(),
+        fixed={"day": _TODAY},
+        accumulate=("tokens", "costMicros"),
+    )
     for key, cost in sorted(keys.items()):
         if cost:
             await conn.execute(
@@ -103,29 +110,6 @@ async def record_spend(
                     "v_cost": cost,
                 },
             )
-
-
-def _upsert_spend(dialect: str) -> Any:
-    values = {
-        "userId": bindparam("userId"),
-        "day": db_today(),
-        "tokens": bindparam("tokens"),
-        "costMicros": bindparam("costMicros"),
-    }
-    if dialect == "sqlite":
-        lite = sqlite_insert(_spend).values(values)
-        return lite.on_conflict_do_update(
-            index_elements=[_spend.c.userId, _spend.c.day],
-            set_={
-                "tokens": _spend.c.tokens + lite.excluded.tokens,
-                "costMicros": _spend.c.costMicros + lite.excluded.costMicros,
-            },
-        )
-    my = mysql_insert(_spend).values(values)
-    return my.on_duplicate_key_update(
-        tokens=_spend.c.tokens + my.inserted.tokens,
-        costMicros=_spend.c.costMicros + my.inserted.costMicros,
-    )
 
 
 def _over(budget: Budget) -> ColumnElement[bool]:

@@ -39,10 +39,13 @@ async def insert_rows(
     stamped: Sequence[str] = ("createdAt",),
     fixed: Mapping[str, Any] | None = None,
     ignore_duplicates: bool = False,
+    accumulate: Sequence[str] = (),
 ) -> None:
     """Insert ``rows``; the ``stamped`` columns get the database's now, the ``fixed`` ones the
     same value in every row. With ``ignore_duplicates``, a row whose primary key exists is left
-    as it is (not INSERT IGNORE, which would also swallow truncation and other data errors)."""
+    as it is (not INSERT IGNORE, which would also swallow truncation and other data errors); with
+    ``accumulate``, such a row's ``accumulate`` columns are added to the existing row's (a
+    counter's upsert: many keys, one statement)."""
     groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
     for row in rows:
         groups.setdefault(tuple(sorted(row)), []).append(row)
@@ -54,6 +57,7 @@ async def insert_rows(
             stamped=tuple(stamped),
             fixed=tuple(sorted((fixed or {}).items())),
             ignore_duplicates=ignore_duplicates,
+            accumulate=tuple(accumulate),
         )
         for start in range(0, len(group), MAX_CHUNK):
             chunk = group[start : start + MAX_CHUNK]
@@ -99,21 +103,14 @@ def _template(
     stamped: tuple[str, ...],
     fixed: Fixed,
     ignore_duplicates: bool,
+    accumulate: tuple[str, ...] = (),
 ) -> _Template:
     values = {
         **{c: bindparam(f"row_{c}", None, type_=table.c[c].type) for c in columns},
         **{c: db_now() for c in stamped},
         **dict(fixed),
     }
-    statement: Any
-    if not ignore_duplicates:
-        statement = insert(table).values(values)
-    elif dialect.name == "sqlite":
-        statement = sqlite_insert(table).values(values).on_conflict_do_nothing()
-    else:
-        upsert = mysql_insert(table).values(values)
-        primary = next(iter(table.primary_key.columns))
-        statement = upsert.on_duplicate_key_update({primary.name: upsert.inserted[primary.name]})
+    statement = _statement(dialect, table, values, ignore_duplicates, accumulate)
     compiled: Any = statement.compile(dialect=dialect)
     if not compiled.positional:
         raise NotImplementedError(f"{dialect.name}: multi-row inserts need a positional driver")
@@ -135,6 +132,30 @@ def _template(
     return _Template(
         sql[:start], sql[start : end + 1], sql[end + 1 :], slots, constants, processors
     )
+
+
+def _statement(
+    dialect: Dialect,
+    table: Table,
+    values: Mapping[str, Any],
+    ignore_duplicates: bool,
+    accumulate: tuple[str, ...],
+) -> Any:
+    if not (ignore_duplicates or accumulate):
+        return insert(table).values(values)
+    primary = list(table.primary_key.columns)
+    if dialect.name == "sqlite":
+        lite = sqlite_insert(table).values(values)
+        if not accumulate:
+            return lite.on_conflict_do_nothing()
+        return lite.on_conflict_do_update(
+            index_elements=primary,
+            set_={c: table.c[c] + lite.excluded[c] for c in accumulate},
+        )
+    upsert = mysql_insert(table).values(values)
+    if not accumulate:
+        return upsert.on_duplicate_key_update({primary[0].name: upsert.inserted[primary[0].name]})
+    return upsert.on_duplicate_key_update({c: table.c[c] + upsert.inserted[c] for c in accumulate})
 
 
 def _closing(sql: str, start: int) -> int:

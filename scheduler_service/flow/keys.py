@@ -194,8 +194,8 @@ def admit(
     wanted: int | None = None,
 ) -> tuple[list[str], dict[ModelKey, KeyState]]:
     """The candidates (job id, key, token estimate), in order, that fit their keys' budgets — at
-    most ``wanted`` of them — and the keys' states after spending them. Keys without a state are
-    not limited."""
+    most ``wanted`` of them — and the states of the keys they changed (the others need no write).
+    Keys without a state are not limited."""
     used: dict[ModelKey, KeyState] = {}
     taken: Counter[ModelKey] = Counter(running)
     admitted: list[str] = []
@@ -214,14 +214,16 @@ def admit(
         used[key] = state
         if not _fits(state, taken[key], tokens, now):
             continue
+        # Only a limit reads its window: a key without one keeps no counts to write each round.
+        limits = state.limits
         used[key] = replace(
             state,
-            requests=_added(state.requests, now, 1),
-            tokens=_added(state.tokens, now, tokens),
+            requests=_added(state.requests, now, 1) if limits.requests_per_minute else (),
+            tokens=_added(state.tokens, now, tokens) if limits.tokens_per_minute else (),
         )
         taken[key] += 1
         admitted.append(job_id)
-    return admitted, used
+    return admitted, {key: state for key, state in used.items() if state != states[key]}
 
 
 def _fits(state: KeyState, running: int, tokens: int, now: datetime) -> bool:

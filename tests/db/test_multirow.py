@@ -8,7 +8,8 @@ from typing import Any, cast
 from sqlalchemy import Table, event, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduler_service.db.models import AiUserJobGate, OutboxEvent
+from scheduler_service.db.clock import db_today
+from scheduler_service.db.models import AiUserJobGate, AiUserSpend, OutboxEvent
 from scheduler_service.db.multirow import insert_rows
 
 OUTBOX = cast(Table, OutboxEvent.__table__)
@@ -62,3 +63,46 @@ async def test_duplicate_keys_are_left_alone(engine: AsyncEngine) -> None:
             (await conn.execute(select(table.c.userId).order_by(table.c.userId))).scalars()
         )
     assert users == ["a", "b", "c"]
+
+
+async def test_accumulated_columns_add_up_on_existing_keys_in_one_statement(
+    engine: AsyncEngine,
+) -> None:
+    """A counter's upsert (the users' spend of the day): new keys inserted, existing ones added
+    to, all in one statement."""
+    table = cast(Table, AiUserSpend.__table__)
+    today = db_today()
+    sent: list[str] = []
+    event.listen(engine.sync_engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
+
+    async def add(rows: list[dict[str, Any]]) -> None:
+        async with engine.begin() as conn:
+            await insert_rows(
+                conn,
+                table,
+                rows,
+                stamped=(),
+                fixed={"day": today},
+                accumulate=("tokens", "costMicros"),
+            )
+
+    await add(
+        [
+            {"userId": "a", "tokens": 10, "costMicros": 1},
+            {"userId": "b", "tokens": 5, "costMicros": 2},
+        ]
+    )
+    await add(
+        [
+            {"userId": "b", "tokens": 7, "costMicros": 3},
+            {"userId": "c", "tokens": 1, "costMicros": 0},
+        ]
+    )
+    assert len([s for s in sent if s.lstrip().upper().startswith("INSERT")]) == 2
+    async with engine.connect() as conn:
+        found = (
+            await conn.execute(
+                select(table.c.userId, table.c.tokens, table.c.costMicros).order_by(table.c.userId)
+            )
+        ).all()
+    assert [tuple(row) for row in found] == [("a", 10, 1), ("b", 12, 5), ("c", 1, 0)]

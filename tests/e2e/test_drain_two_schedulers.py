@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import func, select
 
 from aijob.harness.procs import scheduler_processes
-from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
+from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output, working
 from scheduler_service.db.engine import create_engine
 from shared.gen.aijob.v1 import types_pb2
 from tests.support.db_checks import ARTIFACTS, JOBS, OUTBOX
@@ -57,22 +57,10 @@ async def test_two_schedulers_eight_runtimes_drain_every_job_once(
     async def finish(runtime: ClientRuntime, lease: types_pb2.Lease) -> None:
         nonlocal finished
         await runtime.submit(lease, echo_output(lease))
-        runtime.credit()
         finished += 1
         if finished == JOBS_TOTAL:
             all_done.set()
 
-    async def work(runtime: ClientRuntime) -> None:
-        """Run every lease as its own task, as a runtime with ``SLOTS`` slots does."""
-        await runtime.connect()
-        tasks: set[asyncio.Task[None]] = set()
-        while True:
-            lease = await runtime.leases.get()
-            task = asyncio.ensure_future(finish(runtime, lease))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-
-    workers = [asyncio.ensure_future(work(r)) for r in runtimes]
     clients = [JobClient(channel, user_id=f"user-{i}") for i, channel in enumerate(channels)]
     semaphore = asyncio.Semaphore(32)
 
@@ -81,15 +69,10 @@ async def test_two_schedulers_eight_runtimes_drain_every_job_once(
             job = await clients[index % 2].create(snapshot={"index": index})
             return job.job_id
 
-    try:
+    # Creates one by one while the runtimes already drain (the bulk create is another test's).
+    async with working(runtimes, finish):
         created = await asyncio.gather(*(create(i) for i in range(JOBS_TOTAL)))
         await asyncio.wait_for(all_done.wait(), timeout=300)
-    finally:
-        for worker in workers:
-            worker.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-        for runtime in runtimes:
-            await runtime.close()
 
     leased = Counter(pair for runtime in runtimes for pair in runtime.received)
     assert len(leased) == JOBS_TOTAL

@@ -17,7 +17,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from aijob.harness.procs import free_port, launch_scheduler, wait_until_serving
-from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
+from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output, working
+from shared.gen.aijob.v1 import types_pb2
 from tests.support.ledger import assert_every_job_once, read_ledger, wait_until_published
 
 pytestmark = [pytest.mark.mysql, pytest.mark.slow]
@@ -92,29 +93,18 @@ async def test_two_workers_share_one_port_and_drain_every_job_once(
         ]
         finished, all_done = 0, asyncio.Event()
 
-        async def work(runtime: ClientRuntime) -> None:
+        async def finish(runtime: ClientRuntime, lease: types_pb2.Lease) -> None:
             nonlocal finished
-            await runtime.connect()
-            while True:
-                lease = await runtime.leases.get()
-                await runtime.submit(lease, echo_output(lease))
-                runtime.credit()
-                finished += 1
-                if finished == JOBS_TOTAL:
-                    all_done.set()
+            await runtime.submit(lease, echo_output(lease))
+            finished += 1
+            if finished == JOBS_TOTAL:
+                all_done.set()
 
-        workers = [asyncio.ensure_future(work(r)) for r in runtimes]
         clients = [JobClient(channels[i % len(channels)], f"user-{i}") for i in range(8)]
-        try:
+        async with working(runtimes, finish):
             for index in range(JOBS_TOTAL):
                 await clients[index % len(clients)].create(snapshot={"index": index})
             await asyncio.wait_for(all_done.wait(), timeout=300)
-        finally:
-            for worker in workers:
-                worker.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
-            for runtime in runtimes:
-                await runtime.close()
         leased = Counter(pair for runtime in runtimes for pair in runtime.received)
         assert len(leased) == JOBS_TOTAL and max(leased.values()) == 1
         # The chaos ledger's checks: every job succeeded once, one artifact set from its last

@@ -24,6 +24,14 @@ pytestmark = pytest.mark.mysql
 _ENDED = JobError("INTERNAL_ERROR", "Ended by the test.")
 
 
+@pytest.fixture
+async def scheduler(mysql_url: str, start_scheduler: SchedulerFactory) -> RunningScheduler:
+    """A scheduler whose background reaper waits an hour: each test's ``reap_once()`` is the
+    only reaper, so what it returns does not depend on which of two reapers saw an expiry
+    first."""
+    return await start_scheduler(mysql_url, reaper_interval_s=3600)
+
+
 async def _expire(scheduler: RunningScheduler, job_id: str) -> None:
     """Move a lease's deadline into the past (test setup; lifecycleStatus is not touched)."""
     row = await job_row(scheduler.app.engine, job_id)

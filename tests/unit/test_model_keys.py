@@ -157,7 +157,7 @@ def test_no_sliding_minute_sees_more_requests_than_the_limit(rpm: int, gaps: lis
     for gap in gaps:
         now += timedelta(seconds=gap)
         admitted, spent = admit(_jobs(A, rpm), {A: state}, {}, now)
-        state = spent[A]
+        state = spent.get(A, state)  # unchanged: nothing to write
         starts += [now] * len(admitted)
     for index, start in enumerate(starts):
         window = [s for s in starts[index:] if s < start + timedelta(seconds=60)]
@@ -195,3 +195,16 @@ def test_only_what_is_leased_is_spent() -> None:
     admitted, used = admit(_jobs(A, 8), {A: state}, {}, NOW, wanted=3)
     assert len(admitted) == 3
     assert spent(used[A].requests) == 3
+
+
+def test_a_key_without_minute_limits_keeps_no_counts_and_needs_no_write() -> None:
+    """A concurrency window alone (slow start) reads no per-second counts: a claim on it changes
+    nothing to save, so a round writes no key row."""
+    state = KeyState(Limits(), effective=8.0)
+    admitted, changed = admit(_jobs(A, 5), {A: state}, {}, NOW)
+    assert len(admitted) == 5
+    assert changed == {}
+    limited = KeyState(Limits(requests_per_minute=100))
+    _, changed = admit(_jobs(A, 5), {A: limited}, {}, NOW)
+    assert spent(changed[A].requests) == 5
+    assert changed[A].tokens == ()  # no token limit: no token counts either
