@@ -22,10 +22,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from runtime_service.scripted_model import ScriptedModelServer
 from scheduler_service.db.engine import create_engine
-from scheduler_service.migrate import migrate
 from tests.support import lifecycle_guard
 from tests.support.fakes import running_model_server
 from tests.support.schedulers import RunningScheduler, SchedulerFactory, scheduler_starter
+from tests.support.schema_copy import migrated
 
 DEFAULT_MYSQL_URL = "mysql+asyncmy://root@127.0.0.1:3306/test"
 MYSQL_URL = os.environ.get("AIJOB_TEST_MYSQL_URL", DEFAULT_MYSQL_URL)
@@ -108,7 +108,7 @@ def database(request: pytest.FixtureRequest) -> DatabaseFactory:
 async def engine(database: DatabaseFactory) -> AsyncIterator[AsyncEngine]:
     """An engine on a freshly migrated database of each kind."""
     url = await database()
-    await migrate(url)
+    await migrated(url)
     eng = create_engine(url, pool_size=25)
     yield eng
     await eng.dispose()
@@ -118,7 +118,7 @@ async def engine(database: DatabaseFactory) -> AsyncIterator[AsyncEngine]:
 async def mysql_engine(mysql_database: DatabaseFactory) -> AsyncIterator[AsyncEngine]:
     """An engine on a freshly migrated MySQL database, with room for racing connections."""
     url = await mysql_database()
-    await migrate(url)
+    await migrated(url)
     eng = create_engine(url, pool_size=25)
     yield eng
     await eng.dispose()
@@ -128,7 +128,7 @@ async def mysql_engine(mysql_database: DatabaseFactory) -> AsyncIterator[AsyncEn
 async def mysql_url(mysql_database: DatabaseFactory) -> str:
     """The URL of a freshly migrated MySQL database."""
     url = await mysql_database()
-    await migrate(url)
+    await migrated(url)
     return url
 
 
