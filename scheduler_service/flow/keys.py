@@ -42,6 +42,7 @@ __all__ = [
     "baseline_ms",
     "estimate_tokens",
     "paused",
+    "restricts",
     "scope_of",
     "spent",
     "trimmed",
@@ -184,6 +185,17 @@ class KeyState:
             return limit
         found = max(1, math.floor(self.effective))
         return min(limit, found) if limit else found
+
+
+def restricts(state: KeyState, now: datetime) -> bool:
+    """Whether the key may refuse a lease now: a limit (the operator's or the default), a
+    congestion window, or a pause. A claim admits on a key that cannot without its row's lock,
+    and writes nothing to it."""
+    return (
+        state.limits.any
+        or state.effective is not None
+        or (state.paused_until is not None and state.paused_until > now)
+    )
 
 
 def admit(

@@ -14,10 +14,19 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.idempotent import insert_ignoring_duplicates
 from scheduler_service.db.models import AiJob, AiModelKey
-from scheduler_service.flow.keys import FlowPolicy, KeyState, Limits, ModelKey, Window, scope_of
+from scheduler_service.flow.keys import (
+    FlowPolicy,
+    KeyState,
+    Limits,
+    ModelKey,
+    Window,
+    restricts,
+    scope_of,
+)
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 
 __all__ = [
+    "claim_states",
     "congested",
     "congested_keys",
     "lock_keys",
@@ -38,6 +47,7 @@ _ALL_LOCKED = (
     .with_for_update()
 )
 _ALL = select(_k).order_by(_k.c.provider, _k.c.model, _k.c.credentialScope)
+_ALL_UNLOCKED = select(_k, db_now().label("dbNow"))
 _NOW = select(db_now())
 _ONE_LOCKED = (
     select(_k, db_now().label("dbNow"))
@@ -149,6 +159,26 @@ async def lock_states(
         return None, {}
     now = found[0].dbNow
     return now, {key_of(row): state_of(row, flow.defaults, now) for row in found}
+
+
+async def claim_states(
+    conn: AsyncConnection, flow: FlowPolicy
+) -> tuple[datetime | None, dict[ModelKey, KeyState]]:
+    """Every key's state for a claim, with the database's now: read without a lock, and read
+    again under the rows' locks (``lock_states``) only when some key may refuse a lease.
+
+    A key that nothing restricts (no limit, its window grown back to unlimited, no pause) is
+    spent without a write, so its lock would only make every claim and every replica wait for
+    each other. A limit, pause or window set meanwhile orders after this claim, as it would had
+    the claim taken the lock first."""
+    found = (await conn.execute(_ALL_UNLOCKED)).all()
+    if not found:
+        return None, {}
+    now = found[0].dbNow
+    states = {key_of(row): state_of(row, flow.defaults, now) for row in found}
+    if any(restricts(state, now) for state in states.values()):
+        return await lock_states(conn, flow)
+    return now, states
 
 
 async def lock_keys(

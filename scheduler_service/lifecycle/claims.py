@@ -42,11 +42,12 @@ async def claim_batches(
     write per runtime then moves exactly its locked rows to running. One SELECT whatever the
     number of runtimes, so idle streams cost one query per round.
 
-    With a ``flow`` policy, the model keys' states are read under their rows' locks first (one
-    statement; nothing more when no key has limits or congestion). With per-user
-    ``running_caps`` or limited keys, the SELECT reads twice as many candidates with their users
-    and keys, and those of users at their cap or of keys without budget (paused, at their
-    concurrency, out of requests or tokens) stay queued: their rows are skipped, not leased.
+    With a ``flow`` policy, the model keys' states are read first (one statement), under their
+    rows' locks when some key has a limit, a window or a pause (``flow_sql.claim_states``).
+    With per-user ``running_caps`` or limited keys, the SELECT reads twice as many candidates
+    with their users and keys, and those of users at their cap or of keys without budget
+    (paused, at their concurrency, out of requests or tokens) stay queued: their rows are
+    skipped, not leased.
     With a ``budget``, jobs of users whose spend of today reached their budget are skipped too
     (one read by primary key); the reaper then fails them BUDGET_EXCEEDED.
     """
@@ -54,7 +55,7 @@ async def claim_batches(
     if wanted <= 0 or not job_types:
         return [[] for _ in demands]
     caps = running_caps if running_caps is not None and running_caps.active else None
-    now, states = await flow_sql.lock_states(conn, flow) if flow is not None else (None, {})
+    now, states = await flow_sql.claim_states(conn, flow) if flow is not None else (None, {})
     if caps is not None or states or budget is not None or (flow is not None and flow.keeps_rows):
         ids = await _filtered_candidates(
             conn,

@@ -1,7 +1,7 @@
 """The outbox dispatcher: claim, deliver, then publish — safe on every replica
 (docs/architecture.md, *The outbox*).
 
-One round:
+One round, where a sink may be slow or fail (an external one):
 
 1. Events stuck in ``processing`` longer than the processing timeout (their claimer died) go back
    to ``pending``. A crash is not a delivery failure, so ``attemptCount`` is left alone (S10).
@@ -13,6 +13,14 @@ One round:
    backoff; the third failure makes it ``dead`` (kept, counted, re-driven by an admin).
 4. Publish the delivered events: under the lock of the ``OutboxSequence`` row, each gets the next
    ``publishedSeq`` and becomes ``published``. Subscribers read the log in that order.
+
+Where every sink is *immediate* (in-process and at once, such as the wake-up of this replica's
+lease dispatch, the only sink today), steps 2 to 4 are one transaction instead of two: the pending
+events are locked (``FOR UPDATE SKIP LOCKED``, the claim), delivered, and published or given back
+with their failure, then committed. A round that does not commit leaves its events pending, to
+be delivered again (at least once, as before), and there is no ``processing`` state to time out.
+Each event is written once on its way out instead of twice, and a round is one commit instead of
+two: what a Galera cluster has to certify and apply on every node (issue 19).
 
 Unknown event types are logged as a warning and published without delivery.
 """
@@ -66,7 +74,13 @@ class ClaimedEvent:
 
 
 class EventSink(Protocol):
-    """Where delivered events go. Raising means "not delivered": the event is retried."""
+    """Where delivered events go. Raising means "not delivered": the event is retried.
+
+    ``immediate``: the sink delivers in-process and at once, and delivering an event again after
+    a round that did not commit does no harm; with only such sinks, a round delivers and
+    publishes in one transaction."""
+
+    immediate: bool
 
     async def deliver(self, event: ClaimedEvent) -> None: ...
 
@@ -101,6 +115,10 @@ class OutboxDispatcher(RoundLoop):
         # Fault injection for chaos tests only (AIJOB_FAULT_OUTBOX_STALL_MS): hold claimed
         # events this long before delivering, so a test can kill the process in between.
         self._stall_after_claim_s = stall_after_claim_s
+        # The stall stands between a claim's commit and the delivery: it needs the two steps.
+        self._in_one_transaction = (
+            all(sink.immediate for sink in self._sinks) and not stall_after_claim_s
+        )
 
     async def _round(self) -> bool:
         """False when there was nothing to do and nothing is on its way: no event claimed, none
@@ -127,6 +145,8 @@ class OutboxDispatcher(RoundLoop):
         if now - self._last_stale_check >= self._interval_s / 2:
             self._last_stale_check = now
             await self.release_stale()
+        if self._in_one_transaction:
+            return await self.deliver_and_publish()
         claimed = await self.claim()
         if not claimed:
             return 0
@@ -199,6 +219,14 @@ class OutboxDispatcher(RoundLoop):
         return await self._uow.run(unit)
 
     async def _deliver(self, event: ClaimedEvent) -> bool:
+        error = await self._delivery_error(event)
+        if error is not None:
+            await self._failed(event, error)
+            return False
+        return True
+
+    async def _delivery_error(self, event: ClaimedEvent) -> Exception | None:
+        """Deliver ``event`` to every sink: None, or what the first that failed raised."""
         if event.event_type not in KNOWN_TYPES:
             log.warning(
                 "unknown outbox event type: published without delivery",
@@ -208,16 +236,28 @@ class OutboxDispatcher(RoundLoop):
                     "eventType": event.event_type,
                 },
             )
-            return True
+            return None
         try:
             for sink in self._sinks:
                 await sink.deliver(event)
         except Exception as exc:
-            await self._failed(event, exc)
-            return False
-        return True
+            return exc
+        return None
 
     async def _failed(self, event: ClaimedEvent, exc: Exception) -> None:
+        statement = self._failure(event, exc).where(
+            _o.status == _PROCESSING, _o.lockedBy == self._instance_id
+        )
+
+        async def unit(tx: SqlTransaction) -> None:
+            await tx.conn.execute(statement)
+
+        await self._uow.run(unit)
+        _log_failure(event)
+
+    def _failure(self, event: ClaimedEvent, exc: Exception) -> Update:
+        """``event`` back to pending with backoff after a failed delivery, or dead after its
+        last attempt (the caller adds the guard of its claim)."""
         attempts = event.attempt_count + 1
         dead = attempts >= MAX_ATTEMPTS
         values: dict[str, Any] = {
@@ -229,40 +269,49 @@ class OutboxDispatcher(RoundLoop):
         }
         if not dead:
             values["availableAt"] = db_now(self._backoff_base_ms * 2 ** (attempts - 1))
-        statement = (
-            update(_outbox)
-            .where(_o.id == event.id, _o.status == _PROCESSING, _o.lockedBy == self._instance_id)
-            .values(values)
-        )
+        return update(_outbox).where(_o.id == event.id).values(values)
 
-        async def unit(tx: SqlTransaction) -> None:
-            await tx.conn.execute(statement)
+    async def deliver_and_publish(self) -> int:
+        """Claim, deliver and publish one batch in one transaction (immediate sinks only);
+        returns how many events it took."""
+        failed: list[ClaimedEvent] = []
+        published: list[int] = []
 
-        await self._uow.run(unit)
-        log.warning(
-            "outbox delivery failed",
-            extra={
-                "action": "outbox_failed",
-                "eventId": event.id,
-                "attempt": attempts,
-                "dead": dead,
-            },
-        )
+        async def unit(tx: SqlTransaction) -> int:
+            failed.clear()
+            published.clear()
+            found = await tx.conn.execute(_SELECT_PENDING, {"b_limit": self._batch})
+            events = [ClaimedEvent(*row) for row in found]
+            if not events:
+                return 0
+            for event in events:
+                error = await self._delivery_error(event)
+                if error is None:
+                    published.append(event.id)
+                else:
+                    failed.append(event)
+                    # Locked by this transaction since the SELECT: still pending.
+                    failure = self._failure(event, error).where(_o.status == _PENDING)
+                    if (await tx.conn.execute(failure)).rowcount != 1:
+                        raise RuntimeError(f"outbox event {event.id} changed under its lock")
+            if published:
+                published.sort()
+                await _publish_locked(tx, published, owner=None)
+            return len(events)
+
+        count = await self._uow.run(unit)
+        for event in failed:
+            _log_failure(event)
+        if published:
+            self._on_published()
+        return count
 
     async def publish(self, events: Sequence[ClaimedEvent]) -> int:
         """Mark delivered events published with commit-ordered positions; returns how many."""
 
         async def unit(tx: SqlTransaction) -> int:
-            # The row lock is held to commit: positions follow the order publications commit.
-            current = (
-                await tx.conn.execute(
-                    select(_sequence.c.value)
-                    .where(_sequence.c.name == _PUBLISHED_SEQUENCE)
-                    .with_for_update()
-                )
-            ).scalar_one()
             # A claim released as stale and taken by another replica is theirs now: only the
-            # events still ours get positions, contiguous, in id order, in one UPDATE.
+            # events still ours get positions.
             ours = list(
                 (
                     await tx.conn.execute(
@@ -271,23 +320,9 @@ class OutboxDispatcher(RoundLoop):
                     )
                 ).scalars()
             )
-            published = len(ours)
             if ours:
-                params: dict[str, Any] = {"b_owner": self._instance_id}
-                size = batch_bucket(published)
-                for k in range(size):
-                    # Padded by repeating the last event (matched once, same position).
-                    last = min(k, published - 1)
-                    params |= {f"i{k}": ours[last], f"p{k}": current + last + 1}
-                matched = (await tx.conn.execute(_publish_many(size), params)).rowcount
-                if matched != published:
-                    raise RuntimeError(f"published {matched} of {published} locked events")
-            await tx.conn.execute(
-                update(_sequence)
-                .where(_sequence.c.name == _PUBLISHED_SEQUENCE)
-                .values(value=current + published)
-            )
-            return published
+                await _publish_locked(tx, ours, owner=self._instance_id)
+            return len(ours)
 
         count = await self._uow.run(unit)
         if count:
@@ -295,15 +330,54 @@ class OutboxDispatcher(RoundLoop):
         return count
 
 
+def _log_failure(event: ClaimedEvent) -> None:
+    attempts = event.attempt_count + 1
+    log.warning(
+        "outbox delivery failed",
+        extra={
+            "action": "outbox_failed",
+            "eventId": event.id,
+            "attempt": attempts,
+            "dead": attempts >= MAX_ATTEMPTS,
+        },
+    )
+
+
+async def _publish_locked(tx: SqlTransaction, ids: Sequence[int], owner: str | None) -> None:
+    """Publish ``ids`` (in id order, rows this transaction has locked: claimed by ``owner``, or
+    still pending when ``owner`` is None) at the next positions, contiguous, in one UPDATE.
+
+    The ``OutboxSequence`` row is locked here and held to commit, so positions follow the order
+    in which publications commit."""
+    current = (await tx.conn.execute(_LOCK_SEQUENCE)).scalar_one()
+    params: dict[str, Any] = {"b_owner": owner} if owner is not None else {}
+    size = batch_bucket(len(ids))
+    for k in range(size):
+        # Padded by repeating the last event (matched once, same position).
+        last = min(k, len(ids) - 1)
+        params |= {f"i{k}": ids[last], f"p{k}": current + last + 1}
+    matched = (
+        await tx.conn.execute(_publish_many(size, claimed=owner is not None), params)
+    ).rowcount
+    if matched != len(ids):
+        raise RuntimeError(f"published {matched} of {len(ids)} locked events")
+    await tx.conn.execute(_ADVANCE_SEQUENCE, {"b_value": current + len(ids)})
+
+
 @functools.cache
-def _publish_many(rows: int) -> Update:
-    """processing → published for the events ``i0``… claimed by ``b_owner``, each at its
-    position ``p0``…: one statement for the whole batch."""
+def _publish_many(rows: int, *, claimed: bool) -> Update:
+    """→ published for the events ``i0``…, each at its position ``p0``…: one statement for the
+    whole batch. ``claimed``: they are in ``processing`` by ``b_owner``; else still pending."""
     ids: list[BindParameter[Any]] = [bindparam(f"i{k}") for k in range(rows)]
     position = case(*[(_o.id == ids[k], bindparam(f"p{k}")) for k in range(rows)])
+    guard = (
+        [_o.status == _PROCESSING, _o.lockedBy == bindparam("b_owner")]
+        if claimed
+        else [_o.status == _PENDING]
+    )
     return (
         update(_outbox)
-        .where(_o.id.in_(ids), _o.status == _PROCESSING, _o.lockedBy == bindparam("b_owner"))
+        .where(_o.id.in_(ids), *guard)
         .values(
             status=OutboxStatus.PUBLISHED.value,
             publishedAt=db_now(),
@@ -315,6 +389,14 @@ def _publish_many(rows: int) -> Update:
 
 
 # Built once: statement construction costs more than executing a cached statement.
+_LOCK_SEQUENCE = (
+    select(_sequence.c.value).where(_sequence.c.name == _PUBLISHED_SEQUENCE).with_for_update()
+)
+_ADVANCE_SEQUENCE = (
+    update(_sequence)
+    .where(_sequence.c.name == _PUBLISHED_SEQUENCE)
+    .values(value=bindparam("b_value"))
+)
 _SELECT_STILL_OURS = (
     select(_o.id)
     .where(
@@ -327,6 +409,14 @@ _SELECT_STILL_OURS = (
 )
 _SELECT_CLAIMABLE = (
     select(_o.id)
+    .where(_o.status == _PENDING, _o.availableAt <= db_now())
+    .order_by(_o.availableAt, _o.id)
+    .limit(bindparam("b_limit"))
+    .with_for_update(skip_locked=True)
+)
+#: The claim of a round in one transaction: the events themselves, locked until it commits.
+_SELECT_PENDING = (
+    select(_o.id, _o.eventType, _o.aggregateId, _o.payload, _o.attemptCount, _o.createdAt)
     .where(_o.status == _PENDING, _o.availableAt <= db_now())
     .order_by(_o.availableAt, _o.id)
     .limit(bindparam("b_limit"))
@@ -350,6 +440,8 @@ _SELECT_CLAIMED = (
 
 class DispatchWaker:
     """Delivers ``ai.job.enqueue`` by waking this scheduler's lease dispatch."""
+
+    immediate = True
 
     def __init__(self, notify: Callable[[], None]) -> None:
         self._notify = notify

@@ -9,12 +9,14 @@ from datetime import timedelta
 from typing import cast
 
 import pytest
-from sqlalchemy import Table, update
+from sqlalchemy import Table, text, update
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service.db.models import AiModelKey
 from scheduler_service.flow import sql as flow_sql
 from scheduler_service.flow.keys import FlowPolicy, Limits, ModelKey
+from scheduler_service.lifecycle.claims import claim_batches
 from scheduler_service.lifecycle.records import JobRecord
 from scheduler_service.registry.definitions import USER_KEY_MODE
 from tests.support.db import create_job
@@ -110,3 +112,30 @@ async def test_two_racing_claims_never_pass_the_limit(
     await _put(mysql_engine, KEY_A, Limits(max_concurrency=3))
     shares = await asyncio.gather(*(_claim(mysql_repo, 5, f"rt-{n}") for n in range(2)))
     assert sum(len(share) for share in shares) == 3
+
+
+async def _claim_within_a_second(engine: AsyncEngine) -> int:
+    """Leases one claim gives, waiting at most a second for any row lock."""
+    async with engine.begin() as conn:
+        await conn.execute(text("SET SESSION innodb_lock_wait_timeout = 1"))
+        (share,) = await claim_batches(conn, TYPES, [("rt-1", 1)], lease_ttl_ms=60_000, flow=FLOW)
+        return len(share)
+
+
+@pytest.mark.mysql
+async def test_a_claim_locks_the_key_rows_only_when_a_key_may_refuse(
+    mysql_repo: StoreCalls, mysql_engine: AsyncEngine
+) -> None:
+    """Every claim and every replica would otherwise wait for each other on the key rows (issue
+    19: held to a cluster's commit). Another transaction holds them locked throughout."""
+    await _jobs(mysql_repo, mysql_engine, "model-a", 2)
+    await _put(mysql_engine, KEY_A, Limits())  # a row, and nothing that restricts it
+    async with mysql_engine.connect() as holder, holder.begin():
+        await flow_sql.lock_states(holder, FLOW)
+        assert await _claim_within_a_second(mysql_engine) == 1
+    await _put(mysql_engine, KEY_A, Limits(max_concurrency=5))
+    async with mysql_engine.connect() as holder, holder.begin():
+        await flow_sql.lock_states(holder, FLOW)
+        with pytest.raises(OperationalError, match="1205"):
+            await _claim_within_a_second(mysql_engine)
+    assert await _claim_within_a_second(mysql_engine) == 1

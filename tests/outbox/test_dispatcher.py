@@ -1,4 +1,7 @@
-"""The outbox dispatcher on real MariaDB: racing replicas, crashes, poison events, re-drive."""
+"""The outbox dispatcher on real MariaDB: racing replicas, crashes, poison events, re-drive.
+
+Most tests run both ways a round can go: claim, deliver and publish in two transactions (sinks
+that may be slow or fail), and in one (only immediate sinks, the scheduler's own case)."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from scheduler_service.db.clock import db_now
 from scheduler_service.errors import DatabaseBusyError
 from scheduler_service.jobs.stats import queue_stats, redrive_dead_events
-from scheduler_service.outbox.dispatcher import ClaimedEvent, OutboxDispatcher
+from scheduler_service.outbox.dispatcher import ClaimedEvent, DispatchWaker, OutboxDispatcher
 from scheduler_service.uow import SqlUnitOfWork
 from tests.support.db_checks import OUTBOX
 
@@ -27,7 +30,14 @@ class SimulatedCrash(BaseException):
 
 
 class Recorder:
-    def __init__(self, crash_on: set[int] | None = None, fail_on: set[int] | None = None) -> None:
+    def __init__(
+        self,
+        crash_on: set[int] | None = None,
+        fail_on: set[int] | None = None,
+        *,
+        immediate: bool = False,
+    ) -> None:
+        self.immediate = immediate
         self.delivered: Counter[int] = Counter()
         self.crash_on = crash_on or set()
         self.fail_on = fail_on or set()
@@ -39,6 +49,11 @@ class Recorder:
         if event.id in self.crash_on:
             self.crash_on.discard(event.id)
             raise SimulatedCrash
+
+
+both_ways = pytest.mark.parametrize(
+    "immediate", [False, True], ids=["claim-then-publish", "one-transaction"]
+)
 
 
 async def _insert_events(
@@ -101,9 +116,12 @@ async def _drain(
     await asyncio.gather(*(loop(d) for d in dispatchers))
 
 
-async def test_two_dispatchers_deliver_five_thousand_events_once(mysql_engine: AsyncEngine) -> None:
+@both_ways
+async def test_two_dispatchers_deliver_five_thousand_events_once(
+    mysql_engine: AsyncEngine, immediate: bool
+) -> None:
     ids = await _insert_events(mysql_engine, 5_000)
-    sinks = [Recorder(), Recorder()]
+    sinks = [Recorder(immediate=immediate), Recorder(immediate=immediate)]
     await _drain(
         [_dispatcher(mysql_engine, f"d{i}", s) for i, s in enumerate(sinks)], mysql_engine, 5_000
     )
@@ -117,12 +135,13 @@ async def test_two_dispatchers_deliver_five_thousand_events_once(mysql_engine: A
     assert positions == list(range(1, 5_001))
 
 
+@both_ways
 async def test_a_crash_between_delivering_and_marking_only_duplicates_that_batch(
-    mysql_engine: AsyncEngine,
+    mysql_engine: AsyncEngine, immediate: bool
 ) -> None:
     ids = await _insert_events(mysql_engine, 1_000)
-    crashing = Recorder(crash_on={ids[20]})
-    survivor = Recorder()
+    crashing = Recorder(crash_on={ids[20]}, immediate=immediate)
+    survivor = Recorder(immediate=immediate)
     first = _dispatcher(mysql_engine, "crashes", crashing, processing_timeout_s=1)
     second = _dispatcher(mysql_engine, "survives", survivor, processing_timeout_s=1)
     # The crashing replica's round runs first and alone, so it is the one that claims the oldest
@@ -143,12 +162,13 @@ async def test_a_crash_between_delivering_and_marking_only_duplicates_that_batch
     assert attempts == 0  # a crash is not a failed delivery (S10)
 
 
+@both_ways
 async def test_poison_event_goes_dead_after_three_attempts_and_is_redriven(
-    mysql_engine: AsyncEngine,
+    mysql_engine: AsyncEngine, immediate: bool
 ) -> None:
     ids = await _insert_events(mysql_engine, 20)
     poison = ids[7]
-    sink = Recorder(fail_on={poison})
+    sink = Recorder(fail_on={poison}, immediate=immediate)
     dispatcher = _dispatcher(mysql_engine, "d", sink)
     await _drain([dispatcher], mysql_engine, 20)
     assert await _statuses(mysql_engine) == {"published": 19, "dead": 1}
@@ -168,14 +188,43 @@ async def test_poison_event_goes_dead_after_three_attempts_and_is_redriven(
     assert (await queue_stats(SqlUnitOfWork(mysql_engine))).dead_events == 0
 
 
+@both_ways
 async def test_unknown_event_types_are_published_without_delivery(
-    mysql_engine: AsyncEngine,
+    mysql_engine: AsyncEngine, immediate: bool
 ) -> None:
     await _insert_events(mysql_engine, 3, event_type="ai.job.mystery")
-    sink = Recorder()
+    sink = Recorder(immediate=immediate)
     await _drain([_dispatcher(mysql_engine, "d", sink)], mysql_engine, 3)
     assert not sink.delivered
     assert await _statuses(mysql_engine) == {"published": 3}
+
+
+@both_ways
+async def test_what_another_connection_sees_during_a_delivery(
+    mysql_engine: AsyncEngine, immediate: bool
+) -> None:
+    """Two transactions: the claim has committed, the event is ``processing`` while it is
+    delivered. One: nothing has committed yet, the event is still ``pending`` (a round that does
+    not commit leaves it there)."""
+    (event_id,) = await _insert_events(mysql_engine, 1)
+    seen: list[str] = []
+
+    class Looking(Recorder):
+        async def deliver(self, event: ClaimedEvent) -> None:
+            async with mysql_engine.connect() as conn:
+                query = select(OUTBOX.c.status).where(OUTBOX.c.id == event.id)
+                seen.append(str((await conn.execute(query)).scalar_one()))
+
+    assert await _dispatcher(mysql_engine, "d", Looking(immediate=immediate)).run_once() == 1
+    assert seen == ["pending" if immediate else "processing"]
+    assert await _statuses(mysql_engine) == {"published": 1}
+    async with mysql_engine.connect() as conn:
+        row = (await conn.execute(select(OUTBOX).where(OUTBOX.c.id == event_id))).one()
+    assert (row.publishedSeq, row.attemptCount, row.lockedBy) == (1, 0, None)
+
+
+async def test_the_schedulers_own_sink_is_immediate() -> None:
+    assert DispatchWaker(lambda: None).immediate
 
 
 async def test_a_publish_that_cannot_commit_hands_its_events_back_at_once(

@@ -17,6 +17,7 @@ from scheduler_service.flow.keys import (
     after_answers,
     after_congestion,
     baseline_ms,
+    restricts,
     spent,
     trimmed,
 )
@@ -208,3 +209,19 @@ def test_a_key_without_minute_limits_keeps_no_counts_and_needs_no_write() -> Non
     _, changed = admit(_jobs(A, 5), {A: limited}, {}, NOW)
     assert spent(changed[A].requests) == 5
     assert changed[A].tokens == ()  # no token limit: no token counts either
+
+
+def test_only_a_limit_a_window_or_a_pause_restricts_a_key() -> None:
+    """What decides whether a claim locks the key rows: a key nothing restricts is admitted on a
+    plain read."""
+    assert not restricts(KeyState(Limits()), NOW)
+    assert not restricts(KeyState(Limits(), paused_until=NOW), NOW)  # the pause is over
+    assert restricts(KeyState(Limits(), paused_until=AFTER), NOW)
+    assert restricts(KeyState(Limits(), effective=200.0), NOW)
+    for limits in (
+        Limits(max_concurrency=1),
+        Limits(requests_per_minute=1),
+        Limits(tokens_per_minute=1),
+        Limits(daily_cost_micros=1),
+    ):
+        assert restricts(KeyState(limits), NOW)
