@@ -21,15 +21,16 @@ MYSQL_URL = os.environ.get("AIJOB_BENCH_MYSQL_URL", "mysql+asyncmy://root@127.0.
 
 
 @asynccontextmanager
-async def throwaway_database() -> AsyncIterator[str]:
-    """A fresh MariaDB/MySQL database at head on the server of AIJOB_BENCH_MYSQL_URL."""
-    admin = create_engine(MYSQL_URL, pool_size=1)
+async def throwaway_database(server_url: str = MYSQL_URL) -> AsyncIterator[str]:
+    """A fresh MariaDB/MySQL database at head on the server of ``server_url`` (by default
+    AIJOB_BENCH_MYSQL_URL's)."""
+    admin = create_engine(server_url, pool_size=1)
     name = f"aijob_bench_{uuid.uuid4().hex[:8]}"
     async with admin.begin() as conn:
         await conn.execute(
             text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
         )
-    url = make_url(MYSQL_URL).set(database=name).render_as_string(hide_password=False)
+    url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
     try:
         await migrate(url)
         yield url
