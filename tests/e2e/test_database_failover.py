@@ -17,10 +17,10 @@ from aijob.harness.runtime_client import JobClient
 from aijob.harness.waiting import eventually
 from scheduler_service.db.engine import create_engine
 from scheduler_service.db.failover import Node, WriterChoice, galera_ready, parse_nodes
-from scheduler_service.migrate import migrate
 from tests.support.db_checks import JOBS
 from tests.support.own_mariadb import OwnMariaDB
 from tests.support.schedulers import SchedulerFactory
+from tests.support.schema_copy import migrated
 
 pytestmark = pytest.mark.mysql
 
@@ -33,7 +33,7 @@ async def _server(root: Path) -> OwnMariaDB:
     async with admin.begin() as conn:
         await conn.execute(text("CREATE DATABASE aijob"))
     await admin.dispose()
-    await migrate(server.url("aijob"))
+    await migrated(server.url("aijob"))
     return server
 
 

@@ -29,7 +29,6 @@ from aijob.harness.runtime_client import JobClient
 from aijob.harness.waiting import eventually
 from runtime_service.scripted_model import ScriptedModelServer
 from scheduler_service.db.engine import create_engine
-from scheduler_service.migrate import migrate
 from shared.canonical_json import output_hash
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
@@ -46,6 +45,7 @@ from tests.support.own_mariadb import OwnMariaDB
 from tests.support.rpcs import SERVICES, every_rpc
 from tests.support.runtime_procs import Launcher
 from tests.support.schedulers import SchedulerFactory
+from tests.support.schema_copy import migrated
 
 pytestmark = pytest.mark.mysql
 
@@ -67,7 +67,7 @@ async def own_database(tmp_path: Path) -> AsyncIterator[tuple[OwnMariaDB, str]]:
         await conn.execute(text("CREATE DATABASE aijob"))
     await admin.dispose()
     url = server.url("aijob")
-    await migrate(url)
+    await migrated(url)
     try:
         yield server, url
     finally:

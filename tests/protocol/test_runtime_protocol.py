@@ -14,6 +14,7 @@ from shared.status_details import error_reason
 from tests.conftest import DatabaseFactory
 from tests.support.db_checks import ARTIFACTS, USAGE, count, events, job_row
 from tests.support.schedulers import RunningScheduler, SchedulerFactory
+from tests.support.schema_copy import migrated
 
 pytestmark = pytest.mark.mysql
 
@@ -27,10 +28,8 @@ async def _runtime(scheduler: RunningScheduler, name: str, **kw: object) -> Clie
 async def test_success_projects_artifacts_usage_and_event(
     database: DatabaseFactory, start_scheduler: SchedulerFactory
 ) -> None:
-    from scheduler_service.migrate import migrate
-
     url = await database()
-    await migrate(url)
+    await migrated(url)
     scheduler = await start_scheduler(url)
     runtime = await _runtime(scheduler, "rt-a")
     jobs = JobClient(scheduler.channel)
