@@ -94,7 +94,8 @@ class SchedulerSettings(BaseSettings):
     #: successes until the provider pushes back (0: unlimited until then).
     model_initial_concurrency: int = Field(default=4, ge=0)
     #: A time to first token above this many times the key's baseline (its fastest of the last
-    #: minutes) halves the key's concurrency, as a 429 does (0: latency is not read).
+    #: minutes), and more than 100 ms above it, halves the key's concurrency, as a 429 does (0:
+    #: latency is not read).
     model_latency_tolerance: float = Field(default=1.5, ge=0)
     max_running_per_user_overrides: Annotated[dict[str, int], NoDecode] = Field(
         default_factory=dict

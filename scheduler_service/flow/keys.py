@@ -56,6 +56,10 @@ WINDOW_SECONDS = 61
 Window = tuple[tuple[int, int], ...]
 #: Minutes whose fastest first token the latency baseline remembers.
 BASELINE_MINUTES = 5
+#: A first token later than the baseline by no more than this is the host's jitter, not a queue
+#: at the provider: a fast or local model's baseline of a few milliseconds would otherwise halve
+#: its key's window at every hiccup of the runtime's machine.
+LATENCY_SLACK_MS = 100
 #: A key no operator limited runs unlimited again once its window grows past this many calls
 #: (until the provider pushes back), so that an idle key costs no write per success.
 PROBE_CEILING = 256
@@ -322,12 +326,14 @@ def _with_first_tokens(state: KeyState, calls: Sequence[Answered], now: datetime
 
 def slowed(state: KeyState, calls: Sequence[Answered], now: datetime, tolerance: float) -> bool:
     """Some call leased since the last decrease waited for its first token longer than
-    ``tolerance`` times the baseline: the provider is queueing calls (held open, or slower)."""
+    ``tolerance`` times the baseline, and by more than LATENCY_SLACK_MS: the provider is queueing
+    calls (held open, or slower)."""
     baseline = baseline_ms(state, now)
     if not tolerance or baseline is None:
         return False
+    slow = max(tolerance * baseline, baseline + LATENCY_SLACK_MS)
     return any(
-        c.first_token_ms is not None and c.first_token_ms > tolerance * baseline
+        c.first_token_ms is not None and c.first_token_ms > slow
         for c in _since_decrease(state, calls)
     )
 

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler_service.flow.keys import (
+    LATENCY_SLACK_MS,
     PROBE_CEILING,
     Answered,
     KeyState,
@@ -225,3 +226,13 @@ def test_only_a_limit_a_window_or_a_pause_restricts_a_key() -> None:
         Limits(daily_cost_micros=1),
     ):
         assert restricts(KeyState(limits), NOW)
+
+
+def test_a_first_token_late_by_a_few_milliseconds_is_jitter_not_a_queue() -> None:
+    """A local model answers its first token in milliseconds: seven times a 4 ms baseline is
+    still the host's jitter; later than the baseline by more than the slack is a queue."""
+    state = _with_baseline(KeyState(Limits(), effective=16.0), 4)
+    jitter = after_answers(state, [Answered(NOW, 30)], NOW, tolerance=1.5)
+    assert jitter.decreased_at is None and jitter.concurrency() == 18  # grown, as any success
+    queued = after_answers(state, [Answered(NOW, 4 + LATENCY_SLACK_MS + 1)], NOW, tolerance=1.5)
+    assert queued.concurrency() == 8
