@@ -40,6 +40,7 @@ __all__ = [
     "after_answers",
     "after_congestion",
     "baseline_ms",
+    "claim_locks",
     "estimate_tokens",
     "paused",
     "restricts",
@@ -193,13 +194,19 @@ class KeyState:
 
 def restricts(state: KeyState, now: datetime) -> bool:
     """Whether the key may refuse a lease now: a limit (the operator's or the default), a
-    congestion window, or a pause. A claim admits on a key that cannot without its row's lock,
-    and writes nothing to it."""
+    congestion window, or a pause."""
     return (
         state.limits.any
         or state.effective is not None
         or (state.paused_until is not None and state.paused_until > now)
     )
+
+
+def claim_locks(state: KeyState, now: datetime) -> bool:
+    """Whether a claim must hold the key's row lock: the key may refuse a lease, or the claim
+    will write its state (per-second counts left from a limit since removed, which ``admit``
+    clears). A claim admits on any other key without the lock, and writes nothing to it."""
+    return restricts(state, now) or bool(state.requests or state.tokens)
 
 
 def admit(

@@ -20,7 +20,7 @@ from scheduler_service.flow.keys import (
     Limits,
     ModelKey,
     Window,
-    restricts,
+    claim_locks,
     scope_of,
 )
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
@@ -165,18 +165,19 @@ async def claim_states(
     conn: AsyncConnection, flow: FlowPolicy
 ) -> tuple[datetime | None, dict[ModelKey, KeyState]]:
     """Every key's state for a claim, with the database's now: read without a lock, and read
-    again under the rows' locks (``lock_states``) only when some key may refuse a lease.
+    again under the rows' locks (``lock_states``) only when some key may refuse a lease or the
+    claim may write it (``keys.claim_locks``).
 
     A key that nothing restricts (no limit, its window grown back to unlimited, no pause) is
     spent without a write, so its lock would only make every claim and every replica wait for
     each other. A limit, pause or window set meanwhile orders after this claim, as it would had
-    the claim taken the lock first."""
+    the claim taken the lock first; and the claim writes no state it read unlocked."""
     found = (await conn.execute(_ALL_UNLOCKED)).all()
     if not found:
         return None, {}
     now = found[0].dbNow
     states = {key_of(row): state_of(row, flow.defaults, now) for row in found}
-    if any(restricts(state, now) for state in states.values()):
+    if any(claim_locks(state, now) for state in states.values()):
         return await lock_states(conn, flow)
     return now, states
 

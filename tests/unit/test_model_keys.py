@@ -18,6 +18,7 @@ from scheduler_service.flow.keys import (
     after_answers,
     after_congestion,
     baseline_ms,
+    claim_locks,
     restricts,
     spent,
     trimmed,
@@ -226,6 +227,17 @@ def test_only_a_limit_a_window_or_a_pause_restricts_a_key() -> None:
         Limits(daily_cost_micros=1),
     ):
         assert restricts(KeyState(limits), NOW)
+
+
+def test_a_claim_locks_a_key_it_may_refuse_or_will_write() -> None:
+    """Counts left from a per-minute limit since removed: the claim clears them (a write), so it
+    reads them under the lock; an unlimited key without counts is admitted on a plain read."""
+    assert not claim_locks(KeyState(Limits()), NOW)
+    assert claim_locks(KeyState(Limits(max_concurrency=2)), NOW)
+    leftover = KeyState(Limits(), requests=((int(NOW.timestamp()), 3),))
+    assert not restricts(leftover, NOW) and claim_locks(leftover, NOW)
+    _, changed = admit(_jobs(A, 1), {A: leftover}, {}, NOW)
+    assert changed[A].requests == ()  # the write the lock is for
 
 
 def test_a_first_token_late_by_a_few_milliseconds_is_jitter_not_a_queue() -> None:
