@@ -21,7 +21,7 @@ from scheduler_service.db.failover import WriterChoice, parse_nodes
 from scheduler_service.flow.service import ModelKeys
 from scheduler_service.jobs.commands import Limits
 from scheduler_service.jobs.service import JobService
-from scheduler_service.jobs.stats import queue_stats
+from scheduler_service.jobs.stats import live_queue_stats
 from scheduler_service.jobs.watch_hub import WatchHub
 from scheduler_service.outbox.dispatcher import DispatchWaker, OutboxDispatcher
 from scheduler_service.outbox.events import EventType
@@ -202,6 +202,7 @@ class SchedulerApp:
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._reap_forever(), name="reaper"))
         self._tasks.append(loop.create_task(self._watch_database(), name="health"))
+        self._tasks.append(loop.create_task(self._refresh_gauges_forever(), name="gauges"))
 
     async def stop(self) -> None:
         """Let the background loops finish what they are doing (a cancel in the middle of a
@@ -242,7 +243,7 @@ class SchedulerApp:
                 await self.engine.dispose()
 
     async def _watch_database(self) -> None:
-        """Report database reachability to health, and refresh the gauges while it answers."""
+        """Report database reachability to health."""
         healthy: bool | None = None
         while not self._stopping.is_set():
             try:
@@ -261,12 +262,19 @@ class SchedulerApp:
                 )
                 if self.on_health is not None:
                     await self.on_health(healthy)
-            if healthy:
+            if not await self._pause(self.settings.db.health_interval_s):
+                return
+
+    async def _refresh_gauges_forever(self) -> None:
+        """The gauges counted in the database, on their own period: the health check may run
+        every fraction of a second (failover), and counting there would tax every node."""
+        while True:
+            if self.polls.database_reachable:
                 with contextlib.suppress(Exception):
-                    metrics.publish_stats(await queue_stats(self.uow))
+                    metrics.publish_stats(await live_queue_stats(self.uow))
                     keys = ModelKeys(self.uow, self.protocol.flow)
                     metrics.publish_model_keys(await keys.stats())
-            if not await self._pause(self.settings.db.health_interval_s):
+            if not await self._pause(self.settings.metrics.interval_s):
                 return
 
     async def _reap_forever(self) -> None:

@@ -1,8 +1,9 @@
 """Prometheus metrics of the scheduler (names start with ``aijob_``).
 
 Counters and histograms are updated where things happen; the gauges that describe the database
-(jobs by status, queue depth and age, outbox lag and dead events) are refreshed by a background
-task from the same query GetQueueStats uses.
+(jobs queued and running, queue depth and age, outbox lag and dead events) are refreshed every
+``AIJOB_METRICS_INTERVAL_S`` by a background task, from GetQueueStats' query narrowed to what is
+not finished (finished jobs are counted by ``aijob_job_outcomes_total``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from scheduler_service.jobs.stats import QueueStats
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 
 JOBS = Gauge(
-    "aijob_jobs", "Jobs by queue, type and lifecycle status", ["queue", "job_type", "status"]
+    "aijob_jobs",
+    "Queued and running jobs by queue, type and lifecycle status",
+    ["queue", "job_type", "status"],
 )
 QUEUE_DEPTH = Gauge("aijob_queue_depth", "Queued jobs per queue", ["queue"])
 OLDEST_QUEUED = Gauge("aijob_queue_oldest_age_seconds", "Age of the oldest queued job", ["queue"])

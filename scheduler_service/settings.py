@@ -50,8 +50,12 @@ class SchedulerSettings(BaseSettings):
     max_receive_message_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)
     #: host:port of the Prometheus metrics endpoint; empty turns it off.
     metrics_listen: str = "127.0.0.1:9464"
-    #: How often the scheduler checks its database for the health service and refreshes gauges.
+    #: How often the scheduler checks its database for the health service.
     health_interval_s: float = Field(default=2.0, gt=0)
+    #: How often the gauges counted in the database (jobs queued and running, the outbox's
+    #: backlog, the model keys) are refreshed: apart from the health check, which a failover
+    #: setup runs every fraction of a second.
+    metrics_interval_s: float = Field(default=10.0, gt=0)
     #: Serve gRPC server reflection (grpcurl list/describe).
     reflection: bool = True
     #: Bearer tokens per role, comma-separated. With none set on a loopback address the server
@@ -306,14 +310,14 @@ class SchedulerSettings(BaseSettings):
 
     @property
     def metrics(self) -> MetricsSettings:
-        return MetricsSettings(self.metrics_listen)
+        return MetricsSettings(self.metrics_listen, self.metrics_interval_s)
 
 
 @dataclass(frozen=True, slots=True)
 class DatabaseSettings:
     url: str
     pool_size: int
-    #: How often reachability is checked for the health service (and gauges refreshed).
+    #: How often reachability is checked for the health service.
     health_interval_s: float
     #: The other nodes, in order (the URL's host is the preferred one).
     failover_hosts: tuple[str, ...] = ()
@@ -400,3 +404,5 @@ class TlsSettings:
 class MetricsSettings:
     #: host:port of the Prometheus endpoint; empty turns it off.
     listen: str
+    #: How often the gauges read from the database are refreshed.
+    interval_s: float = 10.0

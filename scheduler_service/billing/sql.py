@@ -141,13 +141,22 @@ async def over_budget(conn: AsyncConnection, users: Collection[str], budget: Bud
 async def over_budget_queued(
     conn: AsyncConnection, budget: Budget, *, limit: int = 100
 ) -> list[tuple[str, str]]:
-    """(job id, job type) of queued jobs whose users are over budget today."""
+    """(job id, job type) of queued jobs whose users are over budget today.
+
+    The users first (today's spend rows: one per user seen today), then their queued jobs: one
+    join read from the queued side would visit every queued job at every sweep."""
+    over = (
+        select(_spend.c.userId)
+        .select_from(_spent_today())
+        .where(_spend.c.day == db_today(), _over(budget))
+    )
+    users = sorted((await conn.execute(over)).scalars())
+    if not users:
+        return []
     query = (
         select(_jobs.c.id, _jobs.c.jobType)
-        .select_from(_spent_today().join(_jobs, _jobs.c.userId == _spend.c.userId))
         .where(
-            _spend.c.day == db_today(),
-            _over(budget),
+            _jobs.c.userId.in_(users),
             _jobs.c.lifecycleStatus == LifecycleStatus.QUEUED.value,
         )
         .limit(limit)

@@ -33,20 +33,38 @@ def _age_s(now: datetime, then: datetime | None) -> float:
     return max(0.0, (now - then).total_seconds()) if then else 0.0
 
 
+#: What the gauges count: the jobs and events still to be dealt with, read through the status
+#: indexes, so that a refresh costs what the backlog holds and not what the history does.
+_LIVE_JOBS = (LifecycleStatus.QUEUED.value, LifecycleStatus.RUNNING.value)
+_LIVE_EVENTS = (OutboxStatus.PENDING.value, OutboxStatus.PROCESSING.value, OutboxStatus.DEAD.value)
+
+
 async def queue_stats(uow: SqlUnitOfWork) -> QueueStats:
-    return await uow.read(_queue_stats)
+    """Every status, finished jobs and published events included (GetQueueStats, on demand)."""
+    return await uow.read(lambda tx: _queue_stats(tx, live_only=False))
 
 
-async def _queue_stats(tx: SqlTransaction) -> QueueStats:
+async def live_queue_stats(uow: SqlUnitOfWork) -> QueueStats:
+    """Jobs queued or running and events not yet published only (the gauges, refreshed on a
+    period): ``depths`` holds no finished jobs; ``aijob_job_outcomes_total`` counts those."""
+    return await uow.read(lambda tx: _queue_stats(tx, live_only=True))
+
+
+async def _queue_stats(tx: SqlTransaction, *, live_only: bool) -> QueueStats:
     j, o = _jobs.c, _outbox.c
     conn = tx.conn
     now = (await conn.execute(select(db_now()))).scalar_one()
+    depth_query = select(j.queueName, j.jobType, j.lifecycleStatus, func.count())
+    event_query = select(o.status, func.count())
+    if live_only:
+        depth_query = depth_query.where(j.lifecycleStatus.in_(_LIVE_JOBS))
+        event_query = event_query.where(o.status.in_(_LIVE_EVENTS))
     depths = [
         (str(q), str(t), str(s), int(n))
         for q, t, s, n in await conn.execute(
-            select(j.queueName, j.jobType, j.lifecycleStatus, func.count())
-            .group_by(j.queueName, j.jobType, j.lifecycleStatus)
-            .order_by(j.queueName, j.jobType, j.lifecycleStatus)
+            depth_query.group_by(j.queueName, j.jobType, j.lifecycleStatus).order_by(
+                j.queueName, j.jobType, j.lifecycleStatus
+            )
         )
     ]
     oldest = {
@@ -58,8 +76,7 @@ async def _queue_stats(tx: SqlTransaction) -> QueueStats:
         )
     }
     events: dict[str, int] = {
-        str(status): int(n)
-        for status, n in await conn.execute(select(o.status, func.count()).group_by(o.status))
+        str(status): int(n) for status, n in await conn.execute(event_query.group_by(o.status))
     }
     lag_from = (
         await conn.execute(
