@@ -11,6 +11,14 @@ that the host's drift between two drains does not decide the ratio; the figures 
 hosts), ``galera_vs_single`` (goal >= 0.8). The three nodes share the host's two cores with the
 schedulers and the runtimes (docs/performance.md says what that costs).
 
+CPU per job over the steady part of each drain (from a fifth of the jobs finished to the last):
+``galera_single_cpu_ms_per_job`` and ``galera_cpu_ms_per_job`` (the whole host's, medians),
+``galera_replicas_cpu_ms_per_job`` (nodes 2 and 3 applying the write sets), and
+``galera_vs_single_ceiling_here``: the ratio the cluster could reach on these shared cores if it
+cost the single server's CPU per job plus only what the replicas spend applying. Both drains are
+CPU-bound here, so ``galera_vs_single`` stays below that ceiling by what the writer node's
+replication and the schedulers' extra statements cost.
+
 ``galera_failover_s``: node 1 SIGKILLed a quarter into a last drain, the time from the signal to
 the first lease committed through another node (goal <= 10 s; the nodes share the host's clock).
 """
@@ -20,9 +28,12 @@ from __future__ import annotations
 import asyncio
 import statistics
 import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import psutil
 from sqlalchemy import text
 
 from aijob.harness.galera import GaleraCluster, create_schema, galera_missing
@@ -32,6 +43,8 @@ from scheduler_service.db.engine import create_engine
 
 JOBS = 5_000
 PAIRS = 3
+#: The CPU per job is read from here to the end: the creates and the start are left out.
+STEADY_FROM = JOBS // 5
 
 
 async def _scalar(url: str, query: str, **params: object) -> object:
@@ -60,16 +73,59 @@ def _failover_env(cluster: GaleraCluster) -> dict[str, str]:
     return {**TUNING, "AIJOB_DATABASE_FAILOVER_HOSTS": hosts}
 
 
-async def _cluster_rate(cluster: GaleraCluster, log_dir: Path) -> float:
+@dataclass
+class Drained:
+    """One drain: its rate, and the CPU per job of its steady part (from a fifth of the jobs
+    finished to the last), the host's and the replica nodes' (nodes 2 and 3 of the cluster)."""
+
+    jobs_per_s: float
+    host_cpu_ms: float
+    replicas_cpu_ms: float = 0.0
+
+
+class _SteadyCpu:
+    """CPU seconds of the whole host and of some processes, marked twice."""
+
+    def __init__(self, processes: Sequence[psutil.Process]) -> None:
+        self._processes = processes
+        self._marks: list[tuple[float, float]] = []
+
+    async def mark(self) -> None:
+        times = psutil.cpu_times()
+        # guest time is inside user time; steal and idle are not this host's work.
+        busy = times.user + times.nice + times.system + times.irq + times.softirq
+        mine = sum(sum(p.cpu_times()[:2]) for p in self._processes)
+        self._marks.append((busy, mine))
+
+    def per_job_ms(self, jobs: int) -> tuple[float, float]:
+        (busy0, mine0), (busy1, mine1) = self._marks
+        return (busy1 - busy0) / jobs * 1e3, (mine1 - mine0) / jobs * 1e3
+
+
+async def _drained(url: str, log_dir: Path, env: dict[str, str], replicas: list[int]) -> Drained:
+    steady = _SteadyCpu([psutil.Process(pid) for pid in replicas])
+    result = await drain(
+        url,
+        JOBS,
+        log_dir,
+        env=env,
+        midway=steady.mark,
+        midway_after=STEADY_FROM,
+        afterwards=steady.mark,
+    )
+    host, replica = steady.per_job_ms(JOBS - STEADY_FROM)
+    return Drained(JOBS / result.seconds, host, replica)
+
+
+async def _cluster_drain(cluster: GaleraCluster, log_dir: Path) -> Drained:
+    replicas = [node.process.pid for node in cluster.nodes[1:] if node.process is not None]
     async with throwaway_database(cluster.nodes[0].url("mysql")) as url:
-        result = await drain(url, JOBS, log_dir, env=_failover_env(cluster))
-    return JOBS / result.seconds
+        return await _drained(url, log_dir, _failover_env(cluster), replicas)
 
 
-async def _single_rate(log_dir: Path) -> float:
+async def _single_drain(log_dir: Path) -> Drained:
     async with throwaway_database() as url:
-        result = await drain(url, JOBS, log_dir, env=TUNING)
-    return JOBS / result.seconds
+        return await _drained(url, log_dir, TUNING, [])
 
 
 async def _failover_s(cluster: GaleraCluster, log_dir: Path) -> float:
@@ -101,23 +157,37 @@ async def _figures(root: Path) -> dict[str, float]:
     cluster = GaleraCluster(root / "cluster")
     await asyncio.to_thread(cluster.start, lambda url: asyncio.run(create_schema(url)))
     try:
-        single: list[float] = []
-        clustered: list[float] = []
+        single: list[Drained] = []
+        clustered: list[Drained] = []
         for n in range(PAIRS):
-            single.append(await _single_rate(root / f"single-{n}"))
-            clustered.append(await _cluster_rate(cluster, root / f"cluster-{n}"))
+            single.append(await _single_drain(root / f"single-{n}"))
+            clustered.append(await _cluster_drain(cluster, root / f"cluster-{n}"))
+            one, many = single[-1], clustered[-1]
             print(
-                f"galera: drains {n + 1}: one MariaDB {single[-1]:.0f}, cluster "
-                f"{clustered[-1]:.0f} jobs/s ({clustered[-1] / single[-1]:.2f})"
+                f"galera: drains {n + 1}: one MariaDB {one.jobs_per_s:.0f}, cluster "
+                f"{many.jobs_per_s:.0f} jobs/s ({many.jobs_per_s / one.jobs_per_s:.2f}); "
+                f"CPU per job {one.host_cpu_ms:.2f} / {many.host_cpu_ms:.2f} ms, "
+                f"nodes 2 and 3 {many.replicas_cpu_ms:.2f} ms"
             )
         failover = await _failover_s(cluster, root / "kill")
     finally:
         await asyncio.to_thread(cluster.stop)
-    one, many = statistics.median(single), statistics.median(clustered)
+    rate = statistics.median(d.jobs_per_s for d in single)
+    rate_cluster = statistics.median(d.jobs_per_s for d in clustered)
+    cpu = statistics.median(d.host_cpu_ms for d in single)
+    cpu_cluster = statistics.median(d.host_cpu_ms for d in clustered)
+    replicas = statistics.median(d.replicas_cpu_ms for d in clustered)
     return {
-        "galera_single_jobs_per_s": one,
-        "galera_jobs_per_s": many,
-        "galera_vs_single": many / one,
+        "galera_single_jobs_per_s": rate,
+        "galera_jobs_per_s": rate_cluster,
+        "galera_vs_single": rate_cluster / rate,
+        "galera_single_cpu_ms_per_job": cpu,
+        "galera_cpu_ms_per_job": cpu_cluster,
+        "galera_replicas_cpu_ms_per_job": replicas,
+        # What the ratio could be on these shared cores if the cluster cost the single server's
+        # CPU per job plus only its replicas' applying: nothing more on the writer node, in
+        # the schedulers or in the runtimes.
+        "galera_vs_single_ceiling_here": cpu / (cpu + replicas),
         "galera_failover_s": failover,
     }
 
