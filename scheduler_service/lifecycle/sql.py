@@ -103,6 +103,7 @@ _GUARDS: dict[Guard, Callable[[], ColumnElement[bool]]] = {
     Guard.WITHIN_GRACE: lambda: _c.lockUntil >= db_now(-_ms("b_grace_ms")),
     Guard.OVERDUE: overdue,
     Guard.NEVER_HEARTBEATED: lambda: _c.lastHeartbeatAt.is_(None),
+    Guard.RENEWAL_DUE: lambda: _c.lockUntil < db_now(_ms("b_renew_ms")),
 }
 
 

@@ -65,6 +65,7 @@ from scheduler_service.lifecycle.transitions import (
     Guard,
     LifecycleWrite,
     explain_miss,
+    renew_within_ms,
 )
 from scheduler_service.projection.projectors import JobContext, project, project_many
 from scheduler_service.usage import record_usage, record_usages
@@ -187,6 +188,7 @@ class SqlJobStore(JobStore):
             "b_holders": sorted(holders),
             "b_lease_ttl_ms": self._lease.ttl_ms,
             "b_grace_ms": self._lease.grace_ms,
+            "b_renew_ms": renew_within_ms(self._lease.ttl_ms),
         }
         return int((await self._conn.execute(sql.keep_alive_statement(), bound)).rowcount)
 

@@ -60,6 +60,7 @@ __all__ = [
     "Plus",
     "Source",
     "explain_miss",
+    "renew_within_ms",
 ]
 
 
@@ -95,6 +96,9 @@ class Guard(StrEnum):
     OVERDUE = "overdue"
     #: the lease was never heartbeated (so its runtime never started on it).
     NEVER_HEARTBEATED = "never_heartbeated"
+    #: ``lockUntil`` is nearer than ``b_renew_ms`` from now: a lease granted or renewed
+    #: moments ago is left as it is (see :func:`renew_within_ms`).
+    RENEWAL_DUE = "renewal_due"
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,11 +311,13 @@ REQUEST_CANCEL = LifecycleWrite(
     Miss.QUIET,
 )
 #: A Poll stream that is alive keeps every lease of its runtime alive: one statement per replica
-#: per interval, whatever the number of leases (compiled over ``lockedBy IN (...)``).
+#: per interval, whatever the number of leases (compiled over ``lockedBy IN (...)``). Only the
+#: leases due for renewal are written: short jobs come and go between two rounds, and a row
+#: written for nothing is a row every database replica applies too.
 KEEP_ALIVE = LifecycleWrite(
     "keep_alive",
     None,
-    _one(R, G.WITHIN_GRACE),
+    _one(R, G.WITHIN_GRACE, G.RENEWAL_DUE),
     {"lockUntil": Now("lease_ttl_ms")},
     Miss.QUIET,
 )
@@ -351,6 +357,16 @@ WRITES: tuple[LifecycleWrite, ...] = (
     EXPIRE,
     RETIRE,
 )
+
+
+def renew_within_ms(ttl_ms: int) -> int:
+    """KEEP_ALIVE renews a lease with less than this left: all but the freshest sixth of a TTL.
+
+    The keeper runs every third of a TTL. After a round every lease it covers has at least five
+    sixths of a TTL left (renewed, or left for being fresher), so at the next round at least half,
+    and after a missed round still a sixth: one missed round costs no lease, as when every
+    round renewed everything (which left a third after a missed round)."""
+    return ttl_ms - ttl_ms // 6
 
 
 def explain_miss(

@@ -106,6 +106,26 @@ async def test_two_heartbeats_in_one_tick_both_succeed(
     assert second.lock_until >= first.lock_until
 
 
+async def test_keep_alive_renews_the_leases_due_and_leaves_fresh_ones(
+    repo: StoreCalls, engine: AsyncEngine
+) -> None:
+    """TTL 60 s: a lease with 40 s left is due (less than five sixths of a TTL), one just
+    granted is not, nor one of another holder; the due one gets a whole TTL again."""
+    due, fresh, other = [await create_job(repo, engine) for _ in range(3)]
+    for job_id, holder in ((due, "rt-1"), (fresh, "rt-1"), (other, "rt-2")):
+        await repo.lock(job_id, holder)
+    await shift_times(engine, due, lockUntil=-20)
+    await shift_times(engine, other, lockUntil=-20)
+    before = {job_id: (await raw_row(engine, job_id))["lockUntil"] for job_id in (fresh, other)}
+    now = await db_now_value(engine)
+
+    assert await repo.keep_alive(["rt-1"]) == 1
+    renewed = (await raw_row(engine, due))["lockUntil"] - now
+    assert timedelta(seconds=59) <= renewed <= timedelta(seconds=62)
+    for job_id, lock_until in before.items():
+        assert (await raw_row(engine, job_id))["lockUntil"] == lock_until
+
+
 async def test_lease_past_grace_is_lost(repo: StoreCalls, engine: AsyncEngine) -> None:
     job_id = await create_job(repo, engine)
     await repo.lock(job_id, "rt-1")

@@ -50,6 +50,7 @@ from scheduler_service.lifecycle.transitions import (
     Param,
     Plus,
     explain_miss,
+    renew_within_ms,
 )
 from scheduler_service.outbox.events import EventType, NewEvent
 from scheduler_service.ports import Transaction, Wakeups
@@ -66,6 +67,9 @@ _GUARD_PARAMS = {
     "token": Guard.LEASE_TOKEN,
     "owner": Guard.OWNER,
 }
+
+#: The guards that compare ``lockUntil`` (or the start) with the clock.
+_LEASE_TIME_GUARDS = frozenset({Guard.WITHIN_GRACE, Guard.OVERDUE, Guard.RENEWAL_DUE})
 
 
 @dataclass
@@ -130,7 +134,8 @@ class FakeJobStore(JobStore):
     # -- the write table, interpreted ---------------------------------------------------------
 
     def _holds(self, guard: Guard, row: Row, params: dict[str, Any]) -> bool:  # noqa: PLR0911
-        grace = timedelta(milliseconds=self._grace_ms)
+        if guard in _LEASE_TIME_GUARDS:
+            return self._lease_time_holds(guard, row)
         match guard:
             case Guard.ATTEMPT:
                 return bool(row["attemptCount"] == params["attempt"])
@@ -153,6 +158,13 @@ class FakeJobStore(JobStore):
                 return row["cancelRequestedAt"] is None
             case Guard.CANCEL_REQUESTED:
                 return row["cancelRequestedAt"] is not None
+            case Guard.NEVER_HEARTBEATED:
+                return row["lastHeartbeatAt"] is None
+        raise AssertionError(guard)
+
+    def _lease_time_holds(self, guard: Guard, row: Row) -> bool:
+        grace = timedelta(milliseconds=self._grace_ms)
+        match guard:
             case Guard.WITHIN_GRACE:
                 return bool(row["lockUntil"] >= self._now - grace)
             case Guard.OVERDUE:
@@ -161,8 +173,8 @@ class FakeJobStore(JobStore):
                     row["lockUntil"] < self._now - grace
                     or row["startedAt"] < self._now - (timeout + grace)
                 )
-            case Guard.NEVER_HEARTBEATED:
-                return row["lastHeartbeatAt"] is None
+            case Guard.RENEWAL_DUE:
+                return bool(row["lockUntil"] < self._ms(renew_within_ms(self._ttl_ms)))
         raise AssertionError(guard)
 
     def _matches(

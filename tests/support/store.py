@@ -62,6 +62,10 @@ class UnitCalls:
         outcome: HeartbeatOutcome = await self._run("extend_lease", *args, **kwargs)
         return outcome
 
+    async def keep_alive(self, holders: Iterable[str]) -> int:
+        kept: int = await self._run("keep_alive", set(holders))
+        return kept
+
     async def release_undelivered(self, *args: Any) -> bool:
         return bool(await self._run("release_undelivered", *args))
 

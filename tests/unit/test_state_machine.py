@@ -30,6 +30,7 @@ from scheduler_service.lifecycle.state_machine import (
     parse_status,
     sources_of,
 )
+from scheduler_service.lifecycle.transitions import renew_within_ms
 
 S = LifecycleStatus
 
@@ -146,3 +147,15 @@ def test_random_sequences_follow_the_table(operations: list[Operation]) -> None:
         else:
             assert (before, status) in EXPECTED_TRANSITIONS
             assert before not in TERMINAL
+
+
+@given(st.integers(min_value=1_000, max_value=24 * 3_600_000))
+def test_a_lease_left_for_being_fresh_survives_a_missed_keeper_round(ttl_ms: int) -> None:
+    """The keeper runs every third of a TTL and renews leases with less than ``renew_within_ms``
+    left: after a round every lease has at least that; a round later at least half a TTL; after
+    a missed round still some, before any grace."""
+    renew = renew_within_ms(ttl_ms)
+    interval = ttl_ms / 3
+    assert renew < ttl_ms  # a lease just granted is left alone
+    assert renew - interval >= ttl_ms / 2 - 1
+    assert renew - 2 * interval > 0
