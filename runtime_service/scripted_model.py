@@ -51,6 +51,7 @@ import hashlib
 import json
 import math
 import re
+import sys
 import threading
 import time
 import uuid
@@ -637,6 +638,13 @@ class ScriptedModelServer(ThreadingHTTPServer):
     ) -> None:
         super().__init__((host, port), _Handler)
         self.state = _State(fault, limits, overload)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client hanging up mid-answer is routine here (a cancelled or stalled stream, a
+        test's client closing at exit): not worth socketserver's traceback on stderr."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
     @property
     def base_url(self) -> str:

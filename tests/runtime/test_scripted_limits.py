@@ -136,3 +136,20 @@ async def test_the_runtime_reports_the_providers_rate_limit_headers() -> None:
     ((failure, usage),) = scheduler.failures
     assert usage is not None and usage.rate_limits is not None
     assert usage.rate_limits.remaining_requests == 0 and failure.retry_after_ms >= 1_000
+
+
+def test_a_client_hanging_up_prints_no_traceback_and_other_errors_still_do(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    server = ScriptedModelServer()
+    try:
+        for error in (ConnectionResetError(104, "reset"), BrokenPipeError(32, "pipe"), KeyError()):
+            try:
+                raise error
+            except Exception:
+                server.handle_error(None, ("127.0.0.1", 1))
+    finally:
+        server.server_close()
+    printed = capsys.readouterr().err
+    assert "KeyError" in printed
+    assert "ConnectionResetError" not in printed and "BrokenPipeError" not in printed
