@@ -117,11 +117,12 @@ async def test_keep_alive_renews_the_leases_due_and_leaves_fresh_ones(
     await shift_times(engine, due, lockUntil=-20)
     await shift_times(engine, other, lockUntil=-20)
     before = {job_id: (await raw_row(engine, job_id))["lockUntil"] for job_id in (fresh, other)}
-    now = await db_now_value(engine)
-
+    before_keep = await db_now_value(engine)
     assert await repo.keep_alive(["rt-1"]) == 1
-    renewed = (await raw_row(engine, due))["lockUntil"] - now
-    assert timedelta(seconds=59) <= renewed <= timedelta(seconds=62)
+    after_keep = await db_now_value(engine)
+    renewed = (await raw_row(engine, due))["lockUntil"]
+    ttl = timedelta(seconds=60)
+    assert before_keep + ttl <= renewed <= after_keep + ttl
     for job_id, lock_until in before.items():
         assert (await raw_row(engine, job_id))["lockUntil"] == lock_until
 
