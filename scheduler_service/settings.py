@@ -405,4 +405,4 @@ class MetricsSettings:
     #: host:port of the Prometheus endpoint; empty turns it off.
     listen: str
     #: How often the gauges read from the database are refreshed.
-    interval_s: float = 10.0
+    interval_s: float

@@ -109,12 +109,15 @@ async def test_two_heartbeats_in_one_tick_both_succeed(
 async def test_keep_alive_renews_the_leases_due_and_leaves_fresh_ones(
     repo: StoreCalls, engine: AsyncEngine
 ) -> None:
-    """TTL 60 s: a lease with 40 s left is due (less than five sixths of a TTL), one just
-    granted is not, nor one of another holder; the due one gets a whole TTL again."""
+    """TTL 60 s: a lease with 40 s left is due (less than five sixths of a TTL); one with more
+    than a TTL left is not (moved an hour on, so that no stall of the host between the lock and
+    the keep-alive can make it due), nor one of another holder; the due one gets a whole TTL
+    again."""
     due, fresh, other = [await create_job(repo, engine) for _ in range(3)]
     for job_id, holder in ((due, "rt-1"), (fresh, "rt-1"), (other, "rt-2")):
         await repo.lock(job_id, holder)
     await shift_times(engine, due, lockUntil=-20)
+    await shift_times(engine, fresh, lockUntil=3600)
     await shift_times(engine, other, lockUntil=-20)
     before = {job_id: (await raw_row(engine, job_id))["lockUntil"] for job_id in (fresh, other)}
     before_keep = await db_now_value(engine)
