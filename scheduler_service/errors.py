@@ -37,6 +37,16 @@ from typing import ClassVar
 
 from shared.error_codes import ErrorCode
 
+#: How much of a caller's own input an error message quotes: a long value echoed whole would
+#: make the answer larger than the caller accepts.
+ECHO_CHARS = 64
+
+
+def echo(value: object) -> str:
+    """``value`` quoted for an error message, cut to :data:`ECHO_CHARS` characters."""
+    text = repr(value)
+    return text if len(text) <= ECHO_CHARS else text[: ECHO_CHARS - 1] + "…"
+
 
 class SchedulerError(Exception):
     """Root of every error the scheduler raises on purpose."""
@@ -90,7 +100,7 @@ class UnknownJobTypeError(InvalidRequestError):
 
     def __init__(self, job_type: str) -> None:
         message = (
-            f"job_type {job_type!r} is not a registered job type"
+            f"job_type {echo(job_type)} is not a registered job type"
             if job_type
             else "job_type is required"
         )
@@ -189,6 +199,15 @@ class LifecycleError(SchedulerError):
         super().__init__(message)
         self.job_id = job_id
         self.current = current
+
+
+class UnleasableJobError(LifecycleError):
+    """Lock found a job whose input a lease cannot carry (a row not written through CreateJob):
+    the job failed alone, with this code, instead of being leased."""
+
+    def __init__(self, job_id: str, code: ErrorCode, message: str) -> None:
+        super().__init__(job_id, message, current="failed")
+        self.code = code  # type: ignore[misc]
 
 
 class IllegalTransitionError(LifecycleError):

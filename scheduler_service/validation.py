@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from scheduler_service import identity
-from scheduler_service.errors import InvalidRequestError
+from scheduler_service.errors import InvalidRequestError, echo
 from scheduler_service.ids import is_valid_job_id
 from shared.error_codes import ErrorCode
 
@@ -108,19 +108,61 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def json_document(text: str, field: str, code: ErrorCode = ErrorCode.INVALID_ARGUMENT) -> Any:
-    """``text`` parsed as JSON and checked by :func:`json_value`."""
+#: The largest integer a lease carries exactly: a protobuf ``Struct`` number is a double.
+MAX_LEASE_INTEGER = 2**53
+
+
+class _DuplicateKeyError(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # Last-one-wins would store a different document than the one its sender validated.
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKeyError(key)
+            seen.add(key)
+    return value
+
+
+def json_document(
+    text: str,
+    field: str,
+    code: ErrorCode = ErrorCode.INVALID_ARGUMENT,
+    *,
+    lease_numbers: bool = False,
+) -> Any:
+    """``text`` parsed as JSON (an object key at most once) and checked by :func:`json_value`."""
     try:
-        value = json.loads(text, parse_constant=_no_constant)
+        value = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+    except _DuplicateKeyError as duplicate:
+        raise InvalidRequestError(
+            f"{field} repeats the object key {echo(duplicate.key)}", field=field, code=code
+        ) from None
     except (ValueError, RecursionError):
         raise InvalidRequestError(f"{field} is not valid JSON", field=field) from None
-    return json_value(value, field, code)
+    return json_value(value, field, code, lease_numbers=lease_numbers)
 
 
-def json_value(value: Any, field: str, code: ErrorCode = ErrorCode.INVALID_ARGUMENT) -> Any:
+def json_value(
+    value: Any,
+    field: str,
+    code: ErrorCode = ErrorCode.INVALID_ARGUMENT,
+    *,
+    lease_numbers: bool = False,
+) -> Any:
     """``value`` if the database can store it and give it back as it is: numbers finite (no NaN,
     Infinity or 1e400), at most :data:`MAX_JSON_DEPTH` levels deep, text valid Unicode (no lone
-    surrogates)."""
+    surrogates). With ``lease_numbers`` (a snapshot or params, which a lease carries as a
+    ``Struct``), integers also within ±2**53, the range a double holds exactly."""
+    problem = lease_problem(value) if lease_numbers else None
+    if problem is not None:
+        raise InvalidRequestError(f"{field} {problem}", field=field, code=code)
     pending: list[tuple[Any, int]] = [(value, 0)]
     while pending:
         item, depth = pending.pop()
@@ -150,6 +192,44 @@ def _unicode(text: str, field: str, code: ErrorCode) -> None:
         raise InvalidRequestError(
             f"{field} holds text that is not valid Unicode", field=field, code=code
         ) from None
+
+
+def lease_problem(value: Any) -> str | None:
+    """Why ``value`` cannot travel in a lease as a protobuf ``Struct`` (an object of JSON values,
+    numbers as doubles, :data:`MAX_JSON_DEPTH` levels at most), or None if it can. Pure, so the
+    claim can set such a job apart (a legacy row, a row written by hand) before any stream sees it.
+    """
+    if not isinstance(value, dict):
+        return "must be a JSON object"
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        problem = _leaf_problem(item)
+        if problem is None and isinstance(item, dict | list):
+            if depth >= MAX_JSON_DEPTH:
+                return f"is nested deeper than {MAX_JSON_DEPTH} levels"
+            if isinstance(item, dict) and not all(isinstance(key, str) for key in item):
+                return "has an object key that is not text"
+            children = item.values() if isinstance(item, dict) else item
+            pending.extend((child, depth + 1) for child in children)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _leaf_problem(item: Any) -> str | None:
+    if isinstance(item, bool) or item is None or isinstance(item, str | dict | list):
+        return None
+    if isinstance(item, int):
+        if abs(item) <= MAX_LEASE_INTEGER:
+            return None
+        return (
+            "holds an integer beyond ±2**53, which a lease cannot carry exactly"
+            " (send large ids as strings)"
+        )
+    if isinstance(item, float):
+        return None if math.isfinite(item) else "holds a number outside the finite range"
+    return f"holds a value of type {type(item).__name__}, which is not JSON"
 
 
 def event_position(value: str, field: str) -> int:

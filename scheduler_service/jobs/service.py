@@ -302,8 +302,12 @@ class JobService:
         validation.idempotency_key(cmd.idempotency_key)
         _bounded(cmd.target_type, "target_type", limit=32)
         _bounded(cmd.target_id, "target_id", limit=255)
-        validation.json_value(cmd.snapshot, "snapshot", ErrorCode.INVALID_SNAPSHOT)
-        validation.json_value(cmd.params, "params", ErrorCode.INVALID_PARAMS)
+        _bounded(cmd.credential_id, "credential_id", limit=255)
+        _bounded(cmd.model, "model", limit=64)
+        validation.json_value(
+            cmd.snapshot, "snapshot", ErrorCode.INVALID_SNAPSHOT, lease_numbers=True
+        )
+        validation.json_value(cmd.params, "params", ErrorCode.INVALID_PARAMS, lease_numbers=True)
         snapshot_bytes = len(canonical_json(cmd.snapshot))
         if snapshot_bytes > self._limits.max_snapshot_bytes:
             raise InvalidRequestError(

@@ -26,6 +26,7 @@ from scheduler_service.errors import (
     LeaseLostError,
     LifecycleError,
     ResultAlreadyExistsError,
+    UnleasableJobError,
     UserKeyNotAllowedError,
 )
 from scheduler_service.flow.keys import FlowPolicy
@@ -207,6 +208,22 @@ def count_leases(grants: Sequence[LeaseGrant]) -> None:
         metrics.LEASE_LATENCY.observe(grant.waited_s)
 
 
+def unleasable_error(lease: LeasePayload) -> JobError | None:
+    """The failure of a job whose snapshot or params a lease cannot carry, or None."""
+    for name, value, code in (
+        ("snapshot", lease.snapshot, ErrorCode.INVALID_SNAPSHOT),
+        ("params", lease.params, ErrorCode.INVALID_PARAMS),
+    ):
+        problem = validation.lease_problem(value)
+        if problem is not None:
+            return JobError(
+                code.value,
+                f"the job's {name} cannot be sent to a runtime: it {problem}",
+                f"{name} {problem}",
+            )
+    return None
+
+
 #: How long a 429 without Retry-After pauses its model key.
 _DEFAULT_PAUSE_MS = 1_000
 
@@ -259,15 +276,21 @@ class RuntimeProtocol:
         validation.job_id(job_id)
         validation.instance_id(runtime_instance_id)
 
-        async def lock(tx: Transaction) -> tuple[LeaseGrant, LeasePayload]:
+        async def lock(tx: Transaction) -> tuple[LeaseGrant, LeasePayload | JobError]:
             grant = await tx.jobs.lock(job_id, runtime_instance_id)
             payload = (await tx.jobs.lease_payloads([grant]))[0]
             # Raised inside the transaction: the lock rolls back with it.
             self._check_user_key(payload.credential_mode, runtime_instance_id)
             tx.job_changed(job_id)
+            error = unleasable_error(payload)
+            if error is not None:
+                await self._set_apart_unleasable(tx, [payload], runtime_instance_id)
+                return grant, error
             return grant, payload
 
         grant, payload = await self._uow.run(lock)
+        if isinstance(payload, JobError):
+            raise UnleasableJobError(job_id, ErrorCode(payload.code), payload.public_message)
         count_leases([grant])
         return payload
 
@@ -291,7 +314,10 @@ class RuntimeProtocol:
             tx.after_commit(lambda: count_leases(granted))
         # The payloads in the same transaction: one connection and one commit per round.
         payloads = iter(await tx.jobs.lease_payloads(granted))
-        leases = [[next(payloads) for _ in share] for share in shares]
+        leases = [
+            await self._set_apart_unleasable(tx, [next(payloads) for _ in share], holder)
+            for share, (holder, _) in zip(shares, demands, strict=True)
+        ]
         if tracing.enabled():
             held = [
                 (lease, holder)
@@ -300,6 +326,33 @@ class RuntimeProtocol:
             ]
             tx.after_commit(lambda: trace_leases(held, started))
         return leases
+
+    async def _set_apart_unleasable(
+        self, tx: Transaction, leases: list[LeasePayload], holder: str
+    ) -> list[LeasePayload]:
+        """``leases`` without those whose input a lease cannot carry (a legacy row, a row written
+        by hand): each of those fails alone, in ``tx``, so it can never end a Poll stream or hold
+        up the other jobs of its claim."""
+        kept: list[LeasePayload] = []
+        for lease in leases:
+            error = unleasable_error(lease)
+            if error is None:
+                kept.append(lease)
+                continue
+            failed = FailedAttempt(
+                lease.job_id,
+                lease.attempt_no,
+                error,
+                retryable=False,
+                runtime_instance_id=holder,
+                lease_token=lease.lease_token,
+            )
+            await self.settle_in(tx, await tx.jobs.get(lease.job_id), failed)
+            log.warning(
+                "a job whose input a lease cannot carry failed",
+                extra={"action": "job_unleasable", "jobId": lease.job_id, "code": error.code},
+            )
+        return kept
 
     async def _claim_shares(
         self, tx: Transaction, job_types: Sequence[str], demands: Sequence[tuple[str, int]]

@@ -22,6 +22,7 @@ from scheduler_service.errors import (
     LimitExceededError,
     SchedulerError,
     ShuttingDownError,
+    echo,
 )
 from scheduler_service.lifecycle.records import LeasePayload
 from scheduler_service.protocol.dispatch import (
@@ -176,7 +177,7 @@ class PollSessions:
         unknown = [t for t in sub.job_types if t not in self._registry]
         if not sub.job_types or unknown:
             raise InvalidRequestError(
-                f"job_types must name registered job types (unknown: {unknown})",
+                f"job_types must name registered job types (unknown: {echo(unknown)})",
                 field="job_types",
             )
         session = StreamSession(sub.runtime_instance_id, frozenset(sub.job_types), sub.slots)
