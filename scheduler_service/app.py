@@ -23,6 +23,7 @@ from scheduler_service.jobs.commands import Limits
 from scheduler_service.jobs.service import JobService
 from scheduler_service.jobs.stats import live_queue_stats
 from scheduler_service.jobs.watch_hub import WatchHub
+from scheduler_service.loops import FailureStreak
 from scheduler_service.outbox.dispatcher import DispatchWaker, OutboxDispatcher
 from scheduler_service.outbox.events import EventType
 from scheduler_service.outbox.log import EventHub
@@ -35,7 +36,7 @@ from scheduler_service.protocol.service import RuntimeProtocol
 from scheduler_service.protocol.session import PollSessions
 from scheduler_service.registry import JobRegistry, default_registry
 from scheduler_service.settings import SchedulerSettings
-from scheduler_service.uow import LeaseTimes, SqlTransaction, SqlUnitOfWork
+from scheduler_service.uow import LeaseTimes, SqlUnitOfWork
 
 __all__ = ["SchedulerApp"]
 
@@ -66,6 +67,7 @@ class SchedulerApp:
     on_health: Callable[[bool], Awaitable[None]] | None = None
     #: The ordered database nodes, when failover is configured.
     writer: WriterChoice | None = None
+    health_engine: AsyncEngine | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -81,12 +83,18 @@ class SchedulerApp:
         wakeups = Wakeups()
         db = settings.db
         writer = (
-            WriterChoice(db.url, parse_nodes(db.failover_hosts), causal_reads=db.causal_reads)
+            WriterChoice(
+                db.url,
+                parse_nodes(db.failover_hosts),
+                causal_reads=db.causal_reads,
+                read_timeout_s=db.read_timeout_s,
+            )
             if (db.failover_hosts or db.causal_reads) and not is_sqlite(db.url)
             else None
         )
+        timeouts = {"read_timeout_s": db.read_timeout_s, "connect_timeout_s": db.connect_timeout_s}
         uow = SqlUnitOfWork(
-            create_engine(db.url, pool_size=db.pool_size, writer=writer),
+            create_engine(db.url, pool_size=db.pool_size, writer=writer, **timeouts),
             wakeups,
             lease=LeaseTimes(
                 ttl_ms=round(settings.lease.ttl_s * 1000),
@@ -191,6 +199,8 @@ class SchedulerApp:
             event_hub,
         )
         app.writer = writer
+        # Its own connection: a pool that load has exhausted must not read as an outage.
+        app.health_engine = create_engine(db.url, pool_size=1, writer=writer, **timeouts)
         return app
 
     async def start(self) -> None:
@@ -219,6 +229,8 @@ class SchedulerApp:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.engine.dispose()
+        if self.health_engine is not None:
+            await self.health_engine.dispose()
 
     async def _pause(self, seconds: float) -> bool:
         """Sleep between rounds; False once the app is stopping."""
@@ -243,18 +255,17 @@ class SchedulerApp:
                 await self.engine.dispose()
 
     async def _watch_database(self) -> None:
-        """Report database reachability to health."""
+        """Report database reachability to health, and gate the unit of work on it: while a
+        check fails (refused, silent, or the schema gone), database-backed RPCs and loops are
+        answered UNAVAILABLE at once instead of each waiting for its own timeout."""
         healthy: bool | None = None
         while not self._stopping.is_set():
-            try:
-                await self.uow.read(_ping)
-                now_healthy = True
-            except Exception:
-                now_healthy = False
+            now_healthy = await self._database_answers()
             await self._back_to_preferred_writer()
             if now_healthy != healthy:
                 healthy = now_healthy
                 self.polls.database_reachable = healthy
+                self.uow.reachable = healthy
                 log.log(
                     logging.INFO if healthy else logging.ERROR,
                     "database reachable" if healthy else "database unreachable",
@@ -264,6 +275,19 @@ class SchedulerApp:
                     await self.on_health(healthy)
             if not await self._pause(self.settings.db.health_interval_s):
                 return
+
+    async def _database_answers(self) -> bool:
+        engine = self.health_engine or self.engine
+        try:
+            async with asyncio.timeout(self.settings.db.health_timeout_s):
+                async with engine.connect() as conn:
+                    await conn.execute(_SCHEMA_PROBE)
+        except Exception:
+            # A cancelled read leaves its connection unusable: start the next check afresh.
+            with contextlib.suppress(Exception):
+                await engine.dispose()
+            return False
+        return True
 
     async def _refresh_gauges_forever(self) -> None:
         """The gauges counted in the database, on their own period: the health check may run
@@ -278,13 +302,19 @@ class SchedulerApp:
                 return
 
     async def _reap_forever(self) -> None:
-        while await self._pause(self.settings.lease.reaper_interval_s):
+        interval_s = self.settings.lease.reaper_interval_s
+        streak = FailureStreak("reaper", interval_s)
+        wait_s = interval_s
+        while await self._pause(wait_s):
             try:
                 await self.reaper.reap_once()
-            except Exception:
-                # The database may be briefly unreachable; the next sweep tries again.
-                log.exception("reaper sweep failed", extra={"action": "reaper_error"})
+            except Exception as exc:
+                wait_s = streak.failed(exc)
+            else:
+                streak.succeeded()
+                wait_s = interval_s
 
 
-async def _ping(tx: SqlTransaction) -> None:
-    await tx.conn.execute(text("SELECT 1"))
+#: The health check reads the tables the scheduler cannot work without (a database that lost
+#: its schema answers SELECT 1 but nothing else), without reading a row.
+_SCHEMA_PROBE = text("SELECT 1 FROM AiAnalysisJob, OutboxEvent LIMIT 0")

@@ -52,6 +52,14 @@ class SchedulerSettings(BaseSettings):
     metrics_listen: str = "127.0.0.1:9464"
     #: How often the scheduler checks its database for the health service.
     health_interval_s: float = Field(default=2.0, gt=0)
+    #: A health check not answered within this is a failed one: health goes NOT_SERVING and
+    #: database-backed RPCs answer UNAVAILABLE at once until a check passes again.
+    health_timeout_s: float = Field(default=2.0, gt=0)
+    #: The driver's read timeout: a statement on a connection that stopped answering without
+    #: closing (a silent partition) fails after this, and the connection is dropped.
+    db_read_timeout_s: float = Field(default=30.0, gt=0)
+    #: How long opening a database connection may take.
+    db_connect_timeout_s: float = Field(default=5.0, gt=0)
     #: How often the gauges counted in the database (jobs queued and running, the outbox's
     #: backlog, the model keys) are refreshed: apart from the health check, which a failover
     #: setup runs every fraction of a second.
@@ -246,6 +254,9 @@ class SchedulerSettings(BaseSettings):
             self.health_interval_s,
             tuple(self.database_failover_hosts),
             self.database_causal_reads,
+            health_timeout_s=self.health_timeout_s,
+            read_timeout_s=self.db_read_timeout_s,
+            connect_timeout_s=self.db_connect_timeout_s,
         )
 
     @property
@@ -322,6 +333,9 @@ class DatabaseSettings:
     #: The other nodes, in order (the URL's host is the preferred one).
     failover_hosts: tuple[str, ...] = ()
     causal_reads: bool = False
+    health_timeout_s: float = 2.0
+    read_timeout_s: float = 30.0
+    connect_timeout_s: float = 5.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,9 @@ class SqlUnitOfWork:
         self.lease = lease or LeaseTimes()
         self._attempts = attempts
         self._base_delay_s = base_delay_s
+        #: Kept by the app's health check: while it fails, work is refused at once
+        #: (UNAVAILABLE) rather than left to wait on a database that does not answer.
+        self.reachable = True
 
     @property
     def wakeups(self) -> Wakeups:
@@ -80,6 +83,7 @@ class SqlUnitOfWork:
 
         ``work`` must be safe to run again from the start: each attempt is a fresh transaction.
         """
+        self._check_reachable()
         for attempt in range(1, self._attempts + 1):
             try:
                 return await self._attempt(work)
@@ -100,8 +104,13 @@ class SqlUnitOfWork:
 
     async def read(self, query: Callable[[SqlTransaction], Awaitable[T]]) -> T:
         """Run ``query`` on one connection outside any transaction of ours."""
+        self._check_reachable()
         async with _mapped_errors(), self.engine.connect() as conn:
             return await query(SqlTransaction(conn, self._wakeups, self.lease, writable=False))
+
+    def _check_reachable(self) -> None:
+        if not self.reachable:
+            raise DatabaseUnavailableError("the database is unavailable, try again")
 
     async def _attempt(self, work: Callable[[SqlTransaction], Awaitable[T]]) -> T:
         tx: SqlTransaction | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 from sqlalchemy import event
@@ -18,7 +19,12 @@ def is_sqlite(url: str | URL) -> bool:
 
 
 def create_engine(
-    url: str | URL, *, pool_size: int = 20, writer: WriterChoice | None = None
+    url: str | URL,
+    *,
+    pool_size: int = 20,
+    writer: WriterChoice | None = None,
+    read_timeout_s: float | None = None,
+    connect_timeout_s: float | None = None,
 ) -> AsyncEngine:
     """An engine with the session settings the lifecycle relies on.
 
@@ -34,9 +40,15 @@ def create_engine(
         return engine
     # With failover nodes (or causal reads), each connection goes to the first ready node.
     creator = {"async_creator": writer.connect} if writer is not None else {}
-    return create_async_engine(
+    # A connection that stops answering without closing (a silent partition) must fail its
+    # statement, not hang it for ever: the driver's read timeout drops it.
+    timeouts = {"read_timeout": read_timeout_s} if read_timeout_s else {}
+    if connect_timeout_s:
+        timeouts["connect_timeout"] = connect_timeout_s
+    engine = create_async_engine(
         parsed,
         **creator,
+        connect_args=timeouts,
         isolation_level="READ COMMITTED",
         pool_size=pool_size,
         max_overflow=pool_size,
@@ -45,6 +57,31 @@ def create_engine(
         # Statement parameters hold snapshots and outputs: keep them out of exception text.
         hide_parameters=True,
     )
+    event.listen(engine.sync_engine, "connect", _tcp_keepalive)
+    return engine
+
+
+#: TCP keepalive on every database connection: an idle pooled connection whose peer vanished is
+#: found dead within about a minute instead of the kernel's two hours.
+KEEPALIVE_IDLE_S = 30
+KEEPALIVE_INTERVAL_S = 10
+KEEPALIVE_PROBES = 3
+
+
+def _tcp_keepalive(dbapi_conn: Any, _record: Any) -> None:
+    raw = getattr(dbapi_conn, "_connection", None)
+    transport = getattr(raw, "_transport", None)
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, value in (
+        ("TCP_KEEPIDLE", KEEPALIVE_IDLE_S),
+        ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_S),
+        ("TCP_KEEPCNT", KEEPALIVE_PROBES),
+    ):
+        if hasattr(socket, option):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

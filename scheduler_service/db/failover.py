@@ -90,12 +90,15 @@ class WriterChoice:
         *,
         causal_reads: bool = False,
         connect_timeout_s: float = 3.0,
+        read_timeout_s: float | None = None,
     ) -> None:
         parsed = make_url(url)
         # The dialect's own connection arguments (FOUND_ROWS among them: matched-row counts).
         dialect = create_async_engine(parsed).dialect
         _args, kwargs = dialect.create_connect_args(parsed)
         self._kwargs = {**kwargs, "connect_timeout": connect_timeout_s}
+        if read_timeout_s:
+            self._kwargs["read_timeout"] = read_timeout_s
         self.nodes = [Node(parsed.host or "127.0.0.1", parsed.port or 3306), *failover]
         self._causal_reads = causal_reads
         #: The node the latest connection went to.

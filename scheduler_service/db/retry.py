@@ -24,6 +24,9 @@ _RETRYABLE_MYSQL_ERRORS = frozenset({DEADLOCK, LOCK_WAIT_TIMEOUT})
 #: MySQL errors that mean the server is gone or not ready, not that the statement is wrong:
 #: client-side connection failures, and Galera's "WSREP has not yet prepared node" (1047).
 _UNAVAILABLE_MYSQL_ERRORS = frozenset({1047, 2002, 2003, 2006, 2013, 2055})
+#: "Table doesn't exist": the schema is gone (a restore in progress, a dropped database). Not
+#: the request's fault, and nothing a stack trace per call would help with.
+NO_SUCH_TABLE = 1146
 
 
 def mysql_errno(exc: DBAPIError) -> int | None:
@@ -43,5 +46,9 @@ def is_retryable_conflict(exc: BaseException) -> bool:
 def is_unavailable(exc: BaseException) -> bool:
     """Whether ``exc`` says the database cannot be reached (safe to retry later)."""
     if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    if isinstance(exc, DBAPIError) and (
+        mysql_errno(exc) == NO_SUCH_TABLE or "no such table" in str(exc.orig)
+    ):
         return True
     return isinstance(exc, OperationalError) and mysql_errno(exc) in _UNAVAILABLE_MYSQL_ERRORS

@@ -66,12 +66,8 @@ class WatchHub(RoundLoop):
         ids = list(self._watchers)
         if not ids:
             return
-        try:
-            states = await self._read_states(ids)
-        except Exception:
-            # The watchers wait for the next round (or a local change); none of them fails.
-            log.exception("watch hub read failed", extra={"action": "watch_hub_error"})
-            return
+        # A failed read fails the round (loops.FailureStreak); the watchers wait for the next.
+        states = await self._read_states(ids)
         for job_id in ids:
             state = states.get(job_id)
             for watcher in self._watchers.get(job_id, ()):

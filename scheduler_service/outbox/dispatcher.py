@@ -124,17 +124,14 @@ class OutboxDispatcher(RoundLoop):
         """False when there was nothing to do and nothing is on its way: no event claimed, none
         pending (a retry waiting for its time) or being delivered by anyone. Only then does the
         loop slow down, so a stalled claim or a retry is still seen within an interval."""
-        try:
-            if self._idle and not await self._uow.read(_unsettled):
-                return False  # one read per idle round: nothing to claim, nothing stale
-            claimed = 0
-            while (count := await self.run_once()) == self._batch:
-                claimed += count
-            self._idle = not (claimed + count or await self._uow.read(_unsettled))
-            return not self._idle
-        except Exception:
-            log.exception("outbox round failed", extra={"action": "outbox_error"})
-            return True
+        if self._idle and not await self._uow.read(_unsettled):
+            return False  # one read per idle round: nothing to claim, nothing stale
+        self._idle = False  # a failure below leaves the next round looking for work
+        claimed = 0
+        while (count := await self.run_once()) == self._batch:
+            claimed += count
+        self._idle = not (claimed + count or await self._uow.read(_unsettled))
+        return not self._idle
 
     async def run_once(self) -> int:
         """One round; returns how many events it claimed."""

@@ -131,22 +131,19 @@ class EventHub(RoundLoop):
     async def _round(self) -> None:
         if not self._subscribers or self._position is None:
             return
-        try:
-            while True:
-                events = await self._uow.read(
-                    functools.partial(
-                        _after, position=self._position, event_types=ALL_TYPES, limit=self._batch
-                    )
+        # A failed read fails the round (loops.FailureStreak); subscribers wait for the next.
+        while True:
+            events = await self._uow.read(
+                functools.partial(
+                    _after, position=self._position, event_types=ALL_TYPES, limit=self._batch
                 )
-                for event in events:
-                    self._position = event.position
-                    for subscriber in self._subscribers:
-                        subscriber.offer(event)
-                if len(events) < self._batch:
-                    return
-        except Exception:
-            # Subscribers wait for the next round; none of them fails.
-            log.exception("event hub read failed", extra={"action": "event_hub_error"})
+            )
+            for event in events:
+                self._position = event.position
+                for subscriber in self._subscribers:
+                    subscriber.offer(event)
+            if len(events) < self._batch:
+                return
 
     async def follow(
         self, after: int, event_types: Sequence[str]

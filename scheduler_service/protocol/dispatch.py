@@ -191,15 +191,11 @@ class Dispatcher(RoundLoop):
     async def _round(self) -> None:
         """Runs when woken (a job was created here, slots came back) or every poll interval."""
         now = asyncio.get_running_loop().time()
-        try:
-            if now - self._last_cancel_scan >= self._interval_s:
-                self._last_cancel_scan = now
-                await self._push_remote_cancels()
-            while await self._dispatch_round():
-                pass
-        except Exception:
-            # The database may be briefly unreachable; the next tick tries again.
-            log.exception("dispatch round failed", extra={"action": "dispatch_error"})
+        if now - self._last_cancel_scan >= self._interval_s:
+            self._last_cancel_scan = now
+            await self._push_remote_cancels()
+        while await self._dispatch_round():
+            pass
 
     async def _dispatch_round(self) -> bool:
         """Offer work to every stream with free slots once; True if another round may find more.

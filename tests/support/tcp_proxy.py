@@ -1,4 +1,5 @@
-"""A TCP proxy a test can cut and restore, to make a database unreachable and back."""
+"""A TCP proxy a test can cut and restore, or silence and resume, to make a database
+unreachable (refused) or silent (packets dropped, connections left open) and back."""
 
 from __future__ import annotations
 
@@ -11,7 +12,18 @@ class TcpProxy:
         self._target = (target_host, target_port)
         self._server: asyncio.base_events.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._flowing = asyncio.Event()
+        self._flowing.set()
         self.port = 0
+
+    def silence(self) -> None:
+        """Forward nothing more, in either direction, while every connection stays open and new
+        ones are still accepted: a partition that drops packets without a reset. Bytes sent
+        meanwhile are held, as TCP would retransmit them once the path heals."""
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        self._flowing.set()
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
@@ -38,6 +50,7 @@ class TcpProxy:
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             with contextlib.suppress(Exception):
                 while data := await src.read(65536):
+                    await self._flowing.wait()
                     dst.write(data)
                     await dst.drain()
             dst.close()
