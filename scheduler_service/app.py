@@ -19,6 +19,7 @@ from scheduler_service.credentials import CredentialCipher, CredentialStore
 from scheduler_service.db.engine import create_engine, is_sqlite
 from scheduler_service.db.failover import WriterChoice, parse_nodes
 from scheduler_service.flow.service import ModelKeys
+from scheduler_service.identity import InstanceOwners
 from scheduler_service.jobs.commands import Limits
 from scheduler_service.jobs.service import JobService
 from scheduler_service.jobs.stats import live_queue_stats
@@ -68,6 +69,8 @@ class SchedulerApp:
     #: The ordered database nodes, when failover is configured.
     writer: WriterChoice | None = None
     health_engine: AsyncEngine | None = None
+    #: Which runtime token owns each instance id on this replica.
+    owners: InstanceOwners = field(default_factory=InstanceOwners)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -119,6 +122,8 @@ class SchedulerApp:
             poll_interval_s=settings.dispatch.poll_interval_s,
             batch_max=settings.dispatch.batch_max,
             on_leased=watch_hub.touch,
+            # Longer than a lease and its grace: a runtime that keeps losing leases stays struck.
+            strike_heal_s=2 * (settings.lease.ttl_s + settings.lease.grace_s),
         )
         event_hub = EventHub(uow, interval_s=settings.outbox.events_poll_s)
         outbox = OutboxDispatcher(

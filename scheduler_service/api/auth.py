@@ -146,9 +146,15 @@ def _bearer(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:
 
 class AuthInterceptor(ServerInterceptor):
     def __init__(
-        self, tokens: TokenSet, *, reflection: bool = True, refusals: RefusalLog | None = None
+        self,
+        tokens: TokenSet,
+        *,
+        reflection: bool = True,
+        refusals: RefusalLog | None = None,
+        owners: identity.InstanceOwners | None = None,
     ) -> None:
         self._tokens = tokens
+        self._owners = owners
         self._refusals = refusals or RefusalLog()
         self._open = (
             OPEN_SERVICES
@@ -177,7 +183,8 @@ class AuthInterceptor(ServerInterceptor):
             return _refusing(handler, code, reason, message)
         if caller is None:
             return handler
-        return _bound(handler, identity.BoundCaller(caller.token_key, caller.instance_prefix))
+        bound = identity.BoundCaller(caller.token_key, caller.instance_prefix, self._owners)
+        return _bound(handler, bound)
 
 
 def _refusal(

@@ -50,7 +50,9 @@ def build_server(
     server = grpc.aio.server(
         interceptors=[
             StatusInterceptor(),
-            AuthInterceptor(load_tokens(settings), reflection=settings.reflection),
+            AuthInterceptor(
+                load_tokens(settings), reflection=settings.reflection, owners=app.owners
+            ),
             CapacityInterceptor(
                 authenticated=settings.streams.max_concurrent_rpcs,
                 anonymous=settings.streams.max_anonymous_rpcs,

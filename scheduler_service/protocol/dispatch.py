@@ -82,13 +82,19 @@ class StreamSession:
 
     def strike(self) -> None:
         """One of this runtime's leases expired unreported: one slot fewer (never below one),
-        so a stream that hoards leases cannot burn other users' attempts at its full width."""
+        so a stream that hoards leases cannot burn other users' attempts at its full width. Its
+        free slots stay free: a strike takes capacity, never work it is waiting for (an idle
+        runtime with as many strikes as slots was once given nothing for good)."""
         self.slots = max(1, self.slots - 1)
-        self.credits = min(max(0, self.credits - 1), self.slots)
+        self.credits = min(self.credits, self.slots)
 
-    def restore(self) -> None:
-        """It reported a result or failure: one struck slot back."""
-        self.slots = min(self.subscribed_slots, self.slots + 1)
+    def restore(self, *, freed: bool = False) -> None:
+        """One struck slot back: it reported a result or failure (its credit comes with the
+        report), or a strike healed with time (``freed``: the slot comes back free)."""
+        if self.slots < self.subscribed_slots:
+            self.slots += 1
+            if freed:
+                self.credits = min(self.slots, self.credits + 1)
 
     def seen(self) -> None:
         self.last_seen = asyncio.get_running_loop().time()
@@ -116,22 +122,36 @@ class Dispatcher(RoundLoop):
         poll_interval_s: float = 0.25,
         batch_max: int = 64,
         on_leased: Callable[[str], None] = lambda _job_id: None,
+        strike_heal_s: float = 120.0,
     ) -> None:
         super().__init__("dispatcher", poll_interval_s)
+        #: A strike is forgiven after this long without a new one (a slot a period comes back).
+        self._strike_heal_s = strike_heal_s
         self._on_leased = on_leased
         self._protocol = protocol
         self._uow = protocol.uow
         self._batch_max = batch_max
         self._sessions: list[StreamSession] = []
         self._last_cancel_scan = 0.0
-        #: Leases reaped unreported per runtime instance, newest last; a reconnect keeps them.
-        self._strikes: OrderedDict[str, int] = OrderedDict()
+        #: Leases reaped unreported per runtime instance (count, loop time of the last change),
+        #: newest last.
+        self._strikes: OrderedDict[str, tuple[int, float]] = OrderedDict()
 
     # -- wiring -------------------------------------------------------------------------------
 
     def attach(self, session: StreamSession) -> None:
-        for _ in range(self._strikes.get(session.runtime_instance_id, 0)):
-            session.strike()
+        """A new stream (called in its own context: its token decides what it may claim). The
+        first stream of an instance starts clean: a runtime restarted after a crash, whose
+        leases were reaped, gets work at once. A second stream beside a live one keeps the
+        instance's strikes on its slots."""
+        instance = session.runtime_instance_id
+        self._protocol.stream_subscribed(instance)
+        if any(s.runtime_instance_id == instance for s in self.sessions()):
+            strikes, _ = self._strikes.get(instance, (0, 0.0))
+            session.slots = max(1, session.slots - strikes)
+            session.credits = session.slots
+        else:
+            self._strikes.pop(instance, None)
         self._sessions.append(session)
         metrics.POLL_STREAMS.set(len(self._sessions))
         self.notify()
@@ -144,7 +164,8 @@ class Dispatcher(RoundLoop):
 
     def lease_expired(self, holder: str) -> None:
         """The reaper took back a lease ``holder`` never reported."""
-        self._strikes[holder] = self._strikes.pop(holder, 0) + 1
+        strikes, _ = self._strikes.pop(holder, (0, 0.0))
+        self._strikes[holder] = (strikes + 1, asyncio.get_running_loop().time())
         while len(self._strikes) > MAX_STRUCK_RUNTIMES:
             self._strikes.popitem(last=False)
         for session in self._sessions:
@@ -153,12 +174,25 @@ class Dispatcher(RoundLoop):
 
     def report_accepted(self, holder: str) -> None:
         """``holder`` reported a result or a failure: it forgives one strike."""
-        strikes = self._strikes.pop(holder, 0) - 1
-        if strikes > 0:
-            self._strikes[holder] = strikes
+        self._forgive(holder, freed=False)
+
+    def _forgive(self, holder: str, *, freed: bool) -> None:
+        strikes, _ = self._strikes.pop(holder, (0, 0.0))
+        if strikes > 1:
+            self._strikes[holder] = (strikes - 1, asyncio.get_running_loop().time())
         for session in self._sessions:
             if session.runtime_instance_id == holder:
-                session.restore()
+                session.restore(freed=freed)
+
+    def heal_strikes(self) -> None:
+        """Forgive one strike of each instance that earned none for a heal period: a runtime
+        that lost leases once (a freeze, a slow model) gets its slots back with time."""
+        now = asyncio.get_running_loop().time()
+        healed = [h for h, (_, at) in self._strikes.items() if now - at >= self._strike_heal_s]
+        for holder in healed:
+            self._forgive(holder, freed=True)
+        if healed:
+            self.notify()
 
     def sessions(self) -> list[StreamSession]:
         """The open streams attached here."""
@@ -191,6 +225,7 @@ class Dispatcher(RoundLoop):
     async def _round(self) -> None:
         """Runs when woken (a job was created here, slots came back) or every poll interval."""
         now = asyncio.get_running_loop().time()
+        self.heal_strikes()
         if now - self._last_cancel_scan >= self._interval_s:
             self._last_cancel_scan = now
             await self._push_remote_cancels()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -13,7 +14,7 @@ from typing import Any
 from opentelemetry.trace import SpanKind
 from pydantic import BaseModel
 
-from scheduler_service import metrics, validation
+from scheduler_service import identity, metrics, validation
 from scheduler_service.billing.budgets import Budget
 from scheduler_service.billing.prices import DEFAULT_PRICES, PriceTable
 from scheduler_service.credentials import CredentialStore
@@ -251,6 +252,8 @@ class RuntimeProtocol:
         self._prices = prices or PriceTable.parse(DEFAULT_PRICES)
         #: Instance-id prefixes allowed to run user-key jobs; empty allows every runtime.
         self._user_key_runtimes = tuple(user_key_runtimes)
+        #: Per instance id, whether its latest Poll stream's token may run user-key jobs.
+        self._user_key_streams: OrderedDict[str, bool] = OrderedDict()
         self._max_retry_after_ms = max_retry_after_ms
         self._max_waived_attempts = max_waived_attempts
         self._running_caps = running_caps
@@ -383,12 +386,37 @@ class RuntimeProtocol:
         return shares
 
     def may_use_user_keys(self, runtime_instance_id: str) -> bool:
-        return not self._user_key_runtimes or runtime_instance_id.startswith(
-            self._user_key_runtimes
+        """For a claim (no caller in sight): as the token of the instance's stream was."""
+        return not self._user_key_runtimes or self._user_key_streams.get(runtime_instance_id, False)
+
+    def caller_may_use_user_keys(self, runtime_instance_id: str) -> bool:
+        """Whether the current caller may run user-key jobs as ``runtime_instance_id``: its
+        token must be bound (``AIJOB_RUNTIME_IDENTITIES``) to a prefix inside the user-key fleet
+        (``AIJOB_USER_KEY_RUNTIMES``). A name alone proves nothing: an unbound token may call
+        itself anything."""
+        fleet = self._user_key_runtimes
+        if not fleet:
+            return True
+        if not runtime_instance_id.startswith(fleet):
+            return False
+        caller = identity.current()
+        if caller is None:
+            return True  # an in-process call, not a runtime's
+        return caller.instance_prefix is not None and caller.instance_prefix.startswith(fleet)
+
+    def stream_subscribed(self, runtime_instance_id: str) -> None:
+        """Called in the Poll stream's own context: what its token may claim from now on."""
+        self._user_key_streams[runtime_instance_id] = self.caller_may_use_user_keys(
+            runtime_instance_id
         )
+        self._user_key_streams.move_to_end(runtime_instance_id)
+        while len(self._user_key_streams) > identity.MAX_OWNED_INSTANCES:
+            self._user_key_streams.popitem(last=False)
 
     def _check_user_key(self, credential_mode: str, runtime_instance_id: str) -> None:
-        if credential_mode == USER_KEY_MODE and not self.may_use_user_keys(runtime_instance_id):
+        if credential_mode == USER_KEY_MODE and not self.caller_may_use_user_keys(
+            runtime_instance_id
+        ):
             raise UserKeyNotAllowedError("this runtime is not allowed to run jobs on user keys")
 
     async def release_undelivered(self, lease: LeasePayload, runtime_instance_id: str) -> bool:

@@ -15,7 +15,7 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 
-from scheduler_service import metrics, validation
+from scheduler_service import identity, metrics, validation
 from scheduler_service.errors import (
     DatabaseUnavailableError,
     InvalidRequestError,
@@ -172,6 +172,7 @@ class PollSessions:
 
     def _session(self, sub: Subscribe) -> StreamSession:
         validation.instance_id(sub.runtime_instance_id)
+        identity.claim_instance(sub.runtime_instance_id)
         if not 1 <= sub.slots <= self._max_slots:
             raise InvalidRequestError(f"slots must be 1-{self._max_slots}", field="slots")
         unknown = [t for t in sub.job_types if t not in self._registry]

@@ -25,6 +25,7 @@ from tests.support.schedulers import RunningScheduler, SchedulerFactory
 pytestmark = pytest.mark.mysql
 
 HOLDER_TOKEN, OTHER_TOKEN = "rt-token-holder", "rt-token-other"
+FLEET_TOKEN = "rt-token-user-key-fleet"
 FORGED = {"echo": {"text": "forged"}}
 
 
@@ -80,6 +81,13 @@ async def test_a_replayed_instance_id_without_the_lease_token_is_refused(
         # or a guessed one: each call is answered as an expired lease would be.
         for guess in ("", "0" * 32, lease.lease_token[:-2]):
             for method, request in _lease_calls(lease, "rt-holder-1", guess).values():
+                call = getattr(attacker.stub, method)(request, metadata=attacker.metadata)
+                # The instance id belongs to the token that subscribed it (issue 33).
+                assert await _refusal(call) == (
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    "PERMISSION_DENIED",
+                )
+            for method, request in _lease_calls(lease, "rt-attacker", guess).values():
                 call = getattr(attacker.stub, method)(request, metadata=attacker.metadata)
                 assert await _refusal(call) == (grpc.StatusCode.FAILED_PRECONDITION, "LEASE_LOST")
         row = await job_row(scheduler.app.engine, job.job_id)
@@ -143,6 +151,7 @@ async def test_user_key_jobs_go_only_to_runtimes_allowed_user_keys(
     scheduler = await start_scheduler(
         mysql_url,
         user_key_runtimes="rt-keys-",
+        runtime_identities=f"rt-keys-={FLEET_TOKEN}",
         credential_key=base64.b64encode(os.urandom(32)).decode(),
     )
     keyed = await _user_key_job(scheduler, "user-k")
@@ -160,7 +169,7 @@ async def test_user_key_jobs_go_only_to_runtimes_allowed_user_keys(
         assert (await job_row(scheduler.app.engine, keyed.job_id))["lifecycleStatus"] == "queued"
     finally:
         await plain.close()
-    allowed = ClientRuntime(scheduler.channel, "rt-keys-1", slots=1)
+    allowed = ClientRuntime(scheduler.channel, "rt-keys-1", slots=1, token=FLEET_TOKEN)
     await allowed.connect()
     try:
         lease = await allowed.next_lease()
