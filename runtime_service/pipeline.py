@@ -30,6 +30,7 @@ from shared import tracing
 from shared.canonical_json import canonical_json
 from shared.error_codes import ErrorCode
 from shared.job_schemas import OUTPUT_SCHEMAS
+from shared.redaction import scrub_secrets
 
 __all__ = ["JobRunner", "LeaseInput", "LeaseLost", "ModelConfig", "SchedulerClient", "Usage"]
 
@@ -157,6 +158,8 @@ class _Running:
     stop_reason: str = ""
     progress: int = 0
     usage: Usage | None = None
+    #: The key this attempt called the model with, to scrub from what it reports.
+    api_key: str = field(default="", repr=False)
 
 
 #: Why a job stopped when it was cancelled from outside, as the failure reported for it.
@@ -299,6 +302,9 @@ class JobRunner:
         self, lease: LeaseInput, failure: JobFailure, running: _Running, context: dict[str, Any]
     ) -> str:
         metrics.ERRORS.labels(failure.code.value).inc()
+        failure.internal_message = scrub_secrets(
+            failure.internal_message, (running.api_key, self._model.platform_key or "")
+        )
         try:
             await self._scheduler.submit_failure(lease, failure, running.usage)
         except LeaseLost:
@@ -356,6 +362,7 @@ class JobRunner:
         schema = _output_schema(lease)
         self._check_safety(json.dumps(lease.snapshot, ensure_ascii=False), "input")
         client, owned = await self._client(lease)
+        running.api_key = client.api_key
         try:
             prompt = _prompt(lease, schema)
             running.progress = STREAM_PROGRESS[0]

@@ -14,7 +14,13 @@ from dataclasses import dataclass
 
 __all__ = ["RateLimitHeaders", "duration_ms", "rate_limit_headers"]
 
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|h|m|s)")
+_DIGITS = re.compile(r"[0-9]{1,18}")
+#: The largest count taken from a header: more than any real limit, well within an int64. A
+#: provider's (or a proxy's) absurd value is not read at all, never allowed to break the report.
+MAX_COUNT = 10**15
+#: The longest reset window taken from a header: a day; a longer one is not believed.
+MAX_RESET_MS = 86_400_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,14 +45,22 @@ def duration_ms(value: str) -> int | None:
         if not parts or "".join(n + u for n, u in parts) != text:
             return None
         scale = {"h": 3_600_000, "m": 60_000, "s": 1_000, "ms": 1}
-        return math.ceil(sum(float(n) * scale[u] for n, u in parts))
-    return math.ceil(seconds * 1000) if math.isfinite(seconds) and seconds >= 0 else None
+        return _bounded_ms(sum(float(n) * scale[u] for n, u in parts))
+    return _bounded_ms(seconds * 1000)
+
+
+def _bounded_ms(value: float) -> int | None:
+    if not math.isfinite(value) or not 0 <= value <= MAX_RESET_MS:
+        return None
+    return math.ceil(value)
 
 
 def _count(value: str | None) -> int | None:
-    if value is None or not value.strip().isdigit():
+    # ASCII digits only: str.isdigit() also takes "²" and other digits int() refuses.
+    if value is None or not _DIGITS.fullmatch(value.strip()):
         return None
-    return int(value.strip())
+    count = int(value.strip())
+    return count if count <= MAX_COUNT else None
 
 
 def rate_limit_headers(headers: Mapping[str, str]) -> RateLimitHeaders | None:

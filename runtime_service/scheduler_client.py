@@ -66,11 +66,11 @@ def _usage(usage: Usage | None) -> types_pb2.Usage | None:
     if usage.time_to_first_token_ms is not None:
         message.time_to_first_token_ms = usage.time_to_first_token_ms
     if usage.rate_limits is not None:
-        message.rate_limits.CopyFrom(_rate_limits(usage.rate_limits))
+        message.rate_limits.CopyFrom(rate_limits_message(usage.rate_limits))
     return message
 
 
-def _rate_limits(seen: RateLimitHeaders) -> types_pb2.ProviderRateLimits:
+def rate_limits_message(seen: RateLimitHeaders) -> types_pb2.ProviderRateLimits:
     message = types_pb2.ProviderRateLimits()
     for field in ("limit_requests", "remaining_requests", "limit_tokens", "remaining_tokens"):
         value = getattr(seen, field)

@@ -22,7 +22,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
-from opentelemetry.trace import Span, SpanKind
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 __all__ = [
@@ -156,8 +156,24 @@ def span(
     kind: SpanKind = SpanKind.INTERNAL,
     attributes: Mapping[str, Any] | None = None,
 ) -> Iterator[Span]:
-    """A span named ``name``, child of ``parent`` (or of the current span)."""
+    """A span named ``name``, child of ``parent`` (or of the current span).
+
+    An exception marks the span as an error with its type and catalogue code only: its text may
+    quote request content (a params key, a snapshot value), which spans never carry."""
     with _tracer().start_as_current_span(
-        name, context=parent, kind=kind, attributes=dict(attributes or {})
+        name,
+        context=parent,
+        kind=kind,
+        attributes=dict(attributes or {}),
+        record_exception=False,
+        set_status_on_exception=False,
     ) as current:
-        yield current
+        try:
+            yield current
+        except Exception as exc:
+            code = getattr(exc, "code", None)
+            current.set_attribute("error.type", type(exc).__name__)
+            if isinstance(code, str):
+                current.set_attribute("aijob.error_code", code)
+            current.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            raise

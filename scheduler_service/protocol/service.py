@@ -55,6 +55,7 @@ from scheduler_service.registry.definitions import USER_KEY_MODE, Backoff
 from shared import tracing
 from shared.canonical_json import output_hash, result_idempotency_key
 from shared.error_codes import ErrorCode
+from shared.redaction import scrub_secrets
 
 __all__ = [
     "FailedAttempt",
@@ -542,10 +543,11 @@ class RuntimeProtocol:
             )
         if report.retry_after_ms < 0:
             raise InvalidRequestError("retry_after must not be negative", field="retry_after")
+        # A provider's message may quote the request, key included: scrubbed before it is stored.
         return JobError(
             report.error_code,
-            report.public_message[:500] or "The job failed.",
-            report.internal_message[:10_000] or None,
+            scrub_secrets(report.public_message[:500]) or "The job failed.",
+            scrub_secrets(report.internal_message[:10_000]) or None,
         )
 
     async def submit_failure(self, report: FailureReport) -> FailureOutcome:

@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from runtime_service.rate_limits import RateLimitHeaders, duration_ms, rate_limit_headers
+from runtime_service.rate_limits import (
+    MAX_COUNT,
+    MAX_RESET_MS,
+    RateLimitHeaders,
+    duration_ms,
+    rate_limit_headers,
+)
+from runtime_service.scheduler_client import rate_limits_message
 
 
 @pytest.mark.parametrize(
@@ -35,3 +44,40 @@ def test_headers_of_an_openai_style_answer() -> None:
 
 def test_no_headers_is_none() -> None:
     assert rate_limit_headers({"content-type": "application/json"}) is None
+
+
+_HEADER_NAMES = [
+    "x-ratelimit-limit-requests",
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-reset-requests",
+    "x-ratelimit-limit-tokens",
+    "x-ratelimit-remaining-tokens",
+    "x-ratelimit-reset-tokens",
+]
+_ODD_VALUES = st.one_of(
+    st.text(max_size=30),
+    st.integers(min_value=0).map(str),
+    st.integers(min_value=10**17, max_value=10**400).map(str),
+    st.sampled_from(["1e300", "1e300s", "99999999999h", "²", "١٢٣", "-1", "nan", "inf", "0x10"]),
+)
+
+
+@given(st.dictionaries(st.sampled_from(_HEADER_NAMES), _ODD_VALUES))
+def test_any_header_value_is_read_or_ignored_never_a_crash_of_the_report(
+    headers: dict[str, str],
+) -> None:
+    """Issue 33: an out-of-range header raised ValueError while the report was built, and a
+    successful answer was lost. Whatever a provider sends, the report carries it or omits it."""
+    seen = rate_limit_headers(headers)
+    if seen is not None:
+        message = rate_limits_message(seen)  # what the runtime sends; must not raise
+        for name in ("limit_requests", "remaining_requests", "limit_tokens", "remaining_tokens"):
+            value = getattr(seen, name)
+            assert value is None or 0 <= value <= MAX_COUNT
+        assert message.reset_requests.ToMilliseconds() <= MAX_RESET_MS
+
+
+def test_absurd_values_are_not_believed() -> None:
+    assert rate_limit_headers({"x-ratelimit-remaining-requests": "9" * 401}) is None
+    assert rate_limit_headers({"x-ratelimit-reset-tokens": "1e300"}) is None
+    assert rate_limit_headers({"x-ratelimit-limit-requests": "²"}) is None
