@@ -28,7 +28,13 @@ import grpc
 
 from scheduler_service import identity, metrics
 from scheduler_service.api.handlers import rebuild
-from scheduler_service.api.status import Continuation, Handler, ServerInterceptor, abort_with
+from scheduler_service.api.status import (
+    Continuation,
+    Handler,
+    LogThrottle,
+    ServerInterceptor,
+    abort_with,
+)
 from shared.error_codes import ErrorCode
 
 __all__ = ["AuthInterceptor", "Caller", "RefusalLog", "Role", "TokenSet"]
@@ -112,27 +118,16 @@ class RefusalLog:
     def __init__(
         self, interval_s: float = 10.0, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        self._interval_s = interval_s
-        self._clock = clock
-        self._last: dict[str, float] = {}
-        self._suppressed: dict[str, int] = {}
+        self._throttle = LogThrottle(interval_s, clock)
 
     def refused(self, code: str, method: str) -> None:
         metrics.REFUSED_CALLS.labels(code).inc()
-        now = self._clock()
-        last = self._last.get(code)
-        if last is not None and now - last < self._interval_s:
-            self._suppressed[code] = self._suppressed.get(code, 0) + 1
+        also = self._throttle.admit(code)
+        if also is None:
             return
-        self._last[code] = now
         log.info(
             "call refused",
-            extra={
-                "action": "auth_refused",
-                "method": method,
-                "code": code,
-                "alsoRefused": self._suppressed.pop(code, 0),
-            },
+            extra={"action": "auth_refused", "method": method, "code": code, "alsoRefused": also},
         )
 
 

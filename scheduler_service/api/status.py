@@ -14,7 +14,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Hashable
 from typing import Any, NoReturn
 
 import grpc
@@ -38,6 +38,34 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
+class LogThrottle:
+    """At most one log line per key per ``interval_s``; each admitted line says how many it
+    stands for (the calls suppressed since the last one)."""
+
+    def __init__(
+        self, interval_s: float = 10.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._interval_s = interval_s
+        self._clock = clock
+        self._last: dict[Hashable, float] = {}
+        self._suppressed: dict[Hashable, int] = {}
+
+    def admit(self, key: Hashable) -> int | None:
+        """None: do not log now; else log, mentioning this many suppressed before it."""
+        now = self._clock()
+        last = self._last.get(key)
+        if last is not None and now - last < self._interval_s:
+            self._suppressed[key] = self._suppressed.get(key, 0) + 1
+            return None
+        if len(self._last) > 10_000:  # keys are method x type: bounded, but never unbounded
+            self._last.clear()
+        self._last[key] = now
+        return self._suppressed.pop(key, 0)
+
+
+_UNEXPECTED = LogThrottle()
 
 StatusCode = grpc.StatusCode
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -67,11 +95,20 @@ def status_of(exc: BaseException, method: str) -> tuple[StatusCode, status_pb2.S
         code = status_code_of(exc)
         return code, rich_status(code, exc.code, exc.message, **metadata)
     error_id = uuid.uuid4().hex[:12]
-    log.error(
-        "unexpected error",
-        exc_info=exc,
-        extra={"action": "rpc_error", "method": method, "errorId": error_id},
-    )
+    also = _UNEXPECTED.admit((method, type(exc).__name__))
+    if also is not None:
+        # One line (with its stack) per method and error type per interval: one bad request
+        # repeated in a loop once wrote a traceback per call, 3.2 MB in 5 s.
+        log.error(
+            "unexpected error",
+            exc_info=exc,
+            extra={
+                "action": "rpc_error",
+                "method": method,
+                "errorId": error_id,
+                "alsoFailed": also,
+            },
+        )
     return StatusCode.INTERNAL, rich_status(
         StatusCode.INTERNAL, ErrorCode.INTERNAL, f"internal error {error_id}"
     )

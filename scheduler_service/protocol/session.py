@@ -206,6 +206,7 @@ class PollSessions:
         finally:
             self._dispatcher.detach(session)
             reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
             leftovers = [m for m in _drain(session) if isinstance(m, LeasePayload)]
             if undelivered is not None:
                 leftovers.insert(0, undelivered)
@@ -266,7 +267,13 @@ class PollSessions:
 async def _next_message(session: StreamSession, reader: asyncio.Task[None]) -> Outgoing | None:
     """The next message to send, or None once the runtime closed its side."""
     getter = asyncio.ensure_future(session.outgoing.get())
-    done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+    try:
+        done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        # A stream that ends here (the runtime went away) must not leave its getter pending:
+        # asyncio logged "Task was destroyed but it is pending!" at ERROR for every disconnect.
+        if not getter.done():
+            getter.cancel()
     if getter in done:
         message = getter.result()
         if isinstance(message, Closing):
