@@ -31,13 +31,17 @@ class LeaseKeeper(RoundLoop):
         self._alive_s = alive_s
 
     def alive_holders(self) -> set[str]:
-        """Runtime instances whose stream here spoke within the alive window."""
+        """Runtime instances whose every stream here spoke within the alive window. A second
+        stream naming a frozen runtime's instance id must not keep the frozen one's leases
+        alive until their jobs time out: while any stream of an instance is silent, its leases
+        live on heartbeats alone."""
         now = asyncio.get_running_loop().time()
-        return {
-            session.runtime_instance_id
-            for session in self._dispatcher.sessions()
-            if now - session.last_seen <= self._alive_s
-        }
+        spoke: set[str] = set()
+        silent: set[str] = set()
+        for session in self._dispatcher.sessions():
+            fresh = now - session.last_seen <= self._alive_s
+            (spoke if fresh else silent).add(session.runtime_instance_id)
+        return spoke - silent
 
     async def keep_once(self) -> int:
         holders = self.alive_holders()

@@ -183,3 +183,38 @@ async def test_user_keys_only_for_tokens_bound_to_the_fleet_not_for_its_names(
         assert reply.api_key == "sk-user-secret-key"
     finally:
         await fleet.close()
+
+
+async def test_a_second_stream_under_a_frozen_runtimes_id_does_not_keep_its_leases_alive(
+    scheduler: RunningScheduler,
+) -> None:
+    """Issue 33, finding 9: a stream naming a frozen runtime's instance id kept the frozen
+    one's leases alive until their jobs timed out."""
+    frozen = ClientRuntime(scheduler.channel, "rt-frozen", slots=1)
+    lively = ClientRuntime(scheduler.channel, "rt-lively", slots=1)
+    for runtime in (frozen, lively):
+        await runtime.connect()
+
+    async def both_subscribed() -> bool:
+        return {"rt-frozen", "rt-lively"} <= set(scheduler.app.dispatcher.subscribed())
+
+    await eventually(both_subscribed)
+    keeper = scheduler.app.keeper
+    assert {"rt-frozen", "rt-lively"} <= keeper.alive_holders()
+    (session,) = [
+        s for s in scheduler.app.dispatcher.sessions() if s.runtime_instance_id == "rt-frozen"
+    ]
+    session.last_seen -= 3600  # it has said nothing for an hour
+    second = ClientRuntime(scheduler.channel, "rt-frozen", slots=1)
+    await second.connect()
+
+    async def second_subscribed() -> bool:
+        return scheduler.app.dispatcher.subscribed().count("rt-frozen") == 2
+
+    try:
+        await eventually(second_subscribed)
+        assert "rt-frozen" not in keeper.alive_holders()
+        assert "rt-lively" in keeper.alive_holders()
+    finally:
+        for runtime in (frozen, lively, second):
+            await runtime.close()
