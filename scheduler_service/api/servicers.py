@@ -147,8 +147,9 @@ class JobServicer(job_grpc.JobServiceServicer):
         self, request: job_pb.WatchJobRequest, context: Context
     ) -> AsyncIterator[types_pb.Job]:
         with self._watch_cap.held():
+            hub = self._app.watch_hub
             async for record in self._app.jobs.watch(
-                _user_id(context), request.job_id, changed=self._app.watch_hub.changed
+                _user_id(context), request.job_id, changed=hub.changed, current=hub.current
             ):
                 terminal = record.is_terminal
                 artifacts = await self._app.jobs.artifacts(record.id) if terminal else None

@@ -459,25 +459,30 @@ class JobService:
         job_id: str,
         *,
         changed: Callable[[str, WatchState], Awaitable[None]],
+        current: Callable[[str], Awaitable[JobRecord | None]] | None = None,
     ) -> AsyncGenerator[JobRecord, None]:
         """The job now, then each change of state, progress or attempt; ends when terminal.
 
         ``changed(job_id, seen)`` returns once the job's state differs from ``seen`` (the
         replica's watch hub reads every watched job once an interval, and wakes a watcher at once
-        when this replica changes its job); the job is read again only then.
+        when this replica changes its job); the job is read again only then, by ``current``
+        (the hub's read, shared by the job's watchers) when given.
         """
         job, _ = await self.get(user_id, job_id)
         yield job
         seen = job.watch_state()
         while not job.is_terminal:
             await changed(job_id, seen)
-            current = await self._uow.read(lambda tx: tx.jobs.get(job_id))
-            if current is None:
+            now = await (current or self._read_job)(job_id)
+            if now is None:
                 return
-            job = current
+            job = now
             if job.watch_state() != seen:
                 seen = job.watch_state()
                 yield job
+
+    async def _read_job(self, job_id: str) -> JobRecord | None:
+        return await self._uow.read(lambda tx: tx.jobs.get(job_id))
 
     async def retry(self, job_id: str) -> JobRecord:
         """A new job with the input of a failed or cancelled one; repeats return the same job."""

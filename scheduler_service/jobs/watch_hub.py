@@ -4,7 +4,8 @@ Each WatchJob stream used to read its job on its own timer: 500 idle watchers we
 statements a second. The hub keeps, per watched job, the state each watcher last saw; once an
 interval it reads the watched jobs' states in one statement (chunked at ``CHUNK`` ids) and wakes
 the watchers whose job moved — changes made through other replicas. Changes made here wake them
-at once (``touch``). A woken watcher reads its job once; an idle one costs nothing.
+at once (``touch``). Woken watchers of one job share one read of it (:meth:`WatchHub.current`):
+2,000 watchers of a job once cost ~1,436 reads per progress change; an idle one costs nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import logging
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from scheduler_service.lifecycle.records import WatchState
+from scheduler_service.lifecycle.records import JobRecord, WatchState
 from scheduler_service.loops import RoundLoop
 from scheduler_service.ports import Transaction, UnitOfWork
 
@@ -38,6 +39,8 @@ class WatchHub(RoundLoop):
         super().__init__("watch-hub", interval_s)
         self._uow = uow
         self._watchers: dict[str, set[_Watcher]] = {}
+        #: The read of a job in flight, shared by every watcher that asks for it meanwhile.
+        self._reads: dict[str, asyncio.Future[JobRecord | None]] = {}
 
     @property
     def watched_jobs(self) -> int:
@@ -56,6 +59,22 @@ class WatchHub(RoundLoop):
                 watchers.discard(watcher)
                 if not watchers:
                     del self._watchers[job_id]
+
+    async def current(self, job_id: str) -> JobRecord | None:
+        """The job as it is now: one read, shared by every watcher that asks while it runs."""
+        pending = self._reads.get(job_id)
+        if pending is None:
+            pending = asyncio.ensure_future(self._uow.read(functools.partial(_job, job_id=job_id)))
+            self._reads[job_id] = pending
+            pending.add_done_callback(functools.partial(self._read_done, job_id))
+        # Shielded: one watcher that goes away must not cancel the others' read.
+        return await asyncio.shield(pending)
+
+    def _read_done(self, job_id: str, done: asyncio.Future[JobRecord | None]) -> None:
+        if self._reads.get(job_id) is done:
+            del self._reads[job_id]
+        if not done.cancelled():
+            done.exception()  # retrieved here, whether or not a watcher is still waiting
 
     def touch(self, job_id: str) -> None:
         """This replica changed the job: wake its watchers now."""
@@ -82,6 +101,10 @@ class WatchHub(RoundLoop):
                 functools.partial(_states_of, job_ids=ordered[start : start + CHUNK])
             )
         return states
+
+
+async def _job(tx: Transaction, job_id: str) -> JobRecord | None:
+    return await tx.jobs.get(job_id)
 
 
 async def _states_of(tx: Transaction, job_ids: list[str]) -> dict[str, WatchState]:

@@ -81,3 +81,23 @@ async def test_idle_watchers_cost_one_read_per_round_and_wake_only_when_their_jo
     for stream in streams:
         await stream.aclose()
     assert hub.watched_jobs == 0
+
+
+async def test_many_watchers_of_one_job_share_one_read_per_change(
+    jobs: JobService, uow: FakeUnitOfWork, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33: 2,000 watchers of one job cost ~1,436 reads per progress change."""
+    hub = WatchHub(uow, interval_s=3600)
+    job, _ = await jobs.create(command("user-fan"))
+    streams = [
+        jobs.watch(job.userId, job.id, changed=hub.changed, current=hub.current) for _ in range(500)
+    ]
+    for stream in streams:
+        await _next(stream)
+    pending = [asyncio.ensure_future(_next(stream)) for stream in streams]
+    await asyncio.sleep(0)  # each watcher runs to its registration with the hub
+    reads = _Reads(monkeypatch, FakeJobStore)
+    uow.state.jobs[job.id]["progress"] = 30
+    hub.touch(job.id)
+    assert {(await p).progress for p in pending} == {30}
+    assert reads.gets == 1
