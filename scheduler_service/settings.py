@@ -66,6 +66,9 @@ class SchedulerSettings(BaseSettings):
     metrics_interval_s: float = Field(default=10.0, gt=0)
     #: Serve gRPC server reflection (grpcurl list/describe).
     reflection: bool = True
+    #: Reflection requests (anonymous) this server answers per second on average, and at once.
+    reflection_rate_per_s: float = Field(default=50.0, gt=0)
+    reflection_burst: int = Field(default=200, ge=1)
     #: Bearer tokens per role, comma-separated. With none set on a loopback address the server
     #: generates a set and writes it to ``dev_tokens_file``; elsewhere it refuses to start.
     runtime_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)

@@ -16,7 +16,7 @@ from prometheus_client import start_http_server
 
 from scheduler_service.api.auth import AuthInterceptor
 from scheduler_service.api.capacity import CapacityInterceptor
-from scheduler_service.api.reflection import DocumentedReflection
+from scheduler_service.api.reflection import DocumentedReflection, TokenBucket
 from scheduler_service.api.servicers import AdminServicer, JobServicer, RuntimeServicer
 from scheduler_service.api.status import StatusInterceptor
 from scheduler_service.api.tokens import load_tokens
@@ -70,8 +70,9 @@ def build_server(
     reflected: Sequence[str] = (*SERVICE_NAMES, health.SERVICE_NAME)
     if settings.reflection:
         names = (*reflected, reflection.SERVICE_NAME)
+        bucket = TokenBucket(settings.reflection_rate_per_s, settings.reflection_burst)
         reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
-            DocumentedReflection(names), server
+            DocumentedReflection(names, bucket=bucket), server
         )
 
     async def database_health(healthy: bool) -> None:

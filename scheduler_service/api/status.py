@@ -167,7 +167,12 @@ class StatusInterceptor(ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler  # type: ignore[return-value]
-        return _wrapped(handler, handler_call_details.method.rsplit("/", 1)[-1])
+        method: str = handler_call_details.method
+        # Health and reflection (the only services open without a token) take tiny requests:
+        # a larger one is refused before it is parsed, whatever the server's message limit.
+        anonymous = method.startswith("/grpc.")
+        limit = ANONYMOUS_MAX_MESSAGE_BYTES if anonymous else None
+        return _wrapped(handler, method.rsplit("/", 1)[-1], max_bytes=limit)
 
 
 class _Undecodable:
@@ -178,11 +183,24 @@ class _Undecodable:
 UNDECODABLE = _Undecodable()
 
 
-def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+class _Oversized:
+    """What an anonymous request over :data:`ANONYMOUS_MAX_MESSAGE_BYTES` becomes, unparsed."""
+
+
+OVERSIZED = _Oversized()
+#: The largest request health or reflection takes (theirs are a few dozen bytes).
+ANONYMOUS_MAX_MESSAGE_BYTES = 16 * 1024
+
+
+def _tolerant(
+    deserializer: Callable[[bytes], Any] | None, max_bytes: int | None = None
+) -> Callable[[bytes], Any] | None:
     if deserializer is None:
         return None
 
     def parse(data: bytes) -> Any:
+        if max_bytes is not None and len(data) > max_bytes:
+            return OVERSIZED
         try:
             return deserializer(data)
         except Exception:
@@ -193,30 +211,33 @@ def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], 
 
 def _checked(request: Any) -> Any:
     """``request`` (or a stream of them) that raises INVALID_ARGUMENT where one did not parse."""
-    if request is UNDECODABLE:
-        raise _undecodable()
+    _refuse_unparsed(request)
     if isinstance(request, AsyncIterator):
 
         async def each() -> AsyncIterator[Any]:
             async for item in request:
-                if item is UNDECODABLE:
-                    raise _undecodable()
+                _refuse_unparsed(item)
                 yield item
 
         return each()
     return request
 
 
-def _undecodable() -> InvalidRequestError:
-    return InvalidRequestError("the request is not a valid message of this method")
+def _refuse_unparsed(request: Any) -> None:
+    if request is UNDECODABLE:
+        raise InvalidRequestError("the request is not a valid message of this method")
+    if request is OVERSIZED:
+        raise InvalidRequestError(
+            f"requests without a token are at most {ANONYMOUS_MAX_MESSAGE_BYTES} bytes"
+        )
 
 
-def _wrapped(handler: Handler, method: str) -> Handler:
+def _wrapped(handler: Handler, method: str, *, max_bytes: int | None = None) -> Handler:
     return rebuild(
         handler,
         scope=functools.partial(_answered, method),
         prepare=_checked,
-        request_deserializer=_tolerant(handler.request_deserializer),
+        request_deserializer=_tolerant(handler.request_deserializer, max_bytes),
     )
 
 
