@@ -20,13 +20,14 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    union,
     update,
 )
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from scheduler_service.billing.budgets import Budget, Spend
+from scheduler_service.billing.budgets import Budget, Spend, Standing
 from scheduler_service.db.clock import db_now, db_today
 from scheduler_service.db.models import AiJob, AiModelKey, AiUsageLog, AiUserBudget, AiUserSpend
 from scheduler_service.db.multirow import insert_rows
@@ -36,6 +37,7 @@ from scheduler_service.lifecycle.state_machine import LifecycleStatus
 
 __all__ = [
     "UsageLine",
+    "budget_standings",
     "over_budget",
     "over_budget_queued",
     "put_budget",
@@ -162,6 +164,52 @@ async def over_budget_queued(
         .limit(limit)
     )
     return [(row.id, row.jobType) for row in await conn.execute(query)]
+
+
+async def budget_standings(
+    conn: AsyncConnection, users: Collection[str], budget: Budget, reserving: Collection[str]
+) -> dict[str, Standing]:
+    """Each of ``users``'s budget today (their own or ``budget``), spend, and the token
+    estimates of their jobs in the ``reserving`` states. Only users with a budget are in the
+    answer; the estimates are read only for users with a token budget."""
+    if not users:
+        return {}
+    ids = sorted(users)
+    known = union(
+        select(_budget.c.userId).where(_budget.c.userId.in_(ids)),
+        select(_spend.c.userId).where(_spend.c.userId.in_(ids), _spend.c.day == db_today()),
+    ).subquery()
+    rows = await conn.execute(
+        select(
+            known.c.userId,
+            _budget.c.dailyTokens,
+            _budget.c.dailyCostMicros,
+            _spend.c.tokens,
+            _spend.c.costMicros,
+        )
+        .select_from(known)
+        .outerjoin(_budget, _budget.c.userId == known.c.userId)
+        .outerjoin(_spend, and_(_spend.c.userId == known.c.userId, _spend.c.day == db_today()))
+    )
+    standings = {user: Standing(budget) for user in ids}
+    for row in rows:
+        standings[row.userId] = Standing(
+            budget.with_override(row.dailyTokens, row.dailyCostMicros),
+            Spend(int(row.tokens or 0), int(row.costMicros or 0)),
+        )
+    standings = {user: s for user, s in standings.items() if s.budget.any}
+    metered = sorted(user for user, s in standings.items() if s.budget.daily_tokens)
+    if metered and reserving:
+        reserved = await conn.execute(
+            select(_jobs.c.userId, func.sum(_jobs.c.tokenEstimate))
+            .where(_jobs.c.userId.in_(metered), _jobs.c.lifecycleStatus.in_(sorted(reserving)))
+            .group_by(_jobs.c.userId)
+        )
+        for user, tokens in reserved:
+            standings[user] = Standing(
+                standings[user].budget, standings[user].spent, int(tokens or 0)
+            )
+    return standings
 
 
 async def put_budget(conn: AsyncConnection, user_id: str, tokens: int, cost_micros: int) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 
 from scheduler_service import validation
-from scheduler_service.billing.budgets import Budget
+from scheduler_service.billing.budgets import Budget, admit_within_budgets
 from scheduler_service.errors import (
     IdempotencyKeyReusedError,
     InvalidRequestError,
@@ -49,6 +49,8 @@ from shared.error_codes import ErrorCode
 __all__ = ["MAX_BULK_CREATE", "CreateResult", "Created", "Handoff", "JobService"]
 
 MAX_ID_FIELD = 191
+#: The states whose jobs reserve their token estimate against a create's budget check.
+ACTIVE_STATES = (LifecycleStatus.QUEUED.value, LifecycleStatus.RUNNING.value)
 #: Most items one CreateJobs call may carry.
 MAX_BULK_CREATE = 500
 
@@ -115,7 +117,7 @@ class JobService:
             if new_job.deadline_at is not None:
                 _check_deadline(new_job.deadline_at, await tx.jobs.clock())
             if enforce_limits:
-                await self._check_limits(tx, cmd.user_id)
+                await self._check_limits(tx, cmd.user_id, new_job.token_estimate)
             await tx.jobs.create(new_job, snapshot, params)
             await tx.emit(
                 EventType.ENQUEUE,
@@ -141,13 +143,15 @@ class JobService:
                 raise
             return self._same_request(existing, new_job, cmd), False
 
-    async def _check_limits(self, tx: Transaction, user_id: str) -> None:
-        """Refuse a create over the user's caps (creates of one user serialise on a lock the store
-        takes, so concurrent creates cannot all pass the count together)."""
+    async def _check_limits(self, tx: Transaction, user_id: str, estimate_tokens: int) -> None:
+        """Refuse a create over the user's caps or budget (creates of one user serialise on a lock
+        the store takes, so concurrent creates cannot all pass the count or the budget together:
+        each reserves its estimate, billing/budgets.py)."""
         refusal = self._over_limits(*await tx.jobs.lock_user_gate(user_id))
         if refusal is not None:
             raise refusal
-        if await tx.jobs.over_budget({user_id}, self._budget):
+        standings = await tx.jobs.budget_standings({user_id}, self._budget, ACTIVE_STATES)
+        if not admit_within_budgets([("", user_id, estimate_tokens)], standings):
             raise _budget_spent()
 
     def _over_limits(self, active_jobs: int, today: int) -> LimitExceededError | None:
@@ -264,7 +268,12 @@ class JobService:
         deadlines (under the users' gate locks): the refusals by index, and the accepted."""
         users = {user for _, user, _ in fresh}
         counts = dict(await tx.jobs.lock_user_gates(users))
-        spent = await tx.jobs.over_budget(users, self._budget)
+        standings = await tx.jobs.budget_standings(users, self._budget, ACTIVE_STATES)
+        within = set(
+            admit_within_budgets(
+                [(str(index), user, job.token_estimate) for index, user, job in fresh], standings
+            )
+        )
         deadlines = any(job.deadline_at is not None for _, _, job in fresh)
         now = await tx.jobs.clock() if deadlines else None
         refused: dict[int, CreateResult] = {}
@@ -275,7 +284,7 @@ class JobService:
             except InvalidRequestError as past:
                 refused[index] = past
                 continue
-            refusal = _budget_spent() if user in spent else self._over_limits(*counts[user])
+            refusal = self._over_limits(*counts[user]) if str(index) in within else _budget_spent()
             if refusal is not None:
                 refused[index] = refusal
                 continue

@@ -9,13 +9,14 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.billing import sql as billing_sql
-from scheduler_service.billing.budgets import Budget
+from scheduler_service.billing.budgets import Budget, admit_within_budgets
 from scheduler_service.flow import sql as flow_sql
 from scheduler_service.flow.keys import FlowPolicy, KeyState, ModelKey, admit
 from scheduler_service.lifecycle import queries, sql
 from scheduler_service.lifecycle.fairness import RunningCaps
 from scheduler_service.lifecycle.lease_tokens import digest, new_lease_token
 from scheduler_service.lifecycle.records import LeaseGrant
+from scheduler_service.lifecycle.state_machine import LifecycleStatus
 
 __all__ = ["claim_batches", "deal", "grant_of"]
 
@@ -124,8 +125,14 @@ async def _filtered_candidates(
     if not rows:
         return []
     if budget is not None:
-        over = await billing_sql.over_budget(conn, {row.userId for row in rows}, budget)
-        rows = [row for row in rows if row.userId not in over]
+        # Running jobs reserve their estimates: a lease is granted only if its own fits too.
+        standings = await billing_sql.budget_standings(
+            conn, {row.userId for row in rows}, budget, (LifecycleStatus.RUNNING.value,)
+        )
+        kept_ids = set(
+            admit_within_budgets([(r.id, r.userId, r.tokenEstimate) for r in rows], standings)
+        )
+        rows = [row for row in rows if row.id in kept_ids]
     if caps is not None:
         users = sorted({row.userId for row in rows})
         running = await conn.execute(sql.SELECT_RUNNING_BY_USER, {"b_users": users})

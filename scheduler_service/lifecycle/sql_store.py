@@ -22,7 +22,7 @@ from sqlalchemy import Table, bindparam, delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.billing import sql as billing_sql
-from scheduler_service.billing.budgets import Budget
+from scheduler_service.billing.budgets import Budget, Standing
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.idempotent import insert_ignoring_duplicates
 from scheduler_service.db.models import AiJobSnapshot, AiUserJobGate
@@ -464,6 +464,11 @@ class SqlJobStore(JobStore):
 
     async def over_budget(self, user_ids: Collection[str], budget: Budget) -> set[str]:
         return await billing_sql.over_budget(self._conn, user_ids, budget)
+
+    async def budget_standings(
+        self, user_ids: Collection[str], budget: Budget, reserving: Collection[str]
+    ) -> dict[str, Standing]:
+        return await billing_sql.budget_standings(self._conn, user_ids, budget, reserving)
 
     async def over_budget_queued(
         self, budget: Budget, *, limit: int = 100

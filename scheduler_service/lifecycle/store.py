@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from scheduler_service.billing.budgets import Budget
+from scheduler_service.billing.budgets import Budget, Standing
 from scheduler_service.errors import JobNotCancellableError, JobNotFoundError, LifecycleError
 from scheduler_service.flow.keys import FlowPolicy
 from scheduler_service.lifecycle.fairness import RunningCaps
@@ -398,6 +398,13 @@ class JobStore(ABC):
     async def over_budget(self, user_ids: Collection[str], budget: Budget) -> set[str]:
         """Those users whose spend of today reached their budget."""
         return set()
+
+    async def budget_standings(
+        self, user_ids: Collection[str], budget: Budget, reserving: Collection[str]
+    ) -> dict[str, Standing]:
+        """Those users with a budget: it, their spend today, and the token estimates of their
+        jobs in the ``reserving`` states (billing/budgets.py)."""
+        return {}
 
     async def over_budget_queued(
         self, budget: Budget, *, limit: int = 100

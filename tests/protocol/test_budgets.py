@@ -6,6 +6,7 @@ scheduler's table, cache hits lower."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Any, cast
 
@@ -15,7 +16,7 @@ from sqlalchemy import Table, func, select
 
 from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from aijob.harness.tokens import ADMIN_TOKEN, bearer
-from scheduler_service.db.models import AiUsageLog
+from scheduler_service.db.models import AiJob, AiUsageLog
 from scheduler_service.registry import JobRegistry
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc, types_pb2
@@ -99,14 +100,15 @@ async def test_a_spent_budget_stops_the_user_and_only_the_user(
     mysql_url: str, start_scheduler: SchedulerFactory
 ) -> None:
     scheduler = await start_scheduler(mysql_url, reaper_interval_s=3_600)
+    spender, other = JobClient(scheduler.channel, "spender"), JobClient(scheduler.channel, "other")
+    # Created before the budget is set: three jobs' estimates would not fit beside each other.
+    first, second, queued = [(await spender.create()).job_id for _ in range(3)]
     budget = await _admin(scheduler).PutUserBudget(
         admin_pb.PutUserBudgetRequest(user_id="spender", daily_tokens=1_000),
         metadata=bearer(ADMIN_TOKEN),
         timeout=30,
     )
     assert (budget.daily_tokens, budget.daily_cost_micros) == (1_000, 0)
-    spender, other = JobClient(scheduler.channel, "spender"), JobClient(scheduler.channel, "other")
-    first, second, queued = [(await spender.create()).job_id for _ in range(3)]
     runtime = ClientRuntime(scheduler.channel, "rt-budget", slots=1)
     await runtime.connect()
     try:
@@ -239,3 +241,69 @@ async def test_a_model_keys_daily_cost_cap_stops_dispatch_on_that_key(
     (key,) = [k for k in stats.model_keys if k.limit.model == "deepseek-chat"]
     assert (key.cost_today_micros, key.limit.daily_cost_micros) == (CALL_COST, CALL_COST)
     assert (await job_row(scheduler.app.engine, capped))["lifecycleStatus"] == "queued"
+
+
+JOBS_TABLE = cast(Table, AiJob.__table__)
+
+
+async def _token_estimates(scheduler: RunningScheduler, user: str, status: str = "") -> list[int]:
+    jobs = JOBS_TABLE
+    query = select(jobs.c.tokenEstimate).where(jobs.c.userId == user)
+    if status:
+        query = query.where(jobs.c.lifecycleStatus == status)
+    async with scheduler.app.engine.connect() as conn:
+        return [int(v) for v in (await conn.execute(query)).scalars()]
+
+
+async def test_concurrent_creates_reserve_their_estimates_against_the_budget(
+    mysql_url: str, start_scheduler: SchedulerFactory
+) -> None:
+    """Issue 33: forty concurrent creates against a 400-token budget all passed (spend is known
+    only once a call ends) and spent it 28.8 times over. Each create now reserves its estimate
+    under the user's gate lock: what is admitted fits the budget but for one job's estimate."""
+    scheduler = await start_scheduler(mysql_url, reaper_interval_s=3_600)
+    await _admin(scheduler).PutUserBudget(
+        admin_pb.PutUserBudgetRequest(user_id="racer", daily_tokens=5_000),
+        metadata=bearer(ADMIN_TOKEN),
+        timeout=30,
+    )
+    racer = JobClient(scheduler.channel, "racer")
+
+    async def create() -> str:
+        try:
+            return (await racer.create()).job_id
+        except grpc.aio.AioRpcError as refused:
+            assert error_reason(refused) == "BUDGET_EXCEEDED"
+            return ""
+
+    created = [job for job in await asyncio.gather(*(create() for _ in range(40))) if job]
+    estimates = await _token_estimates(scheduler, "racer")
+    assert len(estimates) == len(created) >= 1
+    assert sum(estimates) <= 5_000 + max(estimates)
+    assert len(created) < 40
+
+
+async def test_dispatch_reserves_running_estimates_against_the_budget(
+    mysql_url: str, start_scheduler: SchedulerFactory
+) -> None:
+    scheduler = await start_scheduler(mysql_url, reaper_interval_s=3_600)
+    racer = JobClient(scheduler.channel, "racer")
+    for _ in range(10):
+        await racer.create()  # no budget yet: all ten are queued
+    (estimate,) = set(await _token_estimates(scheduler, "racer"))
+    await _admin(scheduler).PutUserBudget(
+        admin_pb.PutUserBudgetRequest(user_id="racer", daily_tokens=2 * estimate + 100),
+        metadata=bearer(ADMIN_TOKEN),
+        timeout=30,
+    )
+    runtime = ClientRuntime(scheduler.channel, "rt-reserve", slots=10)
+    await runtime.connect()
+    try:
+        leases = [await runtime.next_lease() for _ in range(2)]
+        await scheduler.app.dispatcher._dispatch_round()  # another round: nothing more fits
+        assert len(await _token_estimates(scheduler, "racer", "running")) == 2
+        await runtime.submit(leases[0], echo_output(leases[0]))  # spends 15 tokens
+        third = await runtime.next_lease()  # a reservation freed: one more fits
+        assert third.job_id not in {lease.job_id for lease in leases}
+    finally:
+        await runtime.close()
