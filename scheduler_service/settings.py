@@ -51,7 +51,7 @@ class SchedulerSettings(BaseSettings):
     #: host:port of the Prometheus metrics endpoint; empty turns it off.
     metrics_listen: str = "127.0.0.1:9464"
     #: How often the scheduler checks its database for the health service.
-    health_interval_s: float = Field(default=2.0, gt=0)
+    health_interval_s: float = Field(default=1.0, gt=0)
     #: A health check not answered within this is a failed one: health goes NOT_SERVING and
     #: database-backed RPCs answer UNAVAILABLE at once until a check passes again.
     health_timeout_s: float = Field(default=2.0, gt=0)
