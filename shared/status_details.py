@@ -7,7 +7,7 @@ from typing import Any, cast
 import grpc
 from google.rpc import error_details_pb2, status_pb2
 
-__all__ = ["error_from_status", "error_reason"]
+__all__ = ["error_from_status", "error_reason", "status_reason"]
 
 
 def error_from_status(status: status_pb2.Status) -> grpc.aio.AioRpcError:
@@ -22,8 +22,14 @@ def error_reason(error: grpc.aio.AioRpcError) -> str:
     metadata = cast(tuple[tuple[str, Any], ...], error.trailing_metadata() or ())
     for key, value in metadata:
         if key == "grpc-status-details-bin" and isinstance(value, bytes):
-            for detail in status_pb2.Status.FromString(value).details:
-                info = error_details_pb2.ErrorInfo()
-                if detail.Unpack(info):
-                    return str(info.reason)
+            return status_reason(status_pb2.Status.FromString(value))
+    return ""
+
+
+def status_reason(status: status_pb2.Status) -> str:
+    """The ``ErrorInfo.reason`` in ``status``'s details (a CreateJobs item's, an ack's), or ""."""
+    for detail in status.details:
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            return str(info.reason)
     return ""

@@ -8,11 +8,10 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf import json_format
-from google.rpc import error_details_pb2
 
 from aijob.harness.runtime_client import ClientRuntime, JobClient
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
-from shared.status_details import error_reason
+from shared.status_details import error_reason, status_reason
 from tests.support.db_checks import JOBS, OUTBOX, SNAPSHOTS, count
 from tests.support.schedulers import RunningScheduler, SchedulerFactory
 
@@ -29,11 +28,7 @@ def _item(user: str = "", job_type: str = "synthetic_echo", **fields: Any) -> jo
 
 
 def _reason(result: job_pb.CreateJobsResult) -> str:
-    for detail in result.status.details:
-        info = error_details_pb2.ErrorInfo()
-        if detail.Unpack(info):
-            return str(info.reason)
-    return ""
+    return status_reason(result.status)
 
 
 async def _create_jobs(

@@ -10,12 +10,12 @@ import logging
 import grpc
 import pytest
 from google.protobuf import json_format
-from google.rpc import error_details_pb2
 
 from aijob.harness.runtime_client import ClientRuntime, JobClient
 from aijob.harness.waiting import eventually
 from scheduler_service.api import status
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
+from shared.status_details import status_reason
 from tests.support.db_checks import JOBS, count
 from tests.support.schedulers import RunningScheduler
 
@@ -30,14 +30,6 @@ def _item(credential_id: str = "") -> job_pb.CreateJobsItem:
     return job_pb.CreateJobsItem(job=job)
 
 
-def _reason(result: job_pb.CreateJobsResult) -> str:
-    for detail in result.status.details:
-        info = error_details_pb2.ErrorInfo()
-        if detail.Unpack(info):
-            return str(info.reason)
-    return ""
-
-
 async def test_an_overlong_credential_id_fails_its_item_alone(
     scheduler: RunningScheduler, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -49,7 +41,7 @@ async def test_an_overlong_credential_id_fails_its_item_alone(
         job_pb.CreateJobsRequest(items=items), metadata=jobs.metadata, timeout=60
     )
     bad = reply.results[4]
-    assert (bad.status.code, _reason(bad)) == (
+    assert (bad.status.code, status_reason(bad.status)) == (
         grpc.StatusCode.INVALID_ARGUMENT.value[0],
         "INVALID_ARGUMENT",
     )
