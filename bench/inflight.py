@@ -29,7 +29,16 @@ INFLIGHT = int(os.environ.get("AIJOB_BENCH_INFLIGHT", "10000"))
 WINDOW_S = float(os.environ.get("AIJOB_BENCH_INFLIGHT_S", "60"))
 RUNTIMES = 100
 KEEPALIVE_S = 3.0
-LEASE_ENV = {"AIJOB_LEASE_TTL_S": "10", "AIJOB_LEASE_GRACE_S": "5", "AIJOB_STREAM_ALIVE_S": "15"}
+LEASE_ENV = {
+    "AIJOB_LEASE_TTL_S": "10",
+    "AIJOB_LEASE_GRACE_S": "5",
+    "AIJOB_STREAM_ALIVE_S": "15",
+    # These jobs never finish, so a model key's slow start (4 calls, growing only on answers)
+    # would lease four of them and wait for ever: this measures held leases, not flow control.
+    "AIJOB_MODEL_INITIAL_CONCURRENCY": "0",
+}
+#: Leasing that makes no progress for this long ends the phase with an error, not a hang.
+STALL_S = 60.0
 
 
 async def _connect(url: str) -> Any:
@@ -106,7 +115,13 @@ async def _hold(conn: Any, address: str, process: psutil.Process, count: int) ->
     try:
         for runtime in runtimes:
             await runtime.connect()
-        while await _scalar(conn, running) < count:
+        leased, still_since = 0, asyncio.get_running_loop().time()
+        while (now_leased := await _scalar(conn, running)) < count:
+            now = asyncio.get_running_loop().time()
+            if now_leased > leased:
+                leased, still_since = now_leased, now
+            elif now - still_since > STALL_S:
+                raise RuntimeError(f"leasing stalled at {leased} of {count} jobs")
             for runtime in runtimes:
                 runtime.keepalive()
             await asyncio.sleep(1)  # leasing 10,000 jobs takes a few rounds; poll the count
