@@ -258,6 +258,8 @@ class SchedulerApp:
                     extra={"action": "db_writer_back", "node": str(preferred)},
                 )
                 await self.engine.dispose()
+                if self.health_engine is not None:
+                    await self.health_engine.dispose()
 
     async def _watch_database(self) -> None:
         """Report database reachability to health, and gate the unit of work on it: while a
