@@ -187,13 +187,15 @@ async def test_a_budget_stops_a_user_of_real_runtimes_and_not_another(
     another user's job still runs."""
     scheduler = await start_scheduler(mysql_url, reaper_interval_s=0.2)
     admin = admin_service_pb2_grpc.AdminServiceStub(scheduler.channel)
+    tight, other = JobClient(scheduler.channel, "tight"), JobClient(scheduler.channel, "other")
+    # Queued before the budget is set: under it, the first job's estimate alone fills it and a
+    # second create would be refused (each create reserves its estimate).
+    first, *queued = [(await tight.create()).job_id for _ in range(3)]
     await admin.PutUserBudget(
         admin_pb.PutUserBudgetRequest(user_id="tight", daily_tokens=1),
         metadata=tokens.bearer(tokens.ADMIN_TOKEN),
         timeout=30,
     )
-    tight, other = JobClient(scheduler.channel, "tight"), JobClient(scheduler.channel, "other")
-    first, *queued = [(await tight.create()).job_id for _ in range(3)]
     launch(scheduler, "rt-budget", AIJOB_RUNTIME_SLOTS="1")  # one at a time: none in flight
     await status_is(scheduler, first, "succeeded")
     for job_id in queued:
