@@ -51,10 +51,10 @@ class SchedulerSettings(BaseSettings):
     #: host:port of the Prometheus metrics endpoint; empty turns it off.
     metrics_listen: str = "127.0.0.1:9464"
     #: How often the scheduler checks its database for the health service.
-    health_interval_s: float = Field(default=1.0, gt=0)
+    health_interval_s: float = Field(default=0.5, gt=0)
     #: A health check not answered within this is a failed one: health goes NOT_SERVING and
     #: database-backed RPCs answer UNAVAILABLE at once until a check passes again.
-    health_timeout_s: float = Field(default=2.0, gt=0)
+    health_timeout_s: float = Field(default=1.5, gt=0)
     #: The driver's read timeout: a statement on a connection that stopped answering without
     #: closing (a silent partition) fails after this, and the connection is dropped.
     db_read_timeout_s: float = Field(default=30.0, gt=0)
@@ -336,7 +336,7 @@ class DatabaseSettings:
     #: The other nodes, in order (the URL's host is the preferred one).
     failover_hosts: tuple[str, ...] = ()
     causal_reads: bool = False
-    health_timeout_s: float = 2.0
+    health_timeout_s: float = 1.5
     read_timeout_s: float = 30.0
     connect_timeout_s: float = 5.0
 
