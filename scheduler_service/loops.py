@@ -25,8 +25,9 @@ MAX_ERROR_BACKOFF_S = 2.0
 class FailureStreak:
     """One loop's consecutive failed rounds: how long to wait before the next round (doubling
     from the loop's interval up to :data:`MAX_ERROR_BACKOFF_S` or the interval, whichever is
-    longer) and its log lines (the first failure with its traceback, then at most one line per
-    ``log_every_s`` with a count, and one line when a round succeeds again)."""
+    longer) and its log lines (at most one line per ``log_every_s`` with a count, the first of a
+    streak with its traceback, and one line when a round succeeds again). The limit holds across
+    streaks: a loop that flaps between failing and succeeding still writes one line an interval."""
 
     def __init__(
         self,
@@ -51,7 +52,7 @@ class FailureStreak:
         self._unlogged += 1
         now = self._clock()
         if self._logged_at is None or now - self._logged_at >= self._log_every_s:
-            first = self._logged_at is None
+            first = self.failures == 1
             log.error(
                 "%s round failed (%d since the last line): %s",
                 self._name,
@@ -77,8 +78,6 @@ class FailureStreak:
                 extra={"action": f"{self._name}_recovered", "failures": self.failures},
             )
         self.failures = 0
-        self._unlogged = 0
-        self._logged_at = None
 
 
 class RoundLoop(ABC):

@@ -152,7 +152,7 @@ class JobServicer(job_grpc.JobServiceServicer):
                 _user_id(context), request.job_id, changed=hub.changed, current=hub.current
             ):
                 terminal = record.is_terminal
-                artifacts = await self._app.jobs.artifacts(record.id) if terminal else None
+                artifacts = await hub.artifacts(record.id) if terminal else None
                 yield convert.job(record, artifacts)
 
     async def ListJobs(

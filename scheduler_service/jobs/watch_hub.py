@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
+from typing import Any
 
-from scheduler_service.lifecycle.records import JobRecord, WatchState
+from scheduler_service.lifecycle.records import ArtifactRow, JobRecord, WatchState
 from scheduler_service.loops import RoundLoop
 from scheduler_service.ports import Transaction, UnitOfWork
 
@@ -39,8 +40,9 @@ class WatchHub(RoundLoop):
         super().__init__("watch-hub", interval_s)
         self._uow = uow
         self._watchers: dict[str, set[_Watcher]] = {}
-        #: The read of a job in flight, shared by every watcher that asks for it meanwhile.
-        self._reads: dict[str, asyncio.Future[JobRecord | None]] = {}
+        #: Reads in flight (a job, a job's artifacts), each shared by every watcher that asks
+        #: for it meanwhile.
+        self._reads: dict[tuple[str, str], asyncio.Future[Any]] = {}
 
     @property
     def watched_jobs(self) -> int:
@@ -62,17 +64,28 @@ class WatchHub(RoundLoop):
 
     async def current(self, job_id: str) -> JobRecord | None:
         """The job as it is now: one read, shared by every watcher that asks while it runs."""
-        pending = self._reads.get(job_id)
+        job: JobRecord | None = await self._shared(("job", job_id), _job, job_id)
+        return job
+
+    async def artifacts(self, job_id: str) -> list[ArtifactRow]:
+        """A finished job's artifacts: one read, shared like :meth:`current`."""
+        rows: list[ArtifactRow] = await self._shared(("artifacts", job_id), _artifacts, job_id)
+        return rows
+
+    async def _shared(
+        self, key: tuple[str, str], query: Callable[..., Awaitable[Any]], job_id: str
+    ) -> Any:
+        pending = self._reads.get(key)
         if pending is None:
-            pending = asyncio.ensure_future(self._uow.read(functools.partial(_job, job_id=job_id)))
-            self._reads[job_id] = pending
-            pending.add_done_callback(functools.partial(self._read_done, job_id))
+            pending = asyncio.ensure_future(self._uow.read(functools.partial(query, job_id=job_id)))
+            self._reads[key] = pending
+            pending.add_done_callback(functools.partial(self._read_done, key))
         # Shielded: one watcher that goes away must not cancel the others' read.
         return await asyncio.shield(pending)
 
-    def _read_done(self, job_id: str, done: asyncio.Future[JobRecord | None]) -> None:
-        if self._reads.get(job_id) is done:
-            del self._reads[job_id]
+    def _read_done(self, key: tuple[str, str], done: asyncio.Future[Any]) -> None:
+        if self._reads.get(key) is done:
+            del self._reads[key]
         if not done.cancelled():
             done.exception()  # retrieved here, whether or not a watcher is still waiting
 
@@ -105,6 +118,10 @@ class WatchHub(RoundLoop):
 
 async def _job(tx: Transaction, job_id: str) -> JobRecord | None:
     return await tx.jobs.get(job_id)
+
+
+async def _artifacts(tx: Transaction, job_id: str) -> list[ArtifactRow]:
+    return await tx.jobs.artifacts(job_id)
 
 
 async def _states_of(tx: Transaction, job_ids: list[str]) -> dict[str, WatchState]:

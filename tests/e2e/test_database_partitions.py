@@ -110,10 +110,11 @@ async def test_every_loop_resumes_after_each_kind_of_outage(
     proxied = make_url(mysql_url).set(host="127.0.0.1", port=proxy.port)
     scheduler = await start_scheduler(
         proxied.render_as_string(hide_password=False),
+        # Generous for a loaded host: nothing here depends on how soon a fault is seen.
         health_interval_s=0.2,
-        health_timeout_s=1.0,
-        db_read_timeout_s=2.0,
-        db_connect_timeout_s=2.0,
+        health_timeout_s=3.0,
+        db_read_timeout_s=5.0,
+        db_connect_timeout_s=3.0,
         lease_ttl_s=1,
         lease_grace_s=0,
         reaper_interval_s=0.3,
@@ -142,7 +143,6 @@ async def test_every_loop_resumes_after_each_kind_of_outage(
         await refused.stream_end()
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
     await outage.heal()
-    healed = time.monotonic()
 
     await eventually(_health_is(scheduler, SERVING))
     created = (await jobs.create()).job_id
@@ -159,7 +159,8 @@ async def test_every_loop_resumes_after_each_kind_of_outage(
 
     await eventually(published)
     assert (await job_row(scheduler.app.engine, stranded))["attemptCount"] == 2
-    fault_s = healed - began
+    # Every line was written between the fault's start and now.
+    fault_s = time.monotonic() - began
     for name in ("dispatcher", "outbox", "lease-keeper", "reaper", "watch-hub", "event-hub"):
         lines = [r for r in caplog.records if r.getMessage().startswith(f"{name} round failed")]
         assert len(lines) <= fault_s / LOG_EVERY_S + 1, (name, len(lines), fault_s)

@@ -46,3 +46,16 @@ def test_one_line_per_log_interval_with_the_count(caplog: pytest.LogCaptureFixtu
     assert [r.__dict__["sinceLastLine"] for r in lines] == [1, 40, 40]
     streak.succeeded()
     assert caplog.records[-1].getMessage() == "dispatcher recovered after 100 failed rounds"
+
+
+def test_a_flapping_loop_still_writes_one_line_per_interval(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock()
+    streak = FailureStreak("outbox", 0.2, log_every_s=10, clock=clock)
+    caplog.set_level(logging.ERROR, logger="scheduler_service.loops")
+    for _ in range(50):  # 10 s of a loop failing and succeeding in turn, a round every 0.2 s
+        streak.failed(RuntimeError("lost connection"))
+        streak.succeeded()
+        clock.now += 0.2
+    assert len([r for r in caplog.records if "round failed" in r.getMessage()]) == 1
