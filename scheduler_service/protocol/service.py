@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import random
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -14,7 +13,7 @@ from typing import Any
 from opentelemetry.trace import SpanKind
 from pydantic import BaseModel
 
-from scheduler_service import identity, metrics, validation
+from scheduler_service import metrics, validation
 from scheduler_service.billing.budgets import Budget
 from scheduler_service.billing.prices import DEFAULT_PRICES, PriceTable
 from scheduler_service.credentials import CredentialStore
@@ -50,6 +49,7 @@ from scheduler_service.lifecycle.state_machine import LifecycleStatus
 from scheduler_service.lifecycle.transitions import holds_lease
 from scheduler_service.outbox.events import EventType
 from scheduler_service.ports import Transaction, UnitOfWork
+from scheduler_service.protocol.user_keys import UserKeyRights
 from scheduler_service.registry import JobRegistry
 from scheduler_service.registry.definitions import USER_KEY_MODE, Backoff
 from shared import tracing
@@ -251,10 +251,8 @@ class RuntimeProtocol:
         #: What calls cost: every reported usage is priced here, so budgets and the usage API
         #: count in one currency whatever each runtime was told.
         self._prices = prices or PriceTable.parse(DEFAULT_PRICES)
-        #: Instance-id prefixes allowed to run user-key jobs; empty allows every runtime.
-        self._user_key_runtimes = tuple(user_key_runtimes)
-        #: Per instance id, whether its latest Poll stream's token may run user-key jobs.
-        self._user_key_streams: OrderedDict[str, bool] = OrderedDict()
+        #: Which runtimes may run user-key jobs and read user keys.
+        self.user_keys = UserKeyRights(user_key_runtimes)
         self._max_retry_after_ms = max_retry_after_ms
         self._max_waived_attempts = max_waived_attempts
         self._running_caps = running_caps
@@ -387,37 +385,13 @@ class RuntimeProtocol:
         return shares
 
     def may_use_user_keys(self, runtime_instance_id: str) -> bool:
-        """For a claim (no caller in sight): as the token of the instance's stream was."""
-        return not self._user_key_runtimes or self._user_key_streams.get(runtime_instance_id, False)
-
-    def caller_may_use_user_keys(self, runtime_instance_id: str) -> bool:
-        """Whether the current caller may run user-key jobs as ``runtime_instance_id``: its
-        token must be bound (``AIJOB_RUNTIME_IDENTITIES``) to a prefix inside the user-key fleet
-        (``AIJOB_USER_KEY_RUNTIMES``). A name alone proves nothing: an unbound token may call
-        itself anything."""
-        fleet = self._user_key_runtimes
-        if not fleet:
-            return True
-        if not runtime_instance_id.startswith(fleet):
-            return False
-        caller = identity.current()
-        if caller is None:
-            return True  # an in-process call, not a runtime's
-        return caller.instance_prefix is not None and caller.instance_prefix.startswith(fleet)
+        return self.user_keys.for_claim(runtime_instance_id)
 
     def stream_subscribed(self, runtime_instance_id: str) -> None:
-        """Called in the Poll stream's own context: what its token may claim from now on."""
-        self._user_key_streams[runtime_instance_id] = self.caller_may_use_user_keys(
-            runtime_instance_id
-        )
-        self._user_key_streams.move_to_end(runtime_instance_id)
-        while len(self._user_key_streams) > identity.MAX_OWNED_INSTANCES:
-            self._user_key_streams.popitem(last=False)
+        self.user_keys.stream_subscribed(runtime_instance_id)
 
     def _check_user_key(self, credential_mode: str, runtime_instance_id: str) -> None:
-        if credential_mode == USER_KEY_MODE and not self.caller_may_use_user_keys(
-            runtime_instance_id
-        ):
+        if credential_mode == USER_KEY_MODE and not self.user_keys.for_caller(runtime_instance_id):
             raise UserKeyNotAllowedError("this runtime is not allowed to run jobs on user keys")
 
     async def release_undelivered(self, lease: LeasePayload, runtime_instance_id: str) -> bool:
