@@ -45,6 +45,8 @@ class FailureStreak:
         self.failures = 0
         self._unlogged = 0
         self._logged_at: float | None = None
+        #: Whether this streak wrote a line: only then is its recovery worth one.
+        self._streak_logged = False
 
     def failed(self, exc: BaseException) -> float:
         """Note a failed round; the wait before the next one."""
@@ -67,10 +69,11 @@ class FailureStreak:
             )
             self._logged_at = now
             self._unlogged = 0
+            self._streak_logged = True
         return min(self._cap_s, self._interval_s * 2.0 ** min(self.failures, 30))
 
     def succeeded(self) -> None:
-        if self.failures:
+        if self.failures and self._streak_logged:
             log.warning(
                 "%s recovered after %d failed rounds",
                 self._name,
@@ -78,6 +81,7 @@ class FailureStreak:
                 extra={"action": f"{self._name}_recovered", "failures": self.failures},
             )
         self.failures = 0
+        self._streak_logged = False
 
 
 class RoundLoop(ABC):
