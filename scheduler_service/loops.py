@@ -10,6 +10,8 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
+from scheduler_service.log_throttle import LogThrottle
+
 __all__ = ["FailureStreak", "RoundLoop"]
 
 log = logging.getLogger(__name__)
@@ -40,35 +42,28 @@ class FailureStreak:
         self._name = name
         self._interval_s = interval_s
         self._cap_s = max(interval_s, MAX_ERROR_BACKOFF_S)
-        self._log_every_s = log_every_s
-        self._clock = clock
+        self._lines = LogThrottle(log_every_s, clock)
         self.failures = 0
-        self._unlogged = 0
-        self._logged_at: float | None = None
         #: Whether this streak wrote a line: only then is its recovery worth one.
         self._streak_logged = False
 
     def failed(self, exc: BaseException) -> float:
         """Note a failed round; the wait before the next one."""
         self.failures += 1
-        self._unlogged += 1
-        now = self._clock()
-        if self._logged_at is None or now - self._logged_at >= self._log_every_s:
-            first = self.failures == 1
+        suppressed = self._lines.admit(self._name)
+        if suppressed is not None:
             log.error(
                 "%s round failed (%d since the last line): %s",
                 self._name,
-                self._unlogged,
+                suppressed + 1,
                 type(exc).__name__,
-                exc_info=exc if first else None,
+                exc_info=exc if self.failures == 1 else None,
                 extra={
                     "action": f"{self._name}_error",
                     "failures": self.failures,
-                    "sinceLastLine": self._unlogged,
+                    "sinceLastLine": suppressed + 1,
                 },
             )
-            self._logged_at = now
-            self._unlogged = 0
             self._streak_logged = True
         return min(self._cap_s, self._interval_s * 2.0 ** min(self.failures, 30))
 

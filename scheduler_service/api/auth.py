@@ -28,13 +28,8 @@ import grpc
 
 from scheduler_service import identity, metrics
 from scheduler_service.api.handlers import rebuild
-from scheduler_service.api.status import (
-    Continuation,
-    Handler,
-    LogThrottle,
-    ServerInterceptor,
-    abort_with,
-)
+from scheduler_service.api.status import Continuation, Handler, ServerInterceptor, abort_with
+from scheduler_service.log_throttle import LogThrottle
 from shared.error_codes import ErrorCode
 
 __all__ = ["AuthInterceptor", "Caller", "RefusalLog", "Role", "TokenSet"]

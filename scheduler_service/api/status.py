@@ -14,7 +14,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Hashable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, NoReturn
 
 import grpc
@@ -24,6 +24,7 @@ from google.rpc import error_details_pb2, status_pb2
 from scheduler_service import metrics
 from scheduler_service.api.handlers import Continuation, Handler, ServerInterceptor, rebuild
 from scheduler_service.errors import InvalidRequestError, SchedulerError
+from scheduler_service.log_throttle import LogThrottle
 from shared.error_codes import ERROR_DOMAIN, ErrorCode
 
 __all__ = [
@@ -38,31 +39,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-class LogThrottle:
-    """At most one log line per key per ``interval_s``; each admitted line says how many it
-    stands for (the calls suppressed since the last one)."""
-
-    def __init__(
-        self, interval_s: float = 10.0, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self._interval_s = interval_s
-        self._clock = clock
-        self._last: dict[Hashable, float] = {}
-        self._suppressed: dict[Hashable, int] = {}
-
-    def admit(self, key: Hashable) -> int | None:
-        """None: do not log now; else log, mentioning this many suppressed before it."""
-        now = self._clock()
-        last = self._last.get(key)
-        if last is not None and now - last < self._interval_s:
-            self._suppressed[key] = self._suppressed.get(key, 0) + 1
-            return None
-        if len(self._last) > 10_000:  # keys are method x type: bounded, but never unbounded
-            self._last.clear()
-        self._last[key] = now
-        return self._suppressed.pop(key, 0)
 
 
 _UNEXPECTED = LogThrottle()

@@ -14,6 +14,7 @@ from google.protobuf import json_format
 from aijob.harness.runtime_client import ClientRuntime, JobClient
 from aijob.harness.waiting import eventually
 from scheduler_service.api import status
+from scheduler_service.log_throttle import LogThrottle
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.status_details import status_reason
 from tests.support.db_checks import JOBS, count
@@ -78,7 +79,7 @@ def test_an_unexpected_error_repeated_in_a_loop_logs_one_line_per_interval(
 ) -> None:
     caplog.set_level(logging.ERROR, logger="scheduler_service.api.status")
     clock = [0.0]
-    throttle = status.LogThrottle(10.0, lambda: clock[0])
+    throttle = LogThrottle(10.0, lambda: clock[0])
     status._UNEXPECTED, saved = throttle, status._UNEXPECTED
     try:
         for _ in range(500):  # 5 s of a bad call repeated every 10 ms
