@@ -20,10 +20,10 @@ $(BUF):
 	npm install --prefix .tools --no-audit --no-fund --silent @bufbuild/buf@$(BUF_VERSION)
 
 run: install
-	$(PY) -m aijob.devstack run
+	$(PY) -m devtools.devstack run
 
 demo: install
-	$(PY) -m aijob.devstack demo
+	$(PY) -m devtools.devstack demo
 
 test: install
 	$(PY) -m pytest

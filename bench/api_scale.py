@@ -17,11 +17,11 @@ import grpc
 import psutil
 from google.protobuf import json_format
 
-from aijob.harness.procs import spawn_schedulers
-from aijob.harness.runtime_client import JobClient
 from bench import throughput
 from bench.databases import throwaway_database
 from bench.inflight import _connect, _insert_jobs, _scalar
+from devtools.harness.procs import spawn_schedulers
+from devtools.harness.runtime_client import JobClient
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 
 BULK_JOBS = int(os.environ.get("AIJOB_BENCH_BULK_JOBS", "5000"))

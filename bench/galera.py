@@ -36,9 +36,9 @@ from pathlib import Path
 import psutil
 from sqlalchemy import text
 
-from aijob.harness.galera import GaleraCluster, create_schema, galera_missing
-from aijob.harness.galera_drain import drain
 from bench.databases import throwaway_database
+from devtools.harness.galera import GaleraCluster, create_schema, galera_missing
+from devtools.harness.galera_drain import drain
 from scheduler_service.db.engine import create_engine
 
 JOBS = 5_000

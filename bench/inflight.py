@@ -21,9 +21,9 @@ import grpc
 import psutil
 from sqlalchemy.engine import make_url
 
-from aijob.harness.procs import spawn_schedulers
-from aijob.harness.runtime_client import ClientRuntime
 from bench.databases import throwaway_database
+from devtools.harness.procs import spawn_schedulers
+from devtools.harness.runtime_client import ClientRuntime
 
 INFLIGHT = int(os.environ.get("AIJOB_BENCH_INFLIGHT", "10000"))
 WINDOW_S = float(os.environ.get("AIJOB_BENCH_INFLIGHT_S", "60"))

@@ -28,9 +28,9 @@ from typing import cast
 import grpc
 from sqlalchemy import Table, select
 
-from aijob.harness.procs import scheduler_processes
-from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from bench.databases import throwaway_database
+from devtools.harness.procs import scheduler_processes
+from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from scheduler_service.db.engine import create_engine
 from scheduler_service.db.models import AiJob
 

@@ -26,10 +26,10 @@ from typing import Any, cast
 
 from sqlalchemy import Table, select
 
-from aijob.harness import tokens
-from aijob.harness.runtime_client import JobClient
 from bench.llm_storm import LATENCY_MS, RUNTIMES, SLOTS, create_jobs, finished, run_storm
-from runtime_service.scripted_model import Overload, ScriptedModelServer
+from devtools.harness import tokens
+from devtools.harness.runtime_client import JobClient
+from devtools.scripted_model import Overload, ScriptedModelServer
 from scheduler_service.db.engine import create_engine
 from scheduler_service.db.models import AiJob, AiUsageLog
 

@@ -30,12 +30,12 @@ from typing import Any, cast
 from google.protobuf import json_format
 from sqlalchemy import Table, func, select
 
-from aijob.harness import tokens
-from aijob.harness.procs import spawn_schedulers
-from aijob.harness.runtime_client import JobClient
 from bench.databases import throwaway_database
-from runtime_service.scripted_limits import KeyLimits
-from runtime_service.scripted_model import ScriptedModelServer
+from devtools.harness import tokens
+from devtools.harness.procs import spawn_schedulers
+from devtools.harness.runtime_client import JobClient
+from devtools.scripted_limits import KeyLimits
+from devtools.scripted_model import ScriptedModelServer
 from scheduler_service.db.engine import create_engine
 from scheduler_service.db.models import AiJob
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb

@@ -23,7 +23,7 @@ from typing import Any
 import grpc
 import psutil
 
-from aijob.harness.runtime_client import ClientRuntime, echo_output, working
+from devtools.harness.runtime_client import ClientRuntime, echo_output, working
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.gen.aijob.v1 import runtime_service_pb2_grpc, types_pb2
 

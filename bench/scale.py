@@ -13,11 +13,11 @@ import urllib.request
 import grpc
 import psutil
 
-from aijob.harness.procs import free_port, spawn_schedulers
-from aijob.harness.runtime_client import ClientRuntime
-from aijob.harness.waiting import eventually
 from bench.databases import throwaway_database
 from bench.throughput import drain
+from devtools.harness.procs import free_port, spawn_schedulers
+from devtools.harness.runtime_client import ClientRuntime
+from devtools.harness.waiting import eventually
 
 JOBS = int(os.environ.get("AIJOB_BENCH_SCALE_JOBS", "1000"))
 IDLE_STREAMS = 1000

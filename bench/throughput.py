@@ -26,9 +26,9 @@ import asyncmy
 import grpc
 from sqlalchemy.engine import make_url
 
-from aijob.harness.procs import scheduler_processes
-from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output, working
 from bench.databases import CpuMeter, jobs_per_second, throwaway_database
+from devtools.harness.procs import scheduler_processes
+from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output, working
 
 JOBS = int(os.environ.get("AIJOB_BENCH_JOBS", "5000"))
 RUNTIMES, SLOTS, CONNECTIONS = 4, 32, 20

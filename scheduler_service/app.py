@@ -135,7 +135,6 @@ class SchedulerApp:
             processing_timeout_s=settings.outbox.processing_timeout_s,
             backoff_base_ms=round(settings.outbox.backoff_s * 1000),
             on_published=event_hub.notify,
-            stall_after_claim_s=settings.outbox.fault_stall_s,
         )
         wakeups.dispatch = dispatcher.notify
         wakeups.outbox = lambda event_type: (
@@ -161,7 +160,6 @@ class SchedulerApp:
             GroupCommit(protocol, uow),
             window_s=settings.reports.window_s,
             max_batch=settings.reports.max_batch,
-            stall_after_commit_s=settings.reports.fault_stall_s,
         )
         polls = PollSessions(
             dispatcher,

@@ -149,9 +149,6 @@ class SchedulerSettings(BaseSettings):
     outbox_backoff_ms: int = Field(default=1_000, ge=1)
     #: How often SubscribeEvents looks for events published by other replicas.
     events_poll_ms: int = Field(default=200, ge=10, le=10_000)
-    #: Fault injection for chaos tests only: hold claimed outbox events this long before
-    #: delivering them. Leave at 0.
-    fault_outbox_stall_ms: int = Field(default=0, ge=0)
     #: AES-256-GCM key (base64, 32 bytes) that encrypts users' model keys at rest (version 1).
     credential_key: SecretStr = SecretStr("")
     #: More keys for rotation, comma-separated ``version=base64`` pairs: the highest version
@@ -240,9 +237,6 @@ class SchedulerSettings(BaseSettings):
     #: How many times one job may go back to the queue unspent (a provider's 429, a runtime
     #: shutting down) before such failures spend attempts like any other.
     max_waived_attempts: int = Field(default=MAX_WAIVED_ATTEMPTS, ge=0, le=1_000)
-    #: Fault injection for chaos tests only: hold the acks of a committed report batch this long.
-    #: Leave at 0.
-    fault_report_stall_ms: int = Field(default=0, ge=0)
     #: A Poll stream that sent nothing for this long no longer keeps its runtime's leases alive
     #: (runtimes send a keepalive every few seconds).
     stream_alive_s: float = Field(default=15.0, gt=0)
@@ -273,7 +267,6 @@ class SchedulerSettings(BaseSettings):
         return ReportSettings(
             self.report_batch_window_ms / 1000,
             self.report_batch_max,
-            self.fault_report_stall_ms / 1000,
         )
 
     @property
@@ -288,7 +281,6 @@ class SchedulerSettings(BaseSettings):
             processing_timeout_s=self.outbox_processing_timeout_s,
             backoff_s=self.outbox_backoff_ms / 1000,
             events_poll_s=self.events_poll_ms / 1000,
-            fault_stall_s=self.fault_outbox_stall_ms / 1000,
         )
 
     @property
@@ -360,7 +352,6 @@ class LeaseSettings:
 class ReportSettings:
     window_s: float
     max_batch: int
-    fault_stall_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,7 +368,6 @@ class OutboxSettings:
     backoff_s: float
     #: How often SubscribeEvents looks for events published through other replicas.
     events_poll_s: float
-    fault_stall_s: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

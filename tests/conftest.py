@@ -20,7 +20,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from runtime_service.scripted_model import ScriptedModelServer
+from devtools.scripted_model import ScriptedModelServer
 from scheduler_service.db.engine import create_engine
 from tests.support import lifecycle_guard
 from tests.support.fakes import running_model_server

@@ -97,7 +97,6 @@ class OutboxDispatcher(RoundLoop):
         processing_timeout_s: float = 60.0,
         backoff_base_ms: int = 1_000,
         on_published: Callable[[], None] = lambda: None,
-        stall_after_claim_s: float = 0.0,
     ) -> None:
         # Idle, it looks every interval at first, then less and less often, up to IDLE_MAX_S:
         # events written here wake it at once, so only other replicas' wait that long.
@@ -112,13 +111,7 @@ class OutboxDispatcher(RoundLoop):
         #: The last round found nothing to do and nothing on its way.
         self._idle = False
         self._on_published = on_published
-        # Fault injection for chaos tests only (AIJOB_FAULT_OUTBOX_STALL_MS): hold claimed
-        # events this long before delivering, so a test can kill the process in between.
-        self._stall_after_claim_s = stall_after_claim_s
-        # The stall stands between a claim's commit and the delivery: it needs the two steps.
-        self._in_one_transaction = (
-            all(sink.immediate for sink in self._sinks) and not stall_after_claim_s
-        )
+        self._in_one_transaction = all(sink.immediate for sink in self._sinks)
 
     async def _round(self) -> bool:
         """False when there was nothing to do and nothing is on its way: no event claimed, none
@@ -147,8 +140,6 @@ class OutboxDispatcher(RoundLoop):
         claimed = await self.claim()
         if not claimed:
             return 0
-        if self._stall_after_claim_s:
-            await asyncio.sleep(self._stall_after_claim_s)
         delivered: list[ClaimedEvent] = []
         for event in claimed:
             if await self._deliver(event):

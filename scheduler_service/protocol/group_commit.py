@@ -261,12 +261,8 @@ class ReportBatcher:
         window_s: float,
         max_batch: int,
         max_in_flight: int = 1,
-        stall_after_commit_s: float = 0.0,
     ) -> None:
         self._group = group
-        # Fault injection for chaos tests only (AIJOB_FAULT_REPORT_STALL_MS): hold the answers of
-        # a committed batch this long, so a test can kill the replica with acks in flight.
-        self._stall_after_commit_s = stall_after_commit_s
         self._window_s = window_s
         self._max_batch = max_batch
         self._max_in_flight = max_in_flight
@@ -307,8 +303,6 @@ class ReportBatcher:
             answers = await self._group.apply([report for report, _ in batch])
         except Exception as exc:  # every report of the batch gets the failure
             answers = [exc] * len(batch)
-        if self._stall_after_commit_s:
-            await asyncio.sleep(self._stall_after_commit_s)
         for (_, future), answer in zip(batch, answers, strict=True):
             if not future.done():
                 future.set_result(answer)

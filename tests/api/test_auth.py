@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from aijob.harness import tokens
+from devtools.harness import tokens
 from scheduler_service.api.auth import Role, TokenSet
 from scheduler_service.api.tokens import ConfigurationError, is_loopback, load_tokens
 from scheduler_service.settings import SchedulerSettings

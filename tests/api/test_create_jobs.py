@@ -9,7 +9,7 @@ import grpc
 import pytest
 from google.protobuf import json_format
 
-from aijob.harness.runtime_client import ClientRuntime, JobClient
+from devtools.harness.runtime_client import ClientRuntime, JobClient
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.status_details import error_reason, status_reason
 from tests.support.db_checks import JOBS, OUTBOX, SNAPSHOTS, count

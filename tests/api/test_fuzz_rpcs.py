@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
-from aijob.harness import tokens
+from devtools.harness import tokens
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from tests.support.db_checks import ARTIFACTS, JOBS, OUTBOX, SNAPSHOTS
 from tests.support.rpcs import SERVICES, TOKEN_OF, message_class

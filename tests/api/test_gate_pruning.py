@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Table, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from aijob.harness.runtime_client import JobClient
+from devtools.harness.runtime_client import JobClient
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import AiUserJobGate
 from shared.status_details import error_reason

@@ -9,8 +9,8 @@ from typing import Any
 import grpc
 import pytest
 
-from aijob.harness.runtime_client import JobClient
-from aijob.harness.tokens import ADMIN_TOKEN, bearer
+from devtools.harness.runtime_client import JobClient
+from devtools.harness.tokens import ADMIN_TOKEN, bearer
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb

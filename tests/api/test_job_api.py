@@ -11,7 +11,7 @@ import grpc
 import pytest
 from google.protobuf import json_format
 
-from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
+from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb

@@ -12,7 +12,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from aijob.harness.runtime_client import JobClient
+from devtools.harness.runtime_client import JobClient
 from scheduler_service.registry import default_registry
 from scheduler_service.registry.catalog import schema_files
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb

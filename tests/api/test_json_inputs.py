@@ -12,7 +12,7 @@ import grpc
 import pytest
 from google.protobuf import timestamp_pb2
 
-from aijob.harness.runtime_client import JobClient
+from devtools.harness.runtime_client import JobClient
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.status_details import error_reason
 from tests.support.schedulers import RunningScheduler

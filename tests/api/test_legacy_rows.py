@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from aijob.harness.runtime_client import JobClient
+from devtools.harness.runtime_client import JobClient
 from scheduler_service.db.engine import create_engine
 from scheduler_service.jobs.stats import queue_stats
 from scheduler_service.migrate import migrate

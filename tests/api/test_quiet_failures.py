@@ -11,8 +11,8 @@ import grpc
 import pytest
 from google.protobuf import json_format
 
-from aijob.harness.runtime_client import ClientRuntime, JobClient
-from aijob.harness.waiting import eventually
+from devtools.harness.runtime_client import ClientRuntime, JobClient
+from devtools.harness.waiting import eventually
 from scheduler_service.api import status
 from scheduler_service.log_throttle import LogThrottle
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb

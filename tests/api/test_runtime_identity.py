@@ -14,8 +14,8 @@ from typing import Any
 import grpc
 import pytest
 
-from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
-from aijob.harness.tokens import bearer
+from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
+from devtools.harness.tokens import bearer
 from shared.canonical_json import output_hash
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.status_details import error_reason

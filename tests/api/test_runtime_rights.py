@@ -18,8 +18,8 @@ import grpc
 import pytest
 from sqlalchemy import update
 
-from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
-from aijob.harness.waiting import eventually
+from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
+from devtools.harness.waiting import eventually
 from scheduler_service.db.clock import db_now
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.status_details import error_reason

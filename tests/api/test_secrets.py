@@ -14,7 +14,7 @@ import pytest
 from google.protobuf import timestamp_pb2
 from sqlalchemy import Table, select, update
 
-from aijob.harness.runtime_client import ClientRuntime, JobClient
+from devtools.harness.runtime_client import ClientRuntime, JobClient
 from scheduler_service.credentials import CredentialCipher, CredentialUnavailableError
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import UserModelCredential

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from aijob.harness.runtime_client import JobClient
+from devtools.harness.runtime_client import JobClient
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from tests.support.schedulers import SchedulerFactory
 

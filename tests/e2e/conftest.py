@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime_service.scripted_model import ScriptedModelServer
+from devtools.scripted_model import ScriptedModelServer
 from tests.support.runtime_procs import Launcher, runtime_launcher
 from tests.support.schedulers import RunningScheduler, SchedulerFactory
 

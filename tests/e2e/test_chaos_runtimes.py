@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from aijob.harness.runtime_client import JobClient
-from aijob.harness.waiting import eventually
-from runtime_service.scripted_model import ScriptedModelServer
+from devtools.harness.runtime_client import JobClient
+from devtools.harness.waiting import eventually
+from devtools.scripted_model import ScriptedModelServer
 from tests.support.db_checks import ARTIFACTS, OUTBOX, count, events, job_row
 from tests.support.runtime_procs import Launcher, in_flight, status_is
 from tests.support.schedulers import RunningScheduler

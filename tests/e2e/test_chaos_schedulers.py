@@ -19,8 +19,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from aijob.harness.procs import free_port, launch_scheduler, wait_until_serving
-from aijob.harness.runtime_client import JobClient
+from devtools.harness.procs import free_port, launch_scheduler, wait_until_serving
+from devtools.harness.runtime_client import JobClient
 from tests.support.ledger import (
     assert_every_job_once,
     read_ledger,
@@ -140,7 +140,7 @@ async def test_a_replica_killed_with_acks_in_flight_loses_nothing(
     unary calls once it is back (answered as duplicates), and the ledger is whole."""
     total = 400
     stalling = Replica(mysql_url, tmp_path, "stalling")
-    stalling.start_with(AIJOB_FAULT_REPORT_STALL_MS="2000")
+    stalling.start_with(AIJOB_TEST_FAULT_REPORT_STALL_MS="2000")
     try:
         await _create([stalling, stalling], total)
         for index in range(2):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from aijob.harness.procs import free_port, wait_until_serving
+from devtools.harness.procs import free_port, wait_until_serving
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -41,7 +41,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     }
     env.pop("DEEPSEEK_API_KEY", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "aijob.devstack", "run"],
+        [sys.executable, "-m", "devtools.devstack", "run"],
         cwd=workdir,
         env=env,
         stdout=subprocess.PIPE,

@@ -20,10 +20,10 @@ import grpc
 import pytest
 from sqlalchemy import select
 
-from aijob.harness.procs import free_port, launch_scheduler, wait_until_serving
-from aijob.harness.runtime_client import JobClient
-from aijob.harness.waiting import eventually
-from runtime_service.scripted_model import ScriptedModelServer
+from devtools.harness.procs import free_port, launch_scheduler, wait_until_serving
+from devtools.harness.runtime_client import JobClient
+from devtools.harness.waiting import eventually
+from devtools.scripted_model import ScriptedModelServer
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.engine import create_engine
 from tests.support.db_checks import JOBS

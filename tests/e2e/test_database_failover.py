@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select, text
 
-from aijob.harness.runtime_client import JobClient
-from aijob.harness.waiting import eventually
+from devtools.harness.runtime_client import JobClient
+from devtools.harness.waiting import eventually
 from scheduler_service.db.engine import create_engine
 from scheduler_service.db.failover import Node, WriterChoice, galera_ready, parse_nodes
 from tests.support.db_checks import JOBS

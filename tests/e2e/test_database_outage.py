@@ -24,10 +24,10 @@ from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy import text
 
-from aijob.harness.procs import free_port, launch_scheduler, wait_until_serving
-from aijob.harness.runtime_client import JobClient
-from aijob.harness.waiting import eventually
-from runtime_service.scripted_model import ScriptedModelServer
+from devtools.harness.procs import free_port, launch_scheduler, wait_until_serving
+from devtools.harness.runtime_client import JobClient
+from devtools.harness.waiting import eventually
+from devtools.scripted_model import ScriptedModelServer
 from scheduler_service.db.engine import create_engine
 from shared.canonical_json import output_hash
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb

@@ -18,8 +18,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from aijob.harness.runtime_client import ClientRuntime, JobClient
-from aijob.harness.waiting import eventually
+from devtools.harness.runtime_client import ClientRuntime, JobClient
+from devtools.harness.waiting import eventually
 from scheduler_service.db.engine import create_engine
 from scheduler_service.loops import LOG_EVERY_S
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb

@@ -8,7 +8,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy.engine import make_url
 
-from aijob.harness.waiting import eventually
+from devtools.harness.waiting import eventually
 from tests.support.schedulers import SchedulerFactory
 from tests.support.tcp_proxy import TcpProxy
 

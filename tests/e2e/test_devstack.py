@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from aijob.harness.procs import free_port
+from devtools.harness.procs import free_port
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -22,7 +22,7 @@ def test_demo_completes_all_five_job_types(tmp_path: Path) -> None:
     }
     env.pop("DEEPSEEK_API_KEY", None)
     done = subprocess.run(
-        [sys.executable, "-m", "aijob.devstack", "demo"],
+        [sys.executable, "-m", "devtools.devstack", "demo"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -16,8 +16,8 @@ import grpc
 import pytest
 from sqlalchemy import func, select
 
-from aijob.harness.procs import scheduler_processes
-from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output, working
+from devtools.harness.procs import scheduler_processes
+from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output, working
 from scheduler_service.db.engine import create_engine
 from shared.gen.aijob.v1 import types_pb2
 from tests.support.db_checks import ARTIFACTS, JOBS, OUTBOX

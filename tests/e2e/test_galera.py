@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from aijob.harness.galera import GaleraCluster, create_schema, galera_missing
-from aijob.harness.galera_drain import drain
-from aijob.harness.waiting import eventually
+from devtools.harness.galera import GaleraCluster, create_schema, galera_missing
+from devtools.harness.galera_drain import drain
+from devtools.harness.waiting import eventually
 from scheduler_service.db.engine import create_engine
 from scheduler_service.db.failover import WriterChoice
 from tests.support.ledger import assert_every_job_once, read_ledger

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from aijob.harness.runtime_client import JobClient
-from runtime_service.scripted_model import ScriptedModelServer
+from devtools.harness.runtime_client import JobClient
+from devtools.scripted_model import ScriptedModelServer
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from tests.support.runtime_procs import Launcher
 from tests.support.schedulers import RunningScheduler

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from aijob.harness import tokens
-from runtime_service.scripted_model import ScriptedModelServer
+from devtools.harness import tokens
+from devtools.scripted_model import ScriptedModelServer
 from tests.support.runtime_procs import Launcher
 from tests.support.schedulers import RunningScheduler
 

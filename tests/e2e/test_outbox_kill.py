@@ -15,8 +15,8 @@ import grpc
 import pytest
 from sqlalchemy import select
 
-from aijob.harness.procs import free_port, launch_scheduler, wait_until_serving
-from aijob.harness.runtime_client import JobClient
+from devtools.harness.procs import free_port, launch_scheduler, wait_until_serving
+from devtools.harness.runtime_client import JobClient
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.engine import create_engine
 from tests.support.db_checks import OUTBOX
@@ -61,7 +61,9 @@ async def _wait_for(url: str, status: str, deadline_s: float = 60) -> dict[str, 
 async def test_killed_between_claim_and_publish(mysql_url: str, tmp_path: Path) -> None:
     address = f"127.0.0.1:{free_port()}"
     # This scheduler claims events and then stalls before delivering them (fault injection).
-    stalled = _start(mysql_url, address, tmp_path / "a.log", AIJOB_FAULT_OUTBOX_STALL_MS="600000")
+    stalled = _start(
+        mysql_url, address, tmp_path / "a.log", AIJOB_TEST_FAULT_OUTBOX_STALL_MS="600000"
+    )
     try:
         wait_until_serving(address)
         async with grpc.aio.insecure_channel(address) as channel:

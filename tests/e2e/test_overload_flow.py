@@ -13,9 +13,9 @@ import pytest
 from google.protobuf import json_format
 from sqlalchemy import func, select
 
-from aijob.harness.runtime_client import JobClient
-from aijob.harness.waiting import eventually
-from runtime_service.scripted_model import Overload, ScriptedModelServer
+from devtools.harness.runtime_client import JobClient
+from devtools.harness.waiting import eventually
+from devtools.scripted_model import Overload, ScriptedModelServer
 from scheduler_service.flow import sql as flow_sql
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from tests.support.db_checks import JOBS

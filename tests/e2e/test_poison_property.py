@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aijob.harness.runtime_client import JobClient
-from aijob.harness.waiting import eventually
+from devtools.harness.runtime_client import JobClient
+from devtools.harness.waiting import eventually
 from shared.error_codes import ErrorCode
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.status_details import error_reason

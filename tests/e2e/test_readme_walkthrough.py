@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from aijob.harness.procs import free_port, wait_until_serving
+from devtools.harness.procs import free_port, wait_until_serving
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -34,7 +34,7 @@ def test_the_walkthrough_works_as_printed(tmp_path: Path) -> None:
     }
     env.pop("DEEPSEEK_API_KEY", None)
     stack = subprocess.Popen(
-        [sys.executable, "-m", "aijob.devstack", "run"],
+        [sys.executable, "-m", "devtools.devstack", "run"],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.DEVNULL,

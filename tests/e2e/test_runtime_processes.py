@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from aijob.harness.runtime_client import JobClient
-from runtime_service.scripted_model import ScriptedModelServer
+from devtools.harness.runtime_client import JobClient
+from devtools.scripted_model import ScriptedModelServer
 from tests.support.db_checks import ARTIFACTS, count, job_row
 from tests.support.runtime_procs import Launcher, in_flight, status_is
 from tests.support.schedulers import RunningScheduler

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import descriptor_pb2
 
-from aijob.harness.procs import free_port, wait_until_serving
+from devtools.harness.procs import free_port, wait_until_serving
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 GRPCURL = shutil.which("grpcurl", path=str(Path(sys.executable).parent)) or shutil.which("grpcurl")

@@ -14,9 +14,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from aijob.harness.runtime_client import JobClient
-from aijob.harness.waiting import eventually
-from runtime_service.scripted_model import ScriptedModelServer
+from devtools.harness.runtime_client import JobClient
+from devtools.harness.waiting import eventually
+from devtools.scripted_model import ScriptedModelServer
 from shared import tracing
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from tests.support.db_checks import job_row

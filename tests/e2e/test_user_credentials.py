@@ -13,9 +13,9 @@ import grpc
 import pytest
 from sqlalchemy import Table, select
 
-from aijob.harness import tokens
-from aijob.harness.runtime_client import JobClient
-from runtime_service.scripted_model import ScriptedModelServer, key_label
+from devtools.harness import tokens
+from devtools.harness.runtime_client import JobClient
+from devtools.scripted_model import ScriptedModelServer, key_label
 from scheduler_service.db.models import UserModelCredential
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc

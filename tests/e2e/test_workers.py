@@ -16,8 +16,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from aijob.harness.procs import free_port, launch_scheduler, wait_until_serving
-from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output, working
+from devtools.harness.procs import free_port, launch_scheduler, wait_until_serving
+from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output, working
 from shared.gen.aijob.v1 import types_pb2
 from tests.support.ledger import assert_every_job_once, read_ledger, wait_until_published
 

@@ -14,7 +14,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from aijob.harness.runtime_client import WAIT_S, ClientRuntime, JobClient, echo_output
+from devtools.harness.runtime_client import WAIT_S, ClientRuntime, JobClient, echo_output
 from tests.support.schedulers import SchedulerFactory
 
 pytestmark = pytest.mark.mysql

@@ -13,7 +13,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from aijob.harness import tokens
+from devtools.harness import tokens
 from scheduler_service.api.reflection import TokenBucket
 from scheduler_service.api.server import build_server
 from scheduler_service.api.status import ANONYMOUS_MAX_MESSAGE_BYTES

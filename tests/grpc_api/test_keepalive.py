@@ -9,8 +9,8 @@ import asyncio
 import grpc
 import pytest
 
-from aijob.harness import tokens
-from aijob.harness.runtime_client import JobClient
+from devtools.harness import tokens
+from devtools.harness.runtime_client import JobClient
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.gen.aijob.v1 import job_service_pb2_grpc
 from tests.support.schedulers import RunningScheduler

@@ -10,7 +10,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from aijob.harness import tokens
+from devtools.harness import tokens
 from scheduler_service.api.server import SERVICE_NAMES, build_server
 from scheduler_service.app import SchedulerApp
 from scheduler_service.settings import SchedulerSettings

@@ -11,8 +11,8 @@ from typing import Any
 import grpc
 import pytest
 
-from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
-from aijob.harness.tokens import SERVICE_TOKEN
+from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
+from devtools.harness.tokens import SERVICE_TOKEN
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.status_details import error_reason
 from tests.support.schedulers import SchedulerFactory

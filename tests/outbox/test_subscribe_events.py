@@ -9,7 +9,7 @@ from typing import Any
 import grpc
 import pytest
 
-from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
+from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from scheduler_service.outbox.writer import EventType, add_event
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.gen.aijob.v1 import job_service_pb2_grpc

@@ -10,7 +10,7 @@ from typing import Any
 import grpc
 import pytest
 
-from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
+from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from shared.canonical_json import output_hash
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.gen.aijob.v1 import runtime_service_pb2_grpc

@@ -14,8 +14,8 @@ import grpc
 import pytest
 from sqlalchemy import Table, func, select
 
-from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
-from aijob.harness.tokens import ADMIN_TOKEN, bearer
+from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
+from devtools.harness.tokens import ADMIN_TOKEN, bearer
 from scheduler_service.db.models import AiJob, AiUsageLog
 from scheduler_service.registry import JobRegistry
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb

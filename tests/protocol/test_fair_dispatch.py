@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from google.protobuf import json_format
 
-from aijob.harness.runtime_client import ClientRuntime, JobClient
+from devtools.harness.runtime_client import ClientRuntime, JobClient
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from tests.support.schedulers import RunningScheduler, SchedulerFactory
 

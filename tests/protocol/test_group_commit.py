@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import event, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from aijob.harness.runtime_client import JobClient
+from devtools.harness.runtime_client import JobClient
 from scheduler_service.lifecycle.records import Usage
 from scheduler_service.protocol.group_commit import GroupCommit
 from scheduler_service.protocol.service import ResultSubmission, SubmitOutcome

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from aijob.harness.runtime_client import JobClient
+from devtools.harness.runtime_client import JobClient
 from scheduler_service.protocol.dispatch import StreamSession
 from tests.support.db_checks import job_row
 from tests.support.schedulers import RunningScheduler

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from aijob.harness.runtime_client import ClientRuntime, JobClient
-from aijob.harness.waiting import eventually
+from devtools.harness.runtime_client import ClientRuntime, JobClient
+from devtools.harness.waiting import eventually
 from tests.support.db_checks import JOBS, job_row
 from tests.support.schedulers import RunningScheduler
 

@@ -12,8 +12,8 @@ import grpc
 import pytest
 from prometheus_client import REGISTRY
 
-from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
-from aijob.harness.tokens import ADMIN_TOKEN, bearer
+from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
+from devtools.harness.tokens import ADMIN_TOKEN, bearer
 from scheduler_service import metrics
 from scheduler_service.flow import sql as flow_sql
 from scheduler_service.flow.service import ModelKeys

@@ -13,7 +13,7 @@ import grpc
 import pytest
 from sqlalchemy import text
 
-from aijob.harness.runtime_client import ClientRuntime, JobClient
+from devtools.harness.runtime_client import ClientRuntime, JobClient
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.status_details import error_reason

@@ -8,7 +8,7 @@ import pytest
 from google.protobuf import struct_pb2
 from sqlalchemy import Table
 
-from aijob.harness.runtime_client import ClientRuntime, JobClient
+from devtools.harness.runtime_client import ClientRuntime, JobClient
 from scheduler_service.db.models import (
     AiLearningAnalysis,
     Flashcard,

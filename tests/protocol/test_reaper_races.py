@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import update
 
-from aijob.harness.runtime_client import JobClient
+from devtools.harness.runtime_client import JobClient
 from scheduler_service.db.clock import db_now
 from scheduler_service.errors import LeaseLostError
 from scheduler_service.lifecycle.records import JobError, LeasePayload

@@ -8,7 +8,7 @@ import asyncio
 import grpc
 import pytest
 
-from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
+from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.status_details import error_reason
 from tests.conftest import DatabaseFactory

@@ -12,8 +12,8 @@ import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy import update
 
-from aijob.harness import tokens
-from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
+from devtools.harness import tokens
+from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from scheduler_service.db.clock import db_now
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc

@@ -9,7 +9,7 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2
 
-from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output
+from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from tests.support.db_checks import job_row
 from tests.support.schedulers import RunningScheduler, SchedulerFactory

@@ -12,8 +12,8 @@ from typing import Any
 import grpc
 import pytest
 
-from aijob.harness.runtime_client import ClientRuntime, JobClient
-from aijob.harness.tokens import RUNTIME_TOKEN, bearer
+from devtools.harness.runtime_client import ClientRuntime, JobClient
+from devtools.harness.tokens import RUNTIME_TOKEN, bearer
 from scheduler_service.validation import MAX_JSON_DEPTH
 from shared.canonical_json import canonical_json, output_hash
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb

@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 
-from aijob.harness.waiting import eventually
+from devtools.harness.waiting import eventually
+from devtools.scripted_model import ScriptedModelServer
 from runtime_service.pipeline import JobRunner, ModelConfig
 from runtime_service.safety import PatternSafetyCheck
-from runtime_service.scripted_model import ScriptedModelServer
 from shared.job_schemas import OUTPUT_SCHEMAS
 from tests.support.fakes import FakeScheduler, lease
 

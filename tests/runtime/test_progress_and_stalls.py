@@ -5,9 +5,9 @@ job's timeout. Against the scripted model's HTTP, with a fake scheduler."""
 
 from __future__ import annotations
 
+from devtools.scripted_model import ScriptedModelServer
 from runtime_service.pipeline import STREAM_PROGRESS, JobRunner, ModelConfig
 from runtime_service.safety import PatternSafetyCheck
-from runtime_service.scripted_model import ScriptedModelServer
 from tests.support.fakes import FakeScheduler, lease
 
 #: A snapshot whose echo answer is about 4,000 characters: 1,000 tokens, half of a 2,000 cap.

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from aijob.harness import tokens
-from aijob.harness.runtime_client import JobClient
-from aijob.harness.waiting import eventually
-from runtime_service.scripted_model import ScriptedModelServer
+from devtools.harness import tokens
+from devtools.harness.runtime_client import JobClient
+from devtools.harness.waiting import eventually
+from devtools.scripted_model import ScriptedModelServer
 from runtime_service.settings import RuntimeSettings
 from runtime_service.worker import Runtime
 from tests.runtime.test_pipeline import SNAPSHOT

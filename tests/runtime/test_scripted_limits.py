@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from devtools.scripted_limits import KeyLimits, ProviderLimits, reset_text
+from devtools.scripted_model import ScriptedModelServer, key_label
 from runtime_service.pipeline import JobRunner, ModelConfig
 from runtime_service.safety import PatternSafetyCheck
-from runtime_service.scripted_limits import KeyLimits, ProviderLimits, reset_text
-from runtime_service.scripted_model import ScriptedModelServer, key_label
 from tests.support.fakes import FakeScheduler, lease
 
 KEY_A, KEY_B = "sk-test-aaaaaaaaaaaa", "sk-test-bbbbbbbbbbbb"

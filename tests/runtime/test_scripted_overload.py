@@ -13,10 +13,10 @@ from urllib.parse import urlsplit
 import openai
 import pytest
 
-from aijob.harness.waiting import eventually
+from devtools.harness.waiting import eventually
+from devtools.scripted_model import Overload, ScriptedModelServer
 from runtime_service.pipeline import JobRunner, ModelConfig
 from runtime_service.safety import PatternSafetyCheck
-from runtime_service.scripted_model import Overload, ScriptedModelServer
 from tests.support.fakes import FakeScheduler, lease
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from devtools.scripted_model import ScriptedModelServer
 from runtime_service.failures import JobFailure
 from runtime_service.pipeline import HeartbeatReply, LeaseInput, LeaseLost, Usage
-from runtime_service.scripted_model import ScriptedModelServer
 
 
 @dataclass

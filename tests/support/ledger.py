@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import func, select
 
-from aijob.harness.waiting import eventually
+from devtools.harness.waiting import eventually
 from scheduler_service.db.engine import create_engine
 from tests.support.db_checks import ARTIFACTS, JOBS, OUTBOX
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aijob.harness import tokens
+from devtools.harness import tokens
 from scheduler_service.api.auth import Role
 from shared.gen.aijob.v1 import (
     admin_service_pb2,

@@ -9,9 +9,9 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from aijob.harness import tokens
-from aijob.harness.waiting import eventually
-from runtime_service.scripted_model import ScriptedModelServer
+from devtools.harness import tokens
+from devtools.harness.waiting import eventually
+from devtools.scripted_model import ScriptedModelServer
 from tests.support.db_checks import job_row
 from tests.support.schedulers import RunningScheduler
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import grpc
 
-from aijob.harness import tokens
+from devtools.harness import tokens
 from scheduler_service.api.server import build_server
 from scheduler_service.app import SchedulerApp
 from scheduler_service.registry import BUILTIN_DEFINITIONS, JobRegistry

@@ -3,7 +3,7 @@ scheduler ends or a runtime fails."""
 
 from __future__ import annotations
 
-from aijob.devstack import after_exits
+from devtools.devstack import after_exits
 
 RUNNING = ["scheduler", "runtime-1", "runtime-2"]
 

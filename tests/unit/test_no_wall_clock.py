@@ -14,7 +14,7 @@ WALL_CLOCK = re.compile(
 )
 ALLOWED = {
     # Stamps its answers like the real API does; nothing reads the stamp back.
-    "runtime_service/scripted_model.py",
+    "devtools/scripted_model.py",
     # UUIDv7's time field: ids only break ties after createdAt (database time) in every ORDER BY.
     "scheduler_service/ids.py",
     # Span timestamps are wall-clock by definition (OTLP); nothing reads them back.

@@ -19,9 +19,9 @@ from pathlib import Path
 import grpc
 from google.protobuf import json_format
 
-from aijob.harness import tokens
-from aijob.harness.procs import spawn_schedulers
-from aijob.harness.runtime_client import ClientRuntime, JobClient, echo_output, working
+from devtools.harness import tokens
+from devtools.harness.procs import spawn_schedulers
+from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output, working
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.gen.aijob.v1 import types_pb2
 

@@ -15,7 +15,7 @@ from typing import IO
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from aijob.harness import tokens
+from devtools.harness import tokens
 
 
 def free_port() -> int:
@@ -42,7 +42,8 @@ class SchedulerProcess:
 def launch_scheduler(
     database_url: str, address: str, log: Path | None = None, **env: str
 ) -> subprocess.Popen[bytes]:
-    """One ``python -m scheduler_service`` on ``address`` with the test tokens (not waited for)."""
+    """One ``python -m scheduler_service`` on ``address`` with the test tokens (not waited for);
+    with an ``AIJOB_TEST_FAULT_*`` variable in ``env``, through :mod:`devtools.faults`."""
     child_env = {
         **os.environ,
         **tokens.ENV,
@@ -52,7 +53,8 @@ def launch_scheduler(
         **env,
     }
     stderr: IO[bytes] | int = log.open("wb") if log else subprocess.DEVNULL
-    command = [sys.executable, "-m", "scheduler_service"]
+    faulty = any(name.startswith("AIJOB_TEST_FAULT_") for name in env)
+    command = [sys.executable, "-m", "devtools.faults" if faulty else "scheduler_service"]
     return subprocess.Popen(command, env=child_env, stderr=stderr)
 
 

@@ -1,6 +1,6 @@
 """A scripted model server that speaks enough of the OpenAI API for ``openai.AsyncOpenAI``.
 
-    python -m runtime_service.scripted_model --port 8400 [--fault NAME]
+    python -m devtools.scripted_model --port 8400 [--fault NAME]
 
 ``POST /v1/chat/completions`` answers schema-valid JSON for each job type, built from the snapshot
 in the prompt, with usage counts; ``GET /v1/models`` lists one model. Faults, to exercise the
@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from runtime_service.scripted_limits import KeyLimits, ProviderLimits
+from devtools.scripted_limits import KeyLimits, ProviderLimits
 
 __all__ = ["Overload", "ScriptedModelServer", "answer_for", "key_label"]
 
@@ -658,9 +658,7 @@ class ScriptedModelServer(ThreadingHTTPServer):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m runtime_service.scripted_model", description=__doc__
-    )
+    parser = argparse.ArgumentParser(prog="python -m devtools.scripted_model", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8400)
     parser.add_argument("--fault", default="", help="apply this fault to every request")

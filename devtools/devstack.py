@@ -1,7 +1,7 @@
 """The local stack behind ``make run`` and ``make demo``.
 
-    python -m aijob.devstack run     # scheduler + scripted model + two runtimes, until Ctrl-C
-    python -m aijob.devstack demo    # the same, then one job of each type, live, and stop
+    python -m devtools.devstack run     # scheduler + scripted model + two runtimes, until Ctrl-C
+    python -m devtools.devstack demo    # the same, then one job of each type, live, and stop
 
 Defaults are embedded (SQLite file, loopback, development tokens, the scripted model unless
 DEEPSEEK_API_KEY is set); any AIJOB_* setting in the environment overrides them, so a second copy
@@ -119,7 +119,7 @@ class Stack:
             port = int(self.env.get("AIJOB_SCRIPTED_MODEL_PORT", "0")) or _free_port()
             self._spawn(
                 "scripted-model",
-                ["-m", "runtime_service.scripted_model", "--port", str(port)],
+                ["-m", "devtools.scripted_model", "--port", str(port)],
                 self.env,
             )
             runtime_env["AIJOB_MODEL_BASE_URL"] = f"http://127.0.0.1:{port}/v1"

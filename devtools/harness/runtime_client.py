@@ -12,7 +12,7 @@ from typing import Any
 import grpc
 from google.protobuf import duration_pb2, json_format
 
-from aijob.harness.tokens import RUNTIME_TOKEN, SERVICE_TOKEN, bearer
+from devtools.harness.tokens import RUNTIME_TOKEN, SERVICE_TOKEN, bearer
 from shared.canonical_json import output_hash
 from shared.gen.aijob.v1 import (
     job_service_pb2,
