@@ -30,7 +30,7 @@ from scheduler_service.outbox.events import EventType
 from scheduler_service.outbox.log import EventHub
 from scheduler_service.ports import Wakeups
 from scheduler_service.protocol.dispatch import Dispatcher
-from scheduler_service.protocol.group_commit import GroupCommit, ReportBatcher
+from scheduler_service.protocol.group_commit import ReportBatcher
 from scheduler_service.protocol.liveness import LeaseKeeper
 from scheduler_service.protocol.reaper import Reaper
 from scheduler_service.protocol.service import RuntimeProtocol
@@ -115,6 +115,8 @@ class SchedulerApp:
             prices=settings.prices,
             budget=settings.budget,
             user_key_runtimes=settings.user_key_runtimes,
+            report_window_s=settings.reports.window_s,
+            report_batch_max=settings.reports.max_batch,
         )
         watch_hub = WatchHub(uow, interval_s=settings.streams.watch_poll_s)
         dispatcher = Dispatcher(
@@ -156,11 +158,7 @@ class SchedulerApp:
             handoff=dispatcher.offer_within,
             budget=settings.budget,
         )
-        reports = ReportBatcher(
-            GroupCommit(protocol, uow),
-            window_s=settings.reports.window_s,
-            max_batch=settings.reports.max_batch,
-        )
+        reports = protocol.reports
         polls = PollSessions(
             dispatcher,
             registry,

@@ -9,7 +9,7 @@ from scheduler_service.api import convert
 from scheduler_service.api.status import status_of
 from scheduler_service.lifecycle.records import HeartbeatOutcome
 from scheduler_service.protocol.dispatch import Ack, CancelNotice
-from scheduler_service.protocol.group_commit import HeartbeatReport, Report
+from scheduler_service.protocol.reports import HeartbeatReport, Report
 from scheduler_service.protocol.service import (
     FailureOutcome,
     FailureReport,

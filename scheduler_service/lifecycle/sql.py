@@ -173,7 +173,11 @@ def write_many_statement(
 
     guards = []
     for guard in sorted(source.guards | (source.optional & active)):
-        if guard in _PER_ROW_GUARDS:
+        if guard is Guard.WITHIN_GRACE:
+            # Judged on rows this transaction locked, at the moment read with the lock: the
+            # write holds the rows to that moment, not to a clock that moved on since.
+            guards.append(_c.lockUntil >= bindparam("b_grace_floor", type_=_c.lockUntil.type))
+        elif guard in _PER_ROW_GUARDS:
             column, name = _PER_ROW_GUARDS[guard]
             guards.append(_c[column] == per_row(name, column))
         else:

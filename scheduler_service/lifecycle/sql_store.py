@@ -206,12 +206,14 @@ class SqlJobStore(JobStore):
         ]
         await self._write_many(SUCCEED, _HELD_BY, _RESULT_VALUES, rows, {})
 
-    async def extend_leases(self, items: Sequence[Beat]) -> dict[str, HeartbeatOutcome]:
+    async def extend_leases(
+        self, items: Sequence[Beat], judged_at: datetime
+    ) -> dict[str, HeartbeatOutcome]:
         if not items:
             return {}
         shared: dict[str, Any] = {
             "b_lease_ttl_ms": self._lease.ttl_ms,
-            "b_grace_ms": self._lease.grace_ms,
+            "b_grace_floor": judged_at - timedelta(milliseconds=self._lease.grace_ms),
         }
         rows = [
             {

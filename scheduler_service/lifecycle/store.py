@@ -232,8 +232,11 @@ class JobStore(ABC):
                 runtime_instance_id=item.holder,
             )
 
-    async def extend_leases(self, items: Sequence[Beat]) -> dict[str, HeartbeatOutcome]:
-        """The HEARTBEAT write for leases judged alive on locked rows."""
+    async def extend_leases(
+        self, items: Sequence[Beat], judged_at: datetime
+    ) -> dict[str, HeartbeatOutcome]:
+        """The HEARTBEAT write for leases judged alive on locked rows at ``judged_at`` (the
+        database's moment read with the locks): its grace is counted to that moment."""
         return {
             item.job_id: await self.extend_lease(
                 item.job_id,

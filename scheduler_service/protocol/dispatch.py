@@ -21,7 +21,7 @@ from scheduler_service import metrics
 from scheduler_service.lifecycle.records import LeasePayload
 from scheduler_service.loops import RoundLoop
 from scheduler_service.ports import Transaction
-from scheduler_service.protocol.group_commit import Answer
+from scheduler_service.protocol.reports import Answer
 from scheduler_service.protocol.service import RuntimeProtocol
 
 __all__ = ["Ack", "CancelNotice", "Dispatcher", "StreamSession"]

@@ -18,6 +18,8 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
 
 from scheduler_service import metrics
 from scheduler_service.errors import (
@@ -29,7 +31,6 @@ from scheduler_service.errors import (
 from scheduler_service.lifecycle.lease_tokens import digest
 from scheduler_service.lifecycle.records import (
     Beat,
-    HeartbeatOutcome,
     JobRecord,
     LockedRows,
     Success,
@@ -38,14 +39,15 @@ from scheduler_service.lifecycle.records import (
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 from scheduler_service.outbox.events import EventType, NewEvent
 from scheduler_service.ports import Transaction, UnitOfWork
-from scheduler_service.protocol.service import (
+from scheduler_service.protocol.reports import (
+    Answer,
     FailedAttempt,
     FailureOutcome,
     FailureReport,
     HeartbeatReport,
     PreparedResult,
+    Report,
     ResultSubmission,
-    RuntimeProtocol,
     SubmitOutcome,
     count_accepted,
     count_failure,
@@ -53,15 +55,14 @@ from scheduler_service.protocol.service import (
 )
 from shared import tracing
 
-__all__ = ["Answer", "GroupCommit", "HeartbeatReport", "Outcome", "Report", "ReportBatcher"]
+if TYPE_CHECKING:
+    from scheduler_service.protocol.service import RuntimeProtocol
+
+__all__ = ["GroupCommit", "ReportBatcher"]
 
 log = logging.getLogger(__name__)
 
 
-Report = ResultSubmission | FailureReport | HeartbeatReport
-Outcome = SubmitOutcome | FailureOutcome | HeartbeatOutcome
-#: A report's answer: its outcome, or the error its unary call would have raised.
-Answer = Outcome | Exception
 Prepared = PreparedResult | FailedAttempt | HeartbeatReport
 
 
@@ -76,6 +77,8 @@ class _Writes:
     beats: dict[int, Beat]
     accepted: list[str]
     succeeded: list[tuple[JobRecord, Usage | None]]
+    #: The database's moment the rows were locked and judged at.
+    judged_at: datetime
     #: Accepted results (job, attempt, usage), traced once the batch commits.
     traced: list[tuple[JobRecord, int, Usage | None]] = field(default_factory=list)
 
@@ -121,12 +124,17 @@ class GroupCommit:
             answers = await self._uow.run(round_)
         except DatabaseUnavailableError as exc:
             return {index: exc for index, _, _ in batch}
-        except Exception:
+        except Exception as exc:
+            if len(batch) == 1:  # a report alone: its error is its answer
+                return {batch[0][0]: exc}
             log.exception(
                 "report batch failed; applying its reports one by one",
                 extra={"action": "report_batch_error", "reports": len(batch)},
             )
-            return {index: await self._alone(report) for index, report, _ in batch}
+            alone: dict[int, Answer] = {}
+            for item in batch:
+                alone |= await self._apply_round([item])
+            return alone
         count_accepted(accepted)
         for answer in answers.values():
             if isinstance(answer, FailureOutcome):
@@ -138,7 +146,7 @@ class GroupCommit:
     ) -> tuple[dict[int, Answer], _Writes]:
         locked = await tx.jobs.lock_rows({report.job_id for _, report, _ in batch})
         answers: dict[int, Answer] = {}
-        writes = _Writes([], [], [], [], {}, [], [])
+        writes = _Writes([], [], [], [], {}, [], [], locked.now)
         for index, report, prepared in batch:
             job = locked.jobs.get(report.job_id)
             try:
@@ -184,7 +192,7 @@ class GroupCommit:
         started = tracing.now_ns()
         # Job rows first, then business rows, then the outbox: one lock order for every writer.
         await tx.jobs.succeed_many(writes.successes)
-        extended = await tx.jobs.extend_leases(list(writes.beats.values()))
+        extended = await tx.jobs.extend_leases(list(writes.beats.values()), writes.judged_at)
         await tx.jobs.project_many(writes.projections)  # type: ignore[arg-type]
         await tx.jobs.record_usage_many(writes.usage)
         await tx.emit_many(writes.events)
@@ -198,17 +206,6 @@ class GroupCommit:
         if writes.traced and tracing.enabled():
             traced = list(writes.traced)
             tx.after_commit(lambda: trace_results(traced, started))
-
-    async def _alone(self, report: Report) -> Answer:
-        try:
-            match report:
-                case ResultSubmission():
-                    return await self._protocol.submit_result(report)
-                case FailureReport():
-                    return await self._protocol.submit_failure(report)
-            return await self._protocol.heartbeat(report)
-        except Exception as exc:
-            return exc
 
 
 def _judge_beat(job: JobRecord | None, beat: HeartbeatReport, locked: LockedRows) -> Beat:

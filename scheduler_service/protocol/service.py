@@ -6,12 +6,6 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
-
-from opentelemetry.trace import SpanKind
-from pydantic import BaseModel
 
 from scheduler_service import metrics, validation
 from scheduler_service.billing.budgets import Budget
@@ -24,7 +18,6 @@ from scheduler_service.errors import (
     JobAlreadyTerminalError,
     JobNotFoundError,
     LeaseLostError,
-    LifecycleError,
     ResultAlreadyExistsError,
     UnleasableJobError,
     UserKeyNotAllowedError,
@@ -49,6 +42,21 @@ from scheduler_service.lifecycle.state_machine import LifecycleStatus
 from scheduler_service.lifecycle.transitions import holds_lease
 from scheduler_service.outbox.events import EventType
 from scheduler_service.ports import Transaction, UnitOfWork
+from scheduler_service.protocol.group_commit import GroupCommit, ReportBatcher
+from scheduler_service.protocol.reports import (
+    Accepted,
+    Answer,
+    FailedAttempt,
+    FailureOutcome,
+    FailureReport,
+    HeartbeatReport,
+    PreparedResult,
+    ResultSubmission,
+    SubmitOutcome,
+    count_leases,
+    counted,
+    trace_leases,
+)
 from scheduler_service.protocol.user_keys import UserKeyRights
 from scheduler_service.registry import JobRegistry
 from scheduler_service.registry.definitions import USER_KEY_MODE, Backoff
@@ -61,6 +69,7 @@ __all__ = [
     "FailedAttempt",
     "FailureOutcome",
     "FailureReport",
+    "HeartbeatReport",
     "ResultSubmission",
     "RuntimeProtocol",
     "SubmitOutcome",
@@ -70,144 +79,6 @@ log = logging.getLogger(__name__)
 
 #: Used for a job whose type is no longer registered (a definition removed while jobs ran).
 _FALLBACK_BACKOFF = Backoff(base_ms=5_000)
-
-
-@dataclass(frozen=True, slots=True)
-class ResultSubmission:
-    job_id: str
-    attempt_no: int
-    runtime_instance_id: str
-    output_hash: str
-    output_json: str
-    usage: Usage | None
-    lease_token: str = field(default="", repr=False)
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatReport:
-    job_id: str
-    attempt_no: int
-    runtime_instance_id: str
-    progress: int
-    lease_token: str = field(default="", repr=False)
-
-
-@dataclass(frozen=True, slots=True)
-class PreparedResult:
-    """A submission that passed the checks that need no database."""
-
-    submission: ResultSubmission
-    output: Any
-    key: str
-
-
-@dataclass(frozen=True, slots=True)
-class Accepted:
-    """A result the job accepts: what its success writes."""
-
-    job: JobRecord
-    result: PreparedResult
-    projector: str
-    validated: BaseModel
-
-
-@dataclass(frozen=True, slots=True)
-class SubmitOutcome:
-    result_idempotency_key: str
-    duplicate: bool
-
-
-@dataclass(frozen=True, slots=True)
-class FailureReport:
-    job_id: str
-    attempt_no: int
-    runtime_instance_id: str
-    error_code: str
-    retryable: bool
-    public_message: str
-    internal_message: str
-    retry_after_ms: int
-    usage: Usage | None
-    lease_token: str = field(default="", repr=False)
-
-
-@dataclass(frozen=True, slots=True)
-class FailedAttempt:
-    """One attempt to end as failed: by its runtime's report, or by the reaper (``overdue_only``:
-    only while the lease is still past its grace, so a heartbeat that lands first wins)."""
-
-    job_id: str
-    attempt_no: int
-    error: JobError
-    retryable: bool
-    retry_after_ms: int = 0
-    runtime_instance_id: str | None = None
-    usage: Usage | None = None
-    overdue_only: bool = False
-    #: The token the runtime presented (None for the reaper, which holds no lease).
-    lease_token: str | None = field(default=None, repr=False)
-
-
-@dataclass(frozen=True, slots=True)
-class FailureOutcome:
-    status: LifecycleStatus
-    next_attempt_at: datetime | None = None
-    #: The failed attempt's error code (for the retry metric).
-    error_code: str = ""
-
-
-def trace_leases(leases: Sequence[tuple[LeasePayload, str]], started_ns: int) -> None:
-    """A span per lease given, in its job's trace (once the claim committed)."""
-    for lease, holder in leases:
-        parent = tracing.context_of(lease.traceparent)
-        if parent is not None:
-            tracing.finished_span(
-                "aijob.lease",
-                parent=parent,
-                start_ns=started_ns,
-                kind=SpanKind.PRODUCER,
-                attributes={
-                    "aijob.job_id": lease.job_id,
-                    "aijob.job_type": lease.job_type,
-                    "aijob.attempt": lease.attempt_no,
-                    "aijob.runtime_instance_id": holder,
-                },
-            )
-
-
-def trace_results(done: Sequence[tuple[JobRecord, int, Usage | None]], started_ns: int) -> None:
-    """The result's acceptance and its projection, in each job's trace (once committed)."""
-    for job, attempt_no, usage in done:
-        parent = tracing.context_of(job.traceParent)
-        if parent is None:
-            continue
-        attributes: dict[str, str | int] = {
-            "aijob.job_id": job.id,
-            "aijob.job_type": job.jobType,
-            "aijob.attempt": attempt_no,
-        }
-        if usage is not None:
-            attributes["gen_ai.usage.input_tokens"] = usage.prompt_tokens
-            attributes["gen_ai.usage.output_tokens"] = usage.completion_tokens
-        accepted = tracing.finished_span(
-            "aijob.SubmitResult",
-            parent=parent,
-            start_ns=started_ns,
-            kind=SpanKind.SERVER,
-            attributes=attributes,
-        )
-        tracing.finished_span(
-            "aijob.projection",
-            parent=accepted,
-            start_ns=started_ns,
-            attributes={"aijob.job_id": job.id, "aijob.job_type": job.jobType},
-        )
-
-
-def count_leases(grants: Sequence[LeaseGrant]) -> None:
-    metrics.LEASES.inc(len(grants))
-    for grant in grants:
-        metrics.LEASE_LATENCY.observe(grant.waited_s)
 
 
 def unleasable_error(lease: LeasePayload) -> JobError | None:
@@ -245,6 +116,8 @@ class RuntimeProtocol:
         budget: Budget | None = None,
         user_key_runtimes: Sequence[str] = (),
         rng: random.Random | None = None,
+        report_window_s: float = 0.002,
+        report_batch_max: int = 200,
     ) -> None:
         #: Users' default daily budget: dispatch skips the jobs of users who spent theirs.
         self._budget = budget
@@ -262,6 +135,11 @@ class RuntimeProtocol:
         self._registry = registry
         self._max_output_bytes = max_output_bytes
         self._rng = rng or random.SystemRandom()
+        #: Every report, unary or on a stream, is applied by this group commit: the unary calls
+        #: of many runtimes share its transactions as the streams' reports do.
+        self.reports = ReportBatcher(
+            GroupCommit(self, uow), window_s=report_window_s, max_batch=report_batch_max
+        )
 
     @property
     def uow(self) -> UnitOfWork:
@@ -409,20 +287,10 @@ class RuntimeProtocol:
         validation.progress(beat.progress)
 
     async def heartbeat(self, beat: HeartbeatReport) -> HeartbeatOutcome:
-        self.prepare_heartbeat(beat)
-
-        async def extend(tx: Transaction) -> HeartbeatOutcome:
-            outcome = await tx.jobs.extend_lease(
-                beat.job_id,
-                beat.attempt_no,
-                beat.runtime_instance_id,
-                progress=beat.progress,
-                lease_token=beat.lease_token,
-            )
-            tx.job_changed(beat.job_id)
-            return outcome
-
-        return await self._uow.run(extend)
+        """A unary Heartbeat: a batch of one in the reports' group commit."""
+        outcome = _raised(await self.reports.submit(beat))
+        assert isinstance(outcome, HeartbeatOutcome)
+        return outcome
 
     # -- results ------------------------------------------------------------------------------
 
@@ -458,51 +326,10 @@ class RuntimeProtocol:
         return Accepted(job, result, definition.projector, validated)
 
     async def submit_result(self, submission: ResultSubmission) -> SubmitOutcome:
-        result = self.prepare_result(submission)
-        sub, key, started = submission, result.key, tracing.now_ns()
-
-        async def accept(tx: Transaction) -> JobRecord | None:
-            """The accepted job, or None for a repeat of the accepted result."""
-            # Read and write on one connection: a second checkout costs two more round trips.
-            accepted = self.judge_result(await tx.jobs.get(sub.job_id), result)
-            if accepted is None:
-                return None
-            job = accepted.job
-            # Job row first, then business rows, then the outbox: one lock order for every writer.
-            try:
-                await tx.jobs.mark_succeeded(
-                    sub.job_id,
-                    sub.attempt_no,
-                    output_hash=sub.output_hash,
-                    result_idempotency_key=key,
-                    validated_output=result.output,
-                    runtime_instance_id=sub.runtime_instance_id,
-                )
-            except LifecycleError:
-                # Lost a race since the read (a duplicate submit, a cancel, the reaper): say
-                # which, from the row as committed now (READ COMMITTED).
-                now = await tx.jobs.get(sub.job_id)
-                if now is not None and now.resultIdempotencyKey == key:
-                    return None
-                if now is not None and now.lifecycleStatus is LifecycleStatus.SUCCEEDED:
-                    raise ResultAlreadyExistsError(sub.job_id) from None
-                raise
-            await tx.jobs.project(accepted.projector, job, sub.attempt_no, accepted.validated)
-            await tx.jobs.record_usage(job, sub.attempt_no, self.priced(job, sub.usage))
-            await tx.emit(
-                EventType.COMPLETED, job_id=job.id, job_type=job.jobType, attemptNo=sub.attempt_no
-            )
-            await tx.jobs.model_answered([(job, sub.usage)], self.flow)
-            await self.note_provider_limits(tx, job, sub.usage)
-            if tracing.enabled():
-                tx.after_commit(lambda: trace_results([(job, sub.attempt_no, sub.usage)], started))
-            return job
-
-        accepted = await self._uow.run(accept)
-        if accepted is None:
-            return SubmitOutcome(key, duplicate=True)
-        count_accepted([accepted.id])
-        return SubmitOutcome(key, duplicate=False)
+        """A unary SubmitResult: a batch of one in the reports' group commit."""
+        outcome = _raised(await self.reports.submit(submission))
+        assert isinstance(outcome, SubmitOutcome)
+        return outcome
 
     # -- failures -----------------------------------------------------------------------------
 
@@ -525,7 +352,10 @@ class RuntimeProtocol:
         )
 
     async def submit_failure(self, report: FailureReport) -> FailureOutcome:
-        return await self.settle_failure(self.failed_attempt(report))
+        """A unary SubmitFailure: a batch of one in the reports' group commit."""
+        outcome = _raised(await self.reports.submit(report))
+        assert isinstance(outcome, FailureOutcome)
+        return outcome
 
     def failed_attempt(self, report: FailureReport) -> FailedAttempt:
         """The attempt a runtime's failure report ends (its checks that need no database run)."""
@@ -550,10 +380,10 @@ class RuntimeProtocol:
         # refuse; the next round reads it and cancels instead.
         for _ in range(3):
             try:
-                return _counted(await self._uow.run(settle), failed.error.code)
+                return counted(await self._uow.run(settle), failed.error.code)
             except IllegalTransitionError:
                 continue
-        return _counted(await self._uow.run(settle), failed.error.code)
+        return counted(await self._uow.run(settle), failed.error.code)
 
     async def settle_in(
         self, tx: Transaction, job: JobRecord | None, failed: FailedAttempt
@@ -682,19 +512,8 @@ def _check_still_holder(
         raise LeaseLostError(job.id, attempt_no, job.lifecycleStatus)
 
 
-def count_accepted(job_ids: Sequence[str]) -> None:
-    metrics.OUTCOMES.labels(LifecycleStatus.SUCCEEDED.value).inc(len(job_ids))
-    for job_id in job_ids:
-        log.info("result accepted", extra={"action": "result_accepted", "jobId": job_id})
-
-
-def _counted(outcome: FailureOutcome, error_code: str) -> FailureOutcome:
-    count_failure(outcome, error_code)
-    return outcome
-
-
-def count_failure(outcome: FailureOutcome, error_code: str = "") -> None:
-    if outcome.status is LifecycleStatus.QUEUED:
-        metrics.RETRIES.labels(error_code or outcome.error_code).inc()
-    else:
-        metrics.OUTCOMES.labels(outcome.status.value).inc()
+def _raised(answer: Answer) -> Answer:
+    """A report's answer as its unary call gives it: the outcome, or the error raised."""
+    if isinstance(answer, Exception):
+        raise answer
+    return answer

@@ -33,7 +33,8 @@ from scheduler_service.protocol.dispatch import (
     Dispatcher,
     StreamSession,
 )
-from scheduler_service.protocol.group_commit import Answer, HeartbeatReport, Report, ReportBatcher
+from scheduler_service.protocol.group_commit import ReportBatcher
+from scheduler_service.protocol.reports import Answer, HeartbeatReport, Report
 from scheduler_service.protocol.service import (
     FailureOutcome,
     FailureReport,

@@ -7,7 +7,8 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from scheduler_service.protocol.group_commit import Answer, Report, ReportBatcher
+from scheduler_service.protocol.group_commit import ReportBatcher
+from scheduler_service.protocol.reports import Answer, Report
 from scheduler_service.protocol.service import ResultSubmission, SubmitOutcome
 
 

@@ -11,7 +11,8 @@ from scheduler_service.errors import InvalidRequestError, LeaseLostError
 from scheduler_service.jobs.commands import CreateJobCommand
 from scheduler_service.jobs.service import JobService
 from scheduler_service.lifecycle.records import HeartbeatOutcome, LeasePayload
-from scheduler_service.protocol.group_commit import GroupCommit, HeartbeatReport
+from scheduler_service.protocol.group_commit import GroupCommit
+from scheduler_service.protocol.reports import HeartbeatReport
 from scheduler_service.protocol.service import (
     FailureReport,
     ResultSubmission,
