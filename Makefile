@@ -37,6 +37,7 @@ lint: install $(BUF)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
+	$(VENV)/bin/lint-imports
 	$(BUF) lint
 	$(PY) scripts/gen_protos.py --check
 

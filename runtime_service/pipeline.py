@@ -10,146 +10,61 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import openai
 from openai.types.chat import ChatCompletionMessageParam
 from opentelemetry.trace import SpanKind
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from runtime_service import metrics
+from runtime_service.answers import (
+    REPAIRABLE,
+    STREAM_PROGRESS,
+    Answer,
+    cached_tokens,
+    output_schema,
+    prompt_of,
+    unfenced,
+    validated,
+)
 from runtime_service.failures import JobFailure, failure_from_openai
-from runtime_service.prompts import Prompt, UnknownPromptError, build_prompt, repair_messages
-from runtime_service.rate_limits import RateLimitHeaders, rate_limit_headers
+from runtime_service.leases import (
+    HeartbeatReply,
+    LeaseInput,
+    LeaseLost,
+    ModelConfig,
+    SchedulerClient,
+    Usage,
+)
+from runtime_service.prompts import Prompt, repair_messages
+from runtime_service.rate_limits import rate_limit_headers
 from runtime_service.safety import SafetyCheck
 from shared import tracing
 from shared.canonical_json import canonical_json
 from shared.error_codes import ErrorCode
-from shared.job_schemas import OUTPUT_SCHEMAS
 from shared.redaction import scrub_secrets
 
-__all__ = ["JobRunner", "LeaseInput", "LeaseLost", "ModelConfig", "SchedulerClient", "Usage"]
+__all__ = [
+    "STREAM_PROGRESS",
+    "HeartbeatReply",
+    "JobRunner",
+    "LeaseInput",
+    "LeaseLost",
+    "ModelConfig",
+    "SchedulerClient",
+    "Usage",
+    "cached_tokens",
+    "unfenced",
+]
 
 log = logging.getLogger(__name__)
 
-#: Progress while an answer streams: the call started (10) to the answer complete (60).
-STREAM_PROGRESS = (10, 60)
 #: The cap progress is measured against when the lease names none (the definitions' default).
 DEFAULT_OUTPUT_CAP = 2_000
-
-
-class LeaseLost(Exception):
-    """The scheduler says this runtime no longer holds the lease: stop without submitting."""
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseInput:
-    job_id: str
-    job_type: str
-    attempt_no: int
-    timeout_ms: int
-    snapshot: dict[str, Any]
-    params: dict[str, Any]
-    prompt_key: str
-    prompt_version: str
-    credential_mode: str
-    #: The model the job's definition names; the runtime's AIJOB_MODEL_NAME only when empty (a
-    #: scheduler that predates it), so the scheduler knows which model a lease will spend.
-    model_name: str = ""
-    output_schema_version: str = "v1"
-    #: Proof of holding the lease, sent back with every report; never logged.
-    lease_token: str = field(default="", repr=False)
-    #: The answer's token cap (the job's definition): sent as ``max_tokens``, and what progress
-    #: is measured against while the answer streams; 0: none sent.
-    max_output_tokens: int = 0
-    #: W3C traceparent of the job's CreateJob span: this attempt's spans join that trace.
-    traceparent: str = ""
-
-
-@dataclass
-class Usage:
-    model_name: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    latency_ms: int = 0
-    cost_micros: int = 0
-    #: What the provider's x-ratelimit-* headers said on the latest answer.
-    rate_limits: RateLimitHeaders | None = None
-    #: Time to the latest call's first token, in milliseconds; None before one arrived.
-    time_to_first_token_ms: int | None = None
-    #: Prompt tokens the provider served from its context cache.
-    cached_prompt_tokens: int = 0
-
-
-@dataclass
-class _Answer:
-    """A streamed answer as it arrives: its text, finish reason, usage, and when the first
-    token came (seconds after the call started)."""
-
-    model: str
-    parts: list[str] = field(default_factory=list)
-    finish_reason: str | None = None
-    usage: Any = None
-    first_token_s: float | None = None
-    chars: int = 0
-
-    def take(self, chunk: Any, elapsed_s: float) -> None:
-        if getattr(chunk, "model", None):
-            self.model = chunk.model
-        if chunk.usage is not None:
-            self.usage = chunk.usage
-        for choice in chunk.choices or ():
-            text = choice.delta.content if choice.delta is not None else None
-            if text:
-                if self.first_token_s is None:
-                    self.first_token_s = elapsed_s
-                self.parts.append(text)
-                self.chars += len(text)
-            if choice.finish_reason:
-                self.finish_reason = choice.finish_reason
-
-    def progress(self, cap_tokens: int) -> int:
-        """Where the answer is, from the call's start (10) to its end (60): the tokens received
-        (about four characters each) against the output cap."""
-        done = min(1.0, self.chars / 4 / max(1, cap_tokens))
-        low, high = STREAM_PROGRESS
-        return low + int((high - low) * done)
-
-    @property
-    def content(self) -> str:
-        return "".join(self.parts)
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatReply:
-    cancel_requested: bool
-
-
-class SchedulerClient(Protocol):
-    """What a job needs from the scheduler (the gRPC adapter, or a fake in tests)."""
-
-    async def heartbeat(self, lease: LeaseInput, progress: int) -> HeartbeatReply: ...
-
-    async def submit_result(self, lease: LeaseInput, output: Any, usage: Usage | None) -> None: ...
-
-    async def submit_failure(
-        self, lease: LeaseInput, failure: JobFailure, usage: Usage | None
-    ) -> None: ...
-
-    async def resolve_credential(self, lease: LeaseInput) -> str: ...
-
-
-@dataclass(frozen=True, slots=True)
-class ModelConfig:
-    base_url: str
-    model_name: str
-    platform_key: str
-    price_prompt_per_mtok_micros: int = 0
-    price_completion_per_mtok_micros: int = 0
 
 
 @dataclass
@@ -359,12 +274,12 @@ class JobRunner:
                 return
 
     async def _execute(self, lease: LeaseInput, running: _Running) -> Any:
-        schema = _output_schema(lease)
+        schema = output_schema(lease)
         self._check_safety(json.dumps(lease.snapshot, ensure_ascii=False), "input")
         client, owned = await self._client(lease)
         running.api_key = client.api_key
         try:
-            prompt = _prompt(lease, schema)
+            prompt = prompt_of(lease, schema)
             running.progress = STREAM_PROGRESS[0]
             model = lease.model_name or self._model.model_name
             answer = await self._call(client, model, prompt.messages, running, lease)
@@ -394,13 +309,13 @@ class JobRunner:
         model what was wrong; then the last validation failure (retryable)."""
         for _ in range(self._schema_repairs):
             try:
-                return _validate(schema, answer)
+                return validated(schema, answer)
             except JobFailure as failure:
-                if failure.code not in _REPAIRABLE:
+                if failure.code not in REPAIRABLE:
                     raise
                 repair = repair_messages(prompt, answer, failure.internal_message)
                 answer = await self._call(client, model, repair, running, None)
-        return _validate(schema, answer)
+        return validated(schema, answer)
 
     def _check_safety(self, text: str, where: str) -> None:
         rule = self._safety.violation(text)
@@ -459,7 +374,7 @@ class JobRunner:
         lease: LeaseInput | None,
     ) -> str:
         started = time.perf_counter()
-        answer = _Answer(model)
+        answer = Answer(model)
         cap = lease.max_output_tokens if lease is not None else 0
         extra: dict[str, Any] = {"max_tokens": cap} if cap > 0 else {}
         try:
@@ -500,7 +415,7 @@ class JobRunner:
             )
         return answer.content
 
-    async def _unstalled(self, chunks: Any, answer: _Answer) -> AsyncIterator[Any]:
+    async def _unstalled(self, chunks: Any, answer: Answer) -> AsyncIterator[Any]:
         """The stream's chunks; once tokens flow, a gap longer than ``stall_s`` is a stalled
         answer (before the first token, a provider may hold the call: the job's timeout bounds
         that wait)."""
@@ -530,7 +445,7 @@ class JobRunner:
             running.usage.rate_limits = seen
 
     def _add_usage(
-        self, running: _Running, completion: _Answer, elapsed_s: float, model: str
+        self, running: _Running, completion: Answer, elapsed_s: float, model: str
     ) -> None:
         metrics.MODEL_LATENCY.observe(elapsed_s)
         if completion.first_token_s is not None:
@@ -553,66 +468,3 @@ class JobRunner:
         metrics.COST.inc(max(0, cost - usage.cost_micros))
         usage.cost_micros = cost
         running.usage = usage
-
-
-def cached_tokens(usage: Any) -> int:
-    """Prompt tokens served from the provider's context cache, in either dialect: DeepSeek's
-    ``prompt_cache_hit_tokens`` or OpenAI's ``prompt_tokens_details.cached_tokens``."""
-    hit = getattr(usage, "prompt_cache_hit_tokens", None)
-    if hit is None:
-        details = getattr(usage, "prompt_tokens_details", None)
-        hit = getattr(details, "cached_tokens", None) if details is not None else None
-    return int(hit) if isinstance(hit, int) and hit > 0 else 0
-
-
-def _output_schema(lease: LeaseInput) -> type[BaseModel]:
-    try:
-        return OUTPUT_SCHEMAS[(lease.job_type, lease.output_schema_version or "v1")]
-    except KeyError:
-        raise JobFailure(
-            ErrorCode.INVALID_SCHEMA,
-            "This runtime does not know the job's output schema.",
-            lease.job_type,
-        ) from None
-
-
-def _prompt(lease: LeaseInput, schema: type[BaseModel]) -> Prompt:
-    try:
-        return build_prompt(
-            lease.prompt_key, lease.prompt_version, lease.snapshot, lease.params, schema
-        )
-    except UnknownPromptError as error:
-        raise JobFailure(
-            ErrorCode.INVALID_SCHEMA, "This runtime has no prompt for the job.", str(error)
-        ) from None
-
-
-_REPAIRABLE = frozenset({ErrorCode.VALIDATION_FAILED, ErrorCode.VALIDATION_UNPARSEABLE})
-#: A whole answer wrapped in a Markdown code fence (```json ... ``` or ``` ... ```).
-_FENCE = re.compile(r"\A\s*```[\w-]*[ \t]*\n(.*?)\n?```\s*\Z", re.DOTALL)
-
-
-def unfenced(answer: str) -> str:
-    """The answer without the Markdown code fence some models put around JSON."""
-    match = _FENCE.match(answer)
-    return match.group(1) if match else answer
-
-
-def _validate(schema: type[BaseModel], answer: str) -> BaseModel:
-    try:
-        value = json.loads(unfenced(answer))
-    except ValueError:
-        raise JobFailure(
-            ErrorCode.VALIDATION_UNPARSEABLE,
-            "The model's answer was not JSON.",
-            "answer is not JSON",
-        ) from None
-    try:
-        return schema.model_validate(value)
-    except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in error.errors()[:10]
-        )
-        raise JobFailure(
-            ErrorCode.VALIDATION_FAILED, "The model's answer did not match the schema.", problems
-        ) from None

@@ -17,6 +17,7 @@ status it is answered with.
     ├── JobNotRetryableError              FAILED_PRECONDITION
     ├── CredentialUnavailableError        FAILED_PRECONDITION
     ├── DatabaseUnavailableError          UNAVAILABLE: the database cannot be reached; retry
+    ├── DuplicateKeyError                 INTERNAL unless a service catches it: a unique key taken
     ├── ShuttingDownError                 UNAVAILABLE: this replica is stopping; reconnect
     └── LifecycleError                    FAILED_PRECONDITION: a lifecycle write did not apply
         ├── IllegalTransitionError        the state machine has no such transition
@@ -176,6 +177,11 @@ class CredentialRevokedError(CredentialUnavailableError):
 class DatabaseUnavailableError(SchedulerError):
     code = ErrorCode.PLATFORM_UNAVAILABLE
     status = "UNAVAILABLE"
+
+
+class DuplicateKeyError(SchedulerError):
+    """A write met a unique key another row holds (two creates raced for one idempotency key):
+    the store's adapter says so in the domain's terms and the service decides what it means."""
 
 
 class DatabaseBusyError(DatabaseUnavailableError):

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from scheduler_service.flow.service import KeyStats
-from scheduler_service.jobs.stats import QueueStats
+from scheduler_service.flow.keys import KeyStats
+from scheduler_service.jobs.commands import QueueStats
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 
 JOBS = Gauge(

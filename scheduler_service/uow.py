@@ -1,8 +1,8 @@
 """The unit of work on SQL: the one way the scheduler runs a transaction or a read.
 
 :class:`SqlUnitOfWork` implements :class:`scheduler_service.ports.UnitOfWork` on an async
-SQLAlchemy engine. Each attempt is a fresh transaction whose ``tx.jobs`` is a SQL job store bound
-to its connection; deadlocks and lock-wait timeouts re-run the whole attempt with jittered backoff
+SQLAlchemy engine. Each attempt is a fresh transaction whose stores are the SQL ones bound to its
+connection; deadlocks and lock-wait timeouts re-run the whole attempt with jittered backoff
 (as InnoDB's manual asks), after the rolled-back attempt's ``after_rollback`` hooks have run and
 its other hooks were dropped. Errors leave in one shape whatever the path, reads included: a
 database that cannot be reached (or a Galera node that is not ready) is
@@ -16,18 +16,21 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from scheduler_service.billing.sql_store import SqlSpendStore
 from scheduler_service.db.retry import is_retryable_conflict, is_unavailable, mysql_errno
-from scheduler_service.errors import DatabaseBusyError, DatabaseUnavailableError
-from scheduler_service.lifecycle.sql_store import LeaseTimes, SqlJobStore
-from scheduler_service.outbox.events import NewEvent
-from scheduler_service.outbox.writer import add_events
-from scheduler_service.ports import Transaction, Wakeups
+from scheduler_service.errors import DatabaseBusyError, DatabaseUnavailableError, DuplicateKeyError
+from scheduler_service.flow.sql_store import SqlModelKeyStore
+from scheduler_service.lifecycle.sql_gates import SqlGateStore
+from scheduler_service.lifecycle.sql_store import LeaseTimes, SqlJobReads, SqlJobStore, SqlJobSweeps
+from scheduler_service.outbox.writer import SqlOutboxStore
+from scheduler_service.ports import Stores, Transaction, Wakeups
+from scheduler_service.projection.store import SqlResultStore
 
 __all__ = ["LeaseTimes", "SqlTransaction", "SqlUnitOfWork"]
 
@@ -48,11 +51,23 @@ class SqlTransaction(Transaction):
     def __init__(
         self, conn: AsyncConnection, wakeups: Wakeups, lease: LeaseTimes, *, writable: bool = True
     ) -> None:
-        super().__init__(SqlJobStore(conn, lease), wakeups, writable=writable)
+        super().__init__(sql_stores(conn, lease), wakeups, writable=writable)
         self.conn = conn
 
-    async def _write_events(self, events: Sequence[NewEvent]) -> None:
-        await add_events(self.conn, events)
+
+def sql_stores(conn: AsyncConnection, lease: LeaseTimes) -> Stores:
+    """Every store, on ``conn``."""
+    reads = SqlJobReads(conn, lease)
+    return Stores(
+        jobs=SqlJobStore(conn, lease, reads),
+        reads=reads,
+        sweeps=SqlJobSweeps(conn, lease),
+        gates=SqlGateStore(conn),
+        keys=SqlModelKeyStore(conn),
+        spend=SqlSpendStore(conn),
+        results=SqlResultStore(conn),
+        outbox=SqlOutboxStore(conn),
+    )
 
 
 class SqlUnitOfWork:
@@ -130,6 +145,9 @@ class SqlUnitOfWork:
 async def _mapped_errors() -> AsyncIterator[None]:
     try:
         yield
+    except IntegrityError as exc:
+        # A unique key taken (an idempotency key two creates raced for): the services decide.
+        raise DuplicateKeyError("a row with this key exists") from exc
     except DBAPIError as exc:
         if is_unavailable(exc):
             raise DatabaseUnavailableError("the database is unavailable, try again") from exc

@@ -9,9 +9,10 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from scheduler_service import validation
+from scheduler_service.billing.usage import Usage
 from scheduler_service.errors import InvalidRequestError
 from scheduler_service.jobs.commands import CreateJobCommand
-from scheduler_service.lifecycle.records import ArtifactRow, JobRecord, LeasePayload, Usage
+from scheduler_service.lifecycle.records import ArtifactRow, JobRecord, LeasePayload
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 from scheduler_service.registry.catalog import JobTypeInfo
 from shared.error_codes import ErrorCode

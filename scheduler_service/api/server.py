@@ -17,7 +17,8 @@ from prometheus_client import start_http_server
 from scheduler_service.api.auth import AuthInterceptor
 from scheduler_service.api.capacity import CapacityInterceptor
 from scheduler_service.api.reflection import DocumentedReflection, TokenBucket
-from scheduler_service.api.servicers import AdminServicer, JobServicer, RuntimeServicer
+from scheduler_service.api.runtime_servicer import RuntimeServicer
+from scheduler_service.api.servicers import AdminServicer, JobServicer
 from scheduler_service.api.status import StatusInterceptor
 from scheduler_service.api.tokens import load_tokens
 from scheduler_service.app import SchedulerApp

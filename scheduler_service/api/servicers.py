@@ -13,20 +13,19 @@ from google.rpc import status_pb2
 from opentelemetry.trace import SpanKind
 
 from scheduler_service import validation
-from scheduler_service.api import convert, runtime_convert
+from scheduler_service.api import convert
 from scheduler_service.api.status import status_of
 from scheduler_service.app import SchedulerApp
 from scheduler_service.billing.service import Billing
 from scheduler_service.credentials import checked_api_key, hint_of
 from scheduler_service.errors import InvalidRequestError, SchedulerError
-from scheduler_service.flow.keys import Limits, ModelKey
-from scheduler_service.flow.service import KeyStats, ModelKeys, checked_key, checked_limits
+from scheduler_service.flow.keys import KeyStats, Limits, ModelKey
+from scheduler_service.flow.service import ModelKeys, checked_key, checked_limits
 from scheduler_service.jobs.commands import CreateJobCommand, JobFilter
 from scheduler_service.jobs.service import MAX_BULK_CREATE, Created
 from scheduler_service.jobs.stats import queue_stats, redrive_dead_events
 from scheduler_service.outbox.events import EventType
 from scheduler_service.outbox.log import latest_position
-from scheduler_service.protocol.session import Incoming
 from scheduler_service.registry.catalog import describe
 from scheduler_service.registry.definitions import USER_KEY_MODE
 from scheduler_service.stream_caps import StreamCap
@@ -35,8 +34,6 @@ from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.gen.aijob.v1 import job_service_pb2_grpc as job_grpc
-from shared.gen.aijob.v1 import runtime_service_pb2 as runtime_pb
-from shared.gen.aijob.v1 import runtime_service_pb2_grpc as runtime_grpc
 from shared.gen.aijob.v1 import types_pb2 as types_pb
 
 log = logging.getLogger(__name__)
@@ -443,59 +440,4 @@ def _key_stats(stats: KeyStats) -> admin_pb.ModelKeyStats:
     )
 
 
-class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):
-    def __init__(self, app: SchedulerApp) -> None:
-        self._app = app
-
-    async def Poll(
-        self, request_iterator: AsyncIterator[runtime_pb.PollRequest], context: Context
-    ) -> AsyncIterator[runtime_pb.PollResponse]:
-        incoming = _poll_messages(request_iterator)
-        async with contextlib.aclosing(self._app.polls.serve(incoming)) as outgoing:
-            async for message in outgoing:
-                yield runtime_convert.poll_response(message)
-
-    async def Lock(self, request: runtime_pb.LockRequest, context: Context) -> types_pb.Lease:
-        payload = await self._app.protocol.lock(request.job_id, request.runtime_instance_id)
-        return convert.lease(payload)
-
-    async def Heartbeat(
-        self, request: runtime_pb.HeartbeatRequest, context: Context
-    ) -> runtime_pb.HeartbeatResponse:
-        beat = await self._app.protocol.heartbeat(runtime_convert.heartbeat_report(request))
-        return runtime_convert.heartbeat_response(beat)
-
-    async def SubmitResult(
-        self, request: runtime_pb.SubmitResultRequest, context: Context
-    ) -> runtime_pb.SubmitResultResponse:
-        submission = runtime_convert.result_submission(request)
-        return runtime_convert.submit_response(await self._app.protocol.submit_result(submission))
-
-    async def SubmitFailure(
-        self, request: runtime_pb.SubmitFailureRequest, context: Context
-    ) -> runtime_pb.SubmitFailureResponse:
-        report = runtime_convert.failure_report(request)
-        return runtime_convert.failure_response(await self._app.protocol.submit_failure(report))
-
-    async def ResolveCredential(
-        self, request: runtime_pb.ResolveCredentialRequest, context: Context
-    ) -> runtime_pb.ResolveCredentialResponse:
-        api_key, provider = await self._app.protocol.resolve_credential(
-            request.job_id,
-            request.attempt_no,
-            request.runtime_instance_id,
-            request.lease_token,
-            self._app.credentials,
-        )
-        return runtime_pb.ResolveCredentialResponse(api_key=api_key, provider=provider)
-
-
-async def _poll_messages(
-    requests: AsyncIterator[runtime_pb.PollRequest],
-) -> AsyncIterator[Incoming]:
-    # A generator function, not an expression: nothing touches the stream until it is read.
-    async for request in requests:
-        yield runtime_convert.poll_message(request)
-
-
-__all__ = ["AdminServicer", "JobServicer", "RuntimeServicer"]
+__all__ = ["AdminServicer", "JobServicer"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from scheduler_service.lifecycle.records import Usage
+from scheduler_service.billing.usage import Usage
 
 __all__ = ["DEFAULT_PRICES", "ModelPrice", "PriceTable"]
 

@@ -6,13 +6,11 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
 from scheduler_service import validation
-from scheduler_service.billing import sql as billing_sql
 from scheduler_service.billing.budgets import Budget, Spend
-from scheduler_service.billing.sql import UsageLine
-from scheduler_service.db.clock import db_today
+from scheduler_service.billing.usage import UsageLine
 from scheduler_service.errors import InvalidRequestError
 from scheduler_service.flow.keys import ModelKey
-from scheduler_service.uow import SqlTransaction, SqlUnitOfWork
+from scheduler_service.ports import Transaction, UnitOfWork
 
 __all__ = ["Billing", "UsageReport"]
 
@@ -38,7 +36,7 @@ def _day(text: str, field: str) -> date:
 
 
 class Billing:
-    def __init__(self, uow: SqlUnitOfWork, budget: Budget, user_key_mode: str) -> None:
+    def __init__(self, uow: UnitOfWork, budget: Budget, user_key_mode: str) -> None:
         self._uow = uow
         #: The default budget of a user no operator set one for.
         self._budget = budget
@@ -51,8 +49,8 @@ class Billing:
             if value < 0:
                 raise InvalidRequestError(f"{field} must be 0 or more", field=field)
 
-        async def put(tx: SqlTransaction) -> None:
-            await billing_sql.put_budget(tx.conn, user_id, tokens, cost_micros)
+        async def put(tx: Transaction) -> None:
+            await tx.spend.put_budget(user_id, tokens, cost_micros)
 
         await self._uow.run(put)
         return Budget(tokens, cost_micros)
@@ -62,8 +60,8 @@ class Billing:
         today, empty last is first), with their budget and today's spend."""
         validation.user_id(user_id, "user_id")
 
-        async def read(tx: SqlTransaction) -> UsageReport:
-            today_start = _as_datetime((await tx.conn.execute(db_today().select())).scalar_one())
+        async def read(tx: Transaction) -> UsageReport:
+            today_start = await tx.spend.today()
             today = today_start.date()
             first_day = _day(first, "from_date") if first else today
             last_day = _day(last, "to_date") if last else first_day
@@ -75,15 +73,14 @@ class Billing:
                 )
             start = datetime.combine(first_day, datetime.min.time())
             end = datetime.combine(last_day + timedelta(days=1), datetime.min.time())
-            total, by_key = await billing_sql.usage_report(
-                tx.conn,
+            total, by_key = await tx.spend.usage_report(
                 user_id,
                 _like(start, today_start),
                 _like(end, today_start),
                 self._user_key_mode,
             )
-            tokens, cost = await billing_sql.read_budget(tx.conn, user_id)
-            spend = await billing_sql.spend_today(tx.conn, user_id)
+            tokens, cost = await tx.spend.budget_of(user_id)
+            spend = await tx.spend.spend_today(user_id)
             return UsageReport(
                 first_day,
                 last_day,
@@ -94,13 +91,6 @@ class Billing:
             )
 
         return await self._uow.read(read)
-
-
-def _as_datetime(value: object) -> datetime:
-    """The database's midnight: a datetime (MariaDB), or its text (SQLite)."""
-    if isinstance(value, datetime):
-        return value
-    return datetime.fromisoformat(str(value))
 
 
 def _like(moment: datetime, reference: datetime) -> datetime:

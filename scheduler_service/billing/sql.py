@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
@@ -28,15 +27,15 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.billing.budgets import Budget, Spend, Standing
+from scheduler_service.billing.usage import Usage, UsageLine
 from scheduler_service.db.clock import db_now, db_today
 from scheduler_service.db.models import AiJob, AiModelKey, AiUsageLog, AiUserBudget, AiUserSpend
 from scheduler_service.db.multirow import insert_rows
 from scheduler_service.flow.keys import ModelKey, scope_of
-from scheduler_service.lifecycle.records import JobRecord, Usage
+from scheduler_service.lifecycle.records import JobRecord
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 
 __all__ = [
-    "UsageLine",
     "budget_standings",
     "over_budget",
     "over_budget_queued",
@@ -246,18 +245,6 @@ async def read_budget(conn: AsyncConnection, user_id: str) -> tuple[int | None, 
         )
     ).first()
     return (None, None) if row is None else (row.dailyTokens, row.dailyCostMicros)
-
-
-@dataclass(frozen=True, slots=True)
-class UsageLine:
-    """Usage totals, for a user or one of their model keys."""
-
-    prompt_tokens: int = 0
-    cached_prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_micros: int = 0
-    jobs: int = 0
-    attempts: int = 0
 
 
 def _totals() -> list[Any]:

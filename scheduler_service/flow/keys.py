@@ -34,6 +34,7 @@ __all__ = [
     "Answered",
     "FlowPolicy",
     "KeyState",
+    "KeyStats",
     "Limits",
     "ModelKey",
     "admit",
@@ -379,3 +380,15 @@ def _grown(state: KeyState, successes: int) -> KeyState:
     if window >= (limit or PROBE_CEILING):
         return replace(state, effective=None)  # back at the configured limit, or unlimited
     return replace(state, effective=window)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyStats:
+    key: ModelKey
+    limits: Limits  # as set; 0 takes the default
+    in_flight: int
+    effective_concurrency: int  # 0: none
+    paused_until: datetime | None
+    rate_limited_total: int
+    rate_limited_last_minute: int
+    cost_today_micros: int

@@ -3,38 +3,15 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from datetime import datetime
 
 from scheduler_service.errors import InvalidRequestError
-from scheduler_service.flow import sql as flow_sql
-from scheduler_service.flow.keys import (
-    PLATFORM,
-    USER,
-    FlowPolicy,
-    Limits,
-    ModelKey,
-    spent,
-    trimmed,
-)
-from scheduler_service.uow import SqlTransaction, SqlUnitOfWork
+from scheduler_service.flow.keys import PLATFORM, USER, FlowPolicy, KeyStats, Limits, ModelKey
+from scheduler_service.ports import UnitOfWork
 
-__all__ = ["KeyStats", "ModelKeys"]
+__all__ = ["ModelKeys", "checked_key", "checked_limits"]
 
 _NAME = re.compile(r"[A-Za-z0-9._:/-]+")
 _INT32 = 2**31 - 1
-
-
-@dataclass(frozen=True, slots=True)
-class KeyStats:
-    key: ModelKey
-    limits: Limits  # as set; 0 takes the default
-    in_flight: int
-    effective_concurrency: int  # 0: none
-    paused_until: datetime | None
-    rate_limited_total: int
-    rate_limited_last_minute: int
-    cost_today_micros: int
 
 
 def _name(value: str, field: str, limit: int) -> str:
@@ -66,38 +43,12 @@ def checked_limits(concurrency: int, rpm: int, tpm: int, daily_cost: int = 0) ->
 
 
 class ModelKeys:
-    def __init__(self, uow: SqlUnitOfWork, flow: FlowPolicy) -> None:
+    def __init__(self, uow: UnitOfWork, flow: FlowPolicy) -> None:
         self._uow = uow
         self._flow = flow
 
     async def put(self, key: ModelKey, limits: Limits) -> None:
-        async def put(tx: SqlTransaction) -> None:
-            await flow_sql.put_limits(tx.conn, key, limits)
-
-        await self._uow.run(put)
+        await self._uow.run(lambda tx: tx.keys.put_limits(key, limits))
 
     async def stats(self) -> list[KeyStats]:
-        async def read(tx: SqlTransaction) -> list[KeyStats]:
-            now, rows = await flow_sql.read_keys(tx.conn)
-            keys = {flow_sql.key_of(row) for row in rows}
-            running = await flow_sql.running_by_key(tx.conn, self._flow.user_key_mode, keys)
-            found = []
-            for row in rows:
-                key, set_limits = flow_sql.key_of(row), flow_sql.limits_of(row)
-                state = flow_sql.state_of(row, self._flow.defaults, now)
-                paused = row.pausedUntil if row.pausedUntil and row.pausedUntil > now else None
-                found.append(
-                    KeyStats(
-                        key,
-                        set_limits,
-                        running.get(key, 0),
-                        state.concurrency(),
-                        paused,
-                        int(row.rateLimitedTotal),
-                        spent(trimmed(state.rate_limited, now)),
-                        state.cost_today,
-                    )
-                )
-            return found
-
-        return await self._uow.read(read)
+        return await self._uow.read(lambda tx: tx.keys.stats(self._flow))

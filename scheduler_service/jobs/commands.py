@@ -10,7 +10,7 @@ from typing import Any
 from scheduler_service.lifecycle.records import JobFilter
 from shared.canonical_json import canonical_json
 
-__all__ = ["CreateJobCommand", "JobFilter", "Limits"]
+__all__ = ["CreateJobCommand", "JobFilter", "Limits", "QueueStats"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,3 +55,13 @@ class CreateJobCommand:
         if not self.model:
             del fields["model"]  # the default model: the fingerprint rows written before had
         return hashlib.sha256(canonical_json(fields)).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    depths: list[tuple[str, str, str, int]]
+    oldest_queued_s: dict[str, float]
+    running: int
+    dead_events: int
+    pending_events: int
+    outbox_lag_s: float

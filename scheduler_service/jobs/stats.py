@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import cast
 
@@ -11,22 +10,13 @@ from sqlalchemy import Table, func, select, update
 
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import AiJob, OutboxEvent
+from scheduler_service.jobs.commands import QueueStats
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 from scheduler_service.outbox.events import OutboxStatus
 from scheduler_service.uow import SqlTransaction, SqlUnitOfWork
 
 _jobs = cast(Table, AiJob.__table__)
 _outbox = cast(Table, OutboxEvent.__table__)
-
-
-@dataclass(frozen=True, slots=True)
-class QueueStats:
-    depths: list[tuple[str, str, str, int]]
-    oldest_queued_s: dict[str, float]
-    running: int
-    dead_events: int
-    pending_events: int
-    outbox_lag_s: float
 
 
 def _age_s(now: datetime, then: datetime | None) -> float:

@@ -117,12 +117,12 @@ class WatchHub(RoundLoop):
 
 
 async def _job(tx: Transaction, job_id: str) -> JobRecord | None:
-    return await tx.jobs.get(job_id)
+    return await tx.reads.get(job_id)
 
 
 async def _artifacts(tx: Transaction, job_id: str) -> list[ArtifactRow]:
-    return await tx.jobs.artifacts(job_id)
+    return await tx.results.artifacts(job_id)
 
 
 async def _states_of(tx: Transaction, job_ids: list[str]) -> dict[str, WatchState]:
-    return await tx.jobs.watch_states(job_ids)
+    return await tx.reads.watch_states(job_ids)

@@ -29,7 +29,6 @@ __all__ = [
     "NewJob",
     "StrandedJob",
     "Success",
-    "Usage",
     "WatchState",
     "watch_state",
 ]
@@ -244,24 +243,6 @@ class LeasePayload:
     traceparent: str = ""
     #: The lease's token, handed to its runtime only (never logged, stored as a digest).
     lease_token: str = field(default="", repr=False)
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """One model call's usage, as a runtime reports it."""
-
-    model_name: str
-    prompt_tokens: int
-    completion_tokens: int
-    latency_ms: int
-    cost_micros: int
-    #: How long the provider said its key has nothing left (its x-ratelimit-* headers: none
-    #: remaining, and the window's reset); None when it has some, or said nothing.
-    exhausted_for_ms: int | None = None
-    #: Time to the answer's first token (a streamed call), None when not measured.
-    first_token_ms: int | None = None
-    #: Prompt tokens the provider served from its context cache (billed lower).
-    cached_prompt_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

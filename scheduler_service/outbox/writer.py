@@ -15,8 +15,9 @@ from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import OutboxEvent
 from scheduler_service.db.multirow import insert_rows
 from scheduler_service.outbox.events import EventType, NewEvent, OutboxStatus
+from scheduler_service.ports import OutboxStore
 
-__all__ = ["EventType", "NewEvent", "add_event", "add_events"]
+__all__ = ["EventType", "NewEvent", "SqlOutboxStore", "add_event", "add_events"]
 
 _outbox = cast(Table, OutboxEvent.__table__)
 # Built once: every insert of an event runs the cached statement with its own parameters.
@@ -53,3 +54,11 @@ async def add_events(conn: AsyncConnection, events: Sequence[NewEvent]) -> None:
         await insert_rows(conn, _outbox, rows, stamped=_STAMPED, fixed=_FIXED)
     elif rows:
         await conn.execute(_INSERT_PENDING, rows[0])
+
+
+class SqlOutboxStore(OutboxStore):
+    def __init__(self, conn: AsyncConnection) -> None:
+        self._conn = conn
+
+    async def add(self, events: Sequence[NewEvent]) -> None:
+        await add_events(self._conn, events)

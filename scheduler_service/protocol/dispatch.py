@@ -335,6 +335,6 @@ class Dispatcher(RoundLoop):
         by_instance = {s.runtime_instance_id: s for s in self._sessions if s.held}
         if not by_instance:
             return
-        rows = await self._uow.read(lambda tx: tx.jobs.cancel_requested_held_by(by_instance))
+        rows = await self._uow.read(lambda tx: tx.sweeps.cancel_requested_held_by(by_instance))
         for job_id, attempt_no, holder in rows:
             self._send_cancel(by_instance[holder], CancelNotice(job_id, attempt_no))

@@ -22,21 +22,17 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from scheduler_service import metrics
+from scheduler_service.billing.usage import Usage
 from scheduler_service.errors import (
     DatabaseUnavailableError,
     JobNotFoundError,
     LeaseLostError,
     SchedulerError,
 )
+from scheduler_service.lifecycle.guards import Moment, matches, row_of
 from scheduler_service.lifecycle.lease_tokens import digest
-from scheduler_service.lifecycle.records import (
-    Beat,
-    JobRecord,
-    LockedRows,
-    Success,
-    Usage,
-)
-from scheduler_service.lifecycle.state_machine import LifecycleStatus
+from scheduler_service.lifecycle.records import Beat, JobRecord, LockedRows, Success
+from scheduler_service.lifecycle.transitions import HEARTBEAT
 from scheduler_service.outbox.events import EventType, NewEvent
 from scheduler_service.ports import Transaction, UnitOfWork
 from scheduler_service.protocol.reports import (
@@ -144,7 +140,7 @@ class GroupCommit:
     async def _judge(
         self, tx: Transaction, batch: list[tuple[int, Report, Prepared]]
     ) -> tuple[dict[int, Answer], _Writes]:
-        locked = await tx.jobs.lock_rows({report.job_id for _, report, _ in batch})
+        locked = await tx.reads.lock_rows({report.job_id for _, report, _ in batch})
         answers: dict[int, Answer] = {}
         writes = _Writes([], [], [], [], {}, [], [], locked.now)
         for index, report, prepared in batch:
@@ -193,11 +189,11 @@ class GroupCommit:
         # Job rows first, then business rows, then the outbox: one lock order for every writer.
         await tx.jobs.succeed_many(writes.successes)
         extended = await tx.jobs.extend_leases(list(writes.beats.values()), writes.judged_at)
-        await tx.jobs.project_many(writes.projections)  # type: ignore[arg-type]
-        await tx.jobs.record_usage_many(writes.usage)
+        await tx.results.project_many(writes.projections)  # type: ignore[arg-type]
+        await tx.spend.record_usages(writes.usage)
         await tx.emit_many(writes.events)
         if writes.succeeded:
-            await tx.jobs.model_answered(writes.succeeded, self._protocol.flow)
+            await tx.keys.answered(writes.succeeded, self._protocol.flow)
         for job, _, usage, _ in writes.usage:
             await self._protocol.note_provider_limits(tx, job, usage)
         for index, beat in writes.beats.items():
@@ -209,19 +205,17 @@ class GroupCommit:
 
 
 def _judge_beat(job: JobRecord | None, beat: HeartbeatReport, locked: LockedRows) -> Beat:
-    """The HEARTBEAT write's guard, judged on the locked row (its miss explained the same way)."""
+    """The HEARTBEAT write's guard (the write table's), judged on the locked row; a miss is a
+    lost lease, as the unary write explains it."""
     if job is None:
         raise JobNotFoundError(beat.job_id)
-    grace_ms = locked.lease_grace_ms
-    alive = (
-        job.lifecycleStatus is LifecycleStatus.RUNNING
-        and job.attemptCount == beat.attempt_no
-        and job.lockedBy == beat.runtime_instance_id
-        and job.leaseTokenHash == digest(beat.lease_token)
-        and job.lockUntil is not None
-        and (locked.now - job.lockUntil).total_seconds() * 1000 <= grace_ms
-    )
-    if not alive:
+    params = {
+        "attempt": beat.attempt_no,
+        "holder": beat.runtime_instance_id,
+        "token": digest(beat.lease_token),
+    }
+    moment = Moment(locked.now, locked.lease_ttl_ms, locked.lease_grace_ms)
+    if not matches(HEARTBEAT, row_of(job), params, moment):
         raise LeaseLostError(job.id, beat.attempt_no, job.lifecycleStatus)
     return Beat(beat.job_id, beat.attempt_no, beat.runtime_instance_id, beat.progress)
 

@@ -55,10 +55,10 @@ class Reaper:
             # On the first sweep after a start (an upgrade, a retired definition), then hourly;
             # before the leases, so a stranded running job ends instead of being requeued.
             settled += await self.retire_stranded()
-        for lease in await self._uow.read(lambda tx: tx.jobs.expired_leases(limit=limit)):
+        for lease in await self._uow.read(lambda tx: tx.sweeps.expired_leases(limit=limit)):
             if await self._reap(lease):
                 settled += 1
-        for job_id in await self._uow.read(lambda tx: tx.jobs.expired_deadlines(limit=limit)):
+        for job_id in await self._uow.read(lambda tx: tx.sweeps.expired_deadlines(limit=limit)):
             if await self._expire(job_id):
                 settled += 1
         settled += await self.fail_over_budget(limit)
@@ -71,7 +71,7 @@ class Reaper:
         """Fail queued or running jobs whose type is no longer registered (JOB_TYPE_UNKNOWN): no
         runtime may subscribe to them, so they would wait for ever, count against their users'
         caps and pin the oldest-queued gauge."""
-        stranded = await self._uow.read(lambda tx: tx.jobs.stranded_jobs(self._job_types))
+        stranded = await self._uow.read(lambda tx: tx.sweeps.stranded_jobs(self._job_types))
         retired = 0
         for job in stranded:
             error = JobError(
@@ -115,7 +115,7 @@ class Reaper:
             "the user's spend of today reached their daily budget",
         )
         for job_id, job_type in await self._uow.read(
-            lambda tx: tx.jobs.over_budget_queued(budget, limit=limit)
+            lambda tx: tx.spend.over_budget_queued(budget, limit=limit)
         ):
 
             async def fail(tx: Transaction, job_id: str = job_id, job_type: str = job_type) -> bool:
@@ -136,13 +136,13 @@ class Reaper:
     async def prune_gates(self) -> int:
         """Drop per-user gate rows not created within a day (ids that came once and went):
         the table would otherwise keep one row per user id ever seen."""
-        return await self._uow.run(lambda tx: tx.jobs.prune_user_gates(GATE_IDLE_MS))
+        return await self._uow.run(lambda tx: tx.gates.prune_user_gates(GATE_IDLE_MS))
 
     async def _expire(self, job_id: str) -> bool:
         """Fail a queued job whose schedule-to-start deadline passed (JOB_EXPIRED)."""
 
         async def expire(tx: Transaction) -> None:
-            job = await tx.jobs.get(job_id)
+            job = await tx.reads.get(job_id)
             if job is None:
                 return
             await tx.jobs.expire_queued(job_id)

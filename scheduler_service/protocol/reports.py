@@ -14,13 +14,13 @@ from opentelemetry.trace import SpanKind
 from pydantic import BaseModel
 
 from scheduler_service import metrics
+from scheduler_service.billing.usage import Usage
 from scheduler_service.lifecycle.records import (
     HeartbeatOutcome,
     JobError,
     JobRecord,
     LeaseGrant,
     LeasePayload,
-    Usage,
 )
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 from shared import tracing

@@ -10,15 +10,12 @@ from collections.abc import Sequence
 from scheduler_service import metrics, validation
 from scheduler_service.billing.budgets import Budget
 from scheduler_service.billing.prices import DEFAULT_PRICES, PriceTable
-from scheduler_service.credentials import CredentialStore
+from scheduler_service.billing.usage import Usage
 from scheduler_service.errors import (
     CredentialUnavailableError,
     IllegalTransitionError,
-    InvalidRequestError,
-    JobAlreadyTerminalError,
     JobNotFoundError,
     LeaseLostError,
-    ResultAlreadyExistsError,
     UnleasableJobError,
     UserKeyNotAllowedError,
 )
@@ -31,7 +28,6 @@ from scheduler_service.lifecycle.records import (
     JobRecord,
     LeaseGrant,
     LeasePayload,
-    Usage,
 )
 from scheduler_service.lifecycle.retry_policy import (
     MAX_RETRY_AFTER_MS,
@@ -41,7 +37,8 @@ from scheduler_service.lifecycle.retry_policy import (
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 from scheduler_service.lifecycle.transitions import holds_lease
 from scheduler_service.outbox.events import EventType
-from scheduler_service.ports import Transaction, UnitOfWork
+from scheduler_service.ports import CredentialReveal, Transaction, UnitOfWork
+from scheduler_service.protocol import judging
 from scheduler_service.protocol.group_commit import GroupCommit, ReportBatcher
 from scheduler_service.protocol.reports import (
     Accepted,
@@ -61,9 +58,7 @@ from scheduler_service.protocol.user_keys import UserKeyRights
 from scheduler_service.registry import JobRegistry
 from scheduler_service.registry.definitions import USER_KEY_MODE, Backoff
 from shared import tracing
-from shared.canonical_json import output_hash, result_idempotency_key
 from shared.error_codes import ErrorCode
-from shared.redaction import scrub_secrets
 
 __all__ = [
     "FailedAttempt",
@@ -79,22 +74,6 @@ log = logging.getLogger(__name__)
 
 #: Used for a job whose type is no longer registered (a definition removed while jobs ran).
 _FALLBACK_BACKOFF = Backoff(base_ms=5_000)
-
-
-def unleasable_error(lease: LeasePayload) -> JobError | None:
-    """The failure of a job whose snapshot or params a lease cannot carry, or None."""
-    for name, value, code in (
-        ("snapshot", lease.snapshot, ErrorCode.INVALID_SNAPSHOT),
-        ("params", lease.params, ErrorCode.INVALID_PARAMS),
-    ):
-        problem = validation.lease_problem(value)
-        if problem is not None:
-            return JobError(
-                code.value,
-                f"the job's {name} cannot be sent to a runtime: it {problem}",
-                f"{name} {problem}",
-            )
-    return None
 
 
 #: How long a 429 without Retry-After pauses its model key.
@@ -158,11 +137,11 @@ class RuntimeProtocol:
 
         async def lock(tx: Transaction) -> tuple[LeaseGrant, LeasePayload | JobError]:
             grant = await tx.jobs.lock(job_id, runtime_instance_id)
-            payload = (await tx.jobs.lease_payloads([grant]))[0]
+            payload = (await tx.reads.lease_payloads([grant]))[0]
             # Raised inside the transaction: the lock rolls back with it.
             self._check_user_key(payload.credential_mode, runtime_instance_id)
             tx.job_changed(job_id)
-            error = unleasable_error(payload)
+            error = judging.unleasable_error(payload)
             if error is not None:
                 await self._set_apart_unleasable(tx, [payload], runtime_instance_id)
                 return grant, error
@@ -193,7 +172,7 @@ class RuntimeProtocol:
         if granted:
             tx.after_commit(lambda: count_leases(granted))
         # The payloads in the same transaction: one connection and one commit per round.
-        payloads = iter(await tx.jobs.lease_payloads(granted))
+        payloads = iter(await tx.reads.lease_payloads(granted))
         leases = [
             await self._set_apart_unleasable(tx, [next(payloads) for _ in share], holder)
             for share, (holder, _) in zip(shares, demands, strict=True)
@@ -215,7 +194,7 @@ class RuntimeProtocol:
         up the other jobs of its claim."""
         kept: list[LeasePayload] = []
         for lease in leases:
-            error = unleasable_error(lease)
+            error = judging.unleasable_error(lease)
             if error is None:
                 kept.append(lease)
                 continue
@@ -227,7 +206,7 @@ class RuntimeProtocol:
                 runtime_instance_id=holder,
                 lease_token=lease.lease_token,
             )
-            await self.settle_in(tx, await tx.jobs.get(lease.job_id), failed)
+            await self.settle_in(tx, await tx.reads.get(lease.job_id), failed)
             log.warning(
                 "a job whose input a lease cannot carry failed",
                 extra={"action": "job_unleasable", "jobId": lease.job_id, "code": error.code},
@@ -281,10 +260,7 @@ class RuntimeProtocol:
 
     def prepare_heartbeat(self, beat: HeartbeatReport) -> None:
         """The heartbeat's checks that need no database."""
-        validation.job_id(beat.job_id)
-        validation.attempt_no(beat.attempt_no)
-        validation.instance_id(beat.runtime_instance_id)
-        validation.progress(beat.progress)
+        judging.check_heartbeat(beat)
 
     async def heartbeat(self, beat: HeartbeatReport) -> HeartbeatOutcome:
         """A unary Heartbeat: a batch of one in the reports' group commit."""
@@ -296,34 +272,11 @@ class RuntimeProtocol:
 
     def prepare_result(self, sub: ResultSubmission) -> PreparedResult:
         """The request's checks that need no database: ids, sizes, JSON and its hash."""
-        validation.job_id(sub.job_id)
-        validation.attempt_no(sub.attempt_no)
-        validation.instance_id(sub.runtime_instance_id)
-        validation.output_hash(sub.output_hash)
-        validation.max_bytes(sub.output_json, self._max_output_bytes, "output_json")
-        output = validation.json_document(sub.output_json, "output_json")
-        if output_hash(output) != sub.output_hash:
-            raise InvalidRequestError(
-                "output_hash is not the SHA-256 of the output's canonical JSON", field="output_hash"
-            )
-        key = result_idempotency_key(sub.job_id, sub.attempt_no, sub.output_hash)
-        return PreparedResult(sub, output, key)
+        return judging.prepared_result(sub, self._max_output_bytes)
 
     def judge_result(self, job: JobRecord | None, result: PreparedResult) -> Accepted | None:
-        """What the job as it is now makes of ``result``: None for a repeat of the accepted
-        result, the accepted output otherwise; a typed error when it cannot be accepted."""
-        sub = result.submission
-        if job is None:
-            raise JobNotFoundError(sub.job_id)
-        if job.resultIdempotencyKey == result.key:
-            return None
-        _check_still_holder(job, sub.attempt_no, sub.runtime_instance_id, sub.lease_token)
-        definition = self._registry.get(job.jobType)
-        schema = self._registry.output_schema(job.jobType, job.outputSchemaVersion or None)
-        validated = validation.against_schema(
-            schema, result.output, "output", ErrorCode.VALIDATION_FAILED
-        )
-        return Accepted(job, result, definition.projector, validated)
+        """What the job as it is now makes of ``result`` (protocol/judging.py)."""
+        return judging.judged_result(job, result, self._registry)
 
     async def submit_result(self, submission: ResultSubmission) -> SubmitOutcome:
         """A unary SubmitResult: a batch of one in the reports' group commit."""
@@ -335,21 +288,7 @@ class RuntimeProtocol:
 
     def prepare_failure(self, report: FailureReport) -> JobError:
         """The report's checks that need no database; the error it records."""
-        validation.job_id(report.job_id)
-        validation.attempt_no(report.attempt_no)
-        validation.instance_id(report.runtime_instance_id)
-        if report.error_code not in ErrorCode.__members__:
-            raise InvalidRequestError(
-                "error_code is not in the error catalogue", field="error_code"
-            )
-        if report.retry_after_ms < 0:
-            raise InvalidRequestError("retry_after must not be negative", field="retry_after")
-        # A provider's message may quote the request, key included: scrubbed before it is stored.
-        return JobError(
-            report.error_code,
-            scrub_secrets(report.public_message[:500]) or "The job failed.",
-            scrub_secrets(report.internal_message[:10_000]) or None,
-        )
+        return judging.failure_error(report)
 
     async def submit_failure(self, report: FailureReport) -> FailureOutcome:
         """A unary SubmitFailure: a batch of one in the reports' group commit."""
@@ -374,7 +313,7 @@ class RuntimeProtocol:
         """Requeue, fail or cancel one failed attempt, with its usage and outbox event."""
 
         async def settle(tx: Transaction) -> FailureOutcome:
-            return await self.settle_in(tx, await tx.jobs.get(failed.job_id), failed)
+            return await self.settle_in(tx, await tx.reads.get(failed.job_id), failed)
 
         # A cancel request that lands between the read and the requeue makes the requeue's guard
         # refuse; the next round reads it and cancels instead.
@@ -395,11 +334,11 @@ class RuntimeProtocol:
             raise JobNotFoundError(job_id)
         usage = self.priced(job, failed.usage)
         if holder is not None:
-            _check_still_holder(job, attempt_no, holder, failed.lease_token)
+            judging.check_still_holder(job, attempt_no, holder, failed.lease_token)
         await self._note_congestion(tx, job, failed)
         if job.cancelRequestedAt is not None:
             await tx.jobs.mark_cancelled(job_id, attempt_no=attempt_no, overdue_only=overdue_only)
-            await tx.jobs.record_usage(job, attempt_no, usage, error.code)
+            await tx.spend.record_usages([(job, attempt_no, usage, error.code)])
             await tx.emit(EventType.CANCELLED, job_id=job_id, job_type=job.jobType)
             return FailureOutcome(LifecycleStatus.CANCELLED)
         decision = decide(
@@ -424,7 +363,7 @@ class RuntimeProtocol:
                 overdue_only=overdue_only,
                 waived=decision.waived,
             )
-            await tx.jobs.record_usage(job, attempt_no, usage, error.code)
+            await tx.spend.record_usages([(job, attempt_no, usage, error.code)])
             tx.attempt_ended(job_id)
             return FailureOutcome(LifecycleStatus.QUEUED, available_at, error.code)
         await tx.jobs.mark_failed(
@@ -434,7 +373,7 @@ class RuntimeProtocol:
             runtime_instance_id=holder,
             overdue_only=overdue_only,
         )
-        await tx.jobs.record_usage(job, attempt_no, usage, error.code)
+        await tx.spend.record_usages([(job, attempt_no, usage, error.code)])
         await tx.emit(EventType.FAILED, job_id=job_id, job_type=job.jobType, errorCode=error.code)
         return FailureOutcome(LifecycleStatus.FAILED)
 
@@ -447,13 +386,13 @@ class RuntimeProtocol:
         code = failed.error.code
         if code == ErrorCode.MODEL_RATE_LIMIT:
             pause = min(max(failed.retry_after_ms, _DEFAULT_PAUSE_MS), self._max_retry_after_ms)
-            await tx.jobs.model_congested(job, self.flow, pause)
+            await tx.keys.congested(job, self.flow, pause)
             key = self.flow.key(job.modelProvider, job.modelName, job.credentialMode)
             tx.after_commit(
                 lambda: metrics.MODEL_RATE_LIMITED.labels(key.provider, key.model, key.scope).inc()
             )
         elif code == ErrorCode.TEMPORARY_PROVIDER_ERROR:
-            await tx.jobs.model_congested(job, self.flow, None)
+            await tx.keys.congested(job, self.flow, None)
 
     async def note_provider_limits(
         self, tx: Transaction, job: JobRecord, usage: Usage | None
@@ -463,7 +402,7 @@ class RuntimeProtocol:
         if usage is None or usage.exhausted_for_ms is None:
             return
         pause = min(max(usage.exhausted_for_ms, _DEFAULT_PAUSE_MS), self._max_retry_after_ms)
-        await tx.jobs.model_paused(job, self.flow, pause)
+        await tx.keys.paused(job, self.flow, pause)
 
     def _backoff_of(self, job_type: str) -> Backoff:
         if job_type in self._registry:
@@ -478,14 +417,14 @@ class RuntimeProtocol:
         attempt_no: int,
         runtime_instance_id: str,
         lease_token: str,
-        store: CredentialStore,
+        store: CredentialReveal,
     ) -> tuple[str, str]:
         """The user key of a job, for the runtime that holds its lease right now (and proves it
         with the lease's token), and only it."""
         validation.job_id(job_id)
         validation.attempt_no(attempt_no)
         validation.instance_id(runtime_instance_id)
-        job = await self._uow.read(lambda tx: tx.jobs.get(job_id))
+        job = await self._uow.read(lambda tx: tx.reads.get(job_id))
         token_hash = digest(lease_token)
         if job is None or not holds_lease(job, attempt_no, runtime_instance_id, token_hash):
             # The same answer for a missing job, a job leased to someone else and a wrong token.
@@ -494,22 +433,6 @@ class RuntimeProtocol:
         if job.credentialMode != USER_KEY_MODE or not job.credentialId:
             raise CredentialUnavailableError("the job runs on the platform key")
         return await store.reveal(job.userId, job.credentialId)
-
-
-def _check_still_holder(
-    job: JobRecord, attempt_no: int, runtime_instance_id: str, lease_token: str | None
-) -> None:
-    """Raise the error the unary call answers unless ``attempt_no`` of ``runtime_instance_id``
-    holds the job now, proven by its lease token (a wrong token reads as a lost lease)."""
-    if job.attemptCount != attempt_no:
-        raise LeaseLostError(job.id, attempt_no, job.lifecycleStatus)
-    if job.lifecycleStatus is LifecycleStatus.SUCCEEDED:
-        raise ResultAlreadyExistsError(job.id)
-    if job.is_terminal:
-        raise JobAlreadyTerminalError(job.id, job.lifecycleStatus)
-    token_hash = None if lease_token is None else digest(lease_token)
-    if not holds_lease(job, attempt_no, runtime_instance_id, token_hash):
-        raise LeaseLostError(job.id, attempt_no, job.lifecycleStatus)
 
 
 def _raised(answer: Answer) -> Answer:

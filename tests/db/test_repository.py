@@ -17,6 +17,7 @@ from scheduler_service.errors import (
 )
 from scheduler_service.lifecycle.records import JobError
 from scheduler_service.lifecycle.state_machine import LifecycleStatus, legacy_status_of
+from scheduler_service.lifecycle.transitions import SUCCEED
 from scheduler_service.ports import Transaction
 from tests.support.db import create_job, db_now_value, raw_row, shift_times
 from tests.support.store import StoreCalls
@@ -285,8 +286,15 @@ async def test_caller_transaction_rolls_back_with_the_lifecycle_write(
         pass
 
     async def succeed_then_fail(tx: Transaction) -> None:
-        await tx.jobs.mark_succeeded(job_id, 1, output_hash=HASH, result_idempotency_key="k")
-        assert (await tx.jobs.get(job_id)) is not None
+        await tx.jobs.apply(
+            SUCCEED,
+            job_id,
+            attempt=1,
+            outputHash=HASH,
+            resultIdempotencyKey="k",
+            validatedOutput=None,
+        )
+        assert (await tx.reads.get(job_id)) is not None
         raise Boom
 
     with pytest.raises(Boom):

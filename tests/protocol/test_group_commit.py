@@ -16,7 +16,7 @@ from sqlalchemy import event, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from devtools.harness.runtime_client import JobClient
-from scheduler_service.lifecycle.records import Usage
+from scheduler_service.billing.usage import Usage
 from scheduler_service.protocol.group_commit import GroupCommit
 from scheduler_service.protocol.service import ResultSubmission, SubmitOutcome
 from shared.canonical_json import output_hash

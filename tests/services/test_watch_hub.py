@@ -13,9 +13,10 @@ import pytest
 from scheduler_service.jobs.service import JobService
 from scheduler_service.jobs.watch_hub import WatchHub
 from scheduler_service.lifecycle.records import JobRecord
-from scheduler_service.lifecycle.store import JobStore
+from scheduler_service.ports import JobReads
 from tests.services.test_job_service import command
-from tests.support.fake_uow import FakeJobStore, FakeUnitOfWork
+from tests.support.fake_stores import FakeJobReads
+from tests.support.fake_uow import FakeUnitOfWork
 
 WATCHERS = 50
 
@@ -23,7 +24,7 @@ WATCHERS = 50
 class _Reads:
     """Counts the store reads the watchers and the hub make."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, store: type[JobStore]) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, store: type[JobReads]) -> None:
         self.gets = 0
         self.state_reads = 0
         get, states = store.get, store.watch_states
@@ -56,7 +57,7 @@ async def test_idle_watchers_cost_one_read_per_round_and_wake_only_when_their_jo
     # One turn of the event loop: each watcher runs to its registration with the hub and waits
     # there (a yield to the ready tasks, not a wait for time).
     await asyncio.sleep(0)
-    reads = _Reads(monkeypatch, FakeJobStore)
+    reads = _Reads(monkeypatch, FakeJobReads)
     for _ in range(3):
         await hub._round()
     assert (reads.state_reads, reads.gets) == (3, 0)
@@ -96,7 +97,7 @@ async def test_many_watchers_of_one_job_share_one_read_per_change(
         await _next(stream)
     pending = [asyncio.ensure_future(_next(stream)) for stream in streams]
     await asyncio.sleep(0)  # each watcher runs to its registration with the hub
-    reads = _Reads(monkeypatch, FakeJobStore)
+    reads = _Reads(monkeypatch, FakeJobReads)
     uow.state.jobs[job.id]["progress"] = 30
     hub.touch(job.id)
     assert {(await p).progress for p in pending} == {30}

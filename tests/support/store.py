@@ -12,6 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service.lifecycle import sql
+from scheduler_service.lifecycle.lease_tokens import digest
 from scheduler_service.lifecycle.records import (
     CancelOutcome,
     ExpiredLease,
@@ -21,8 +22,8 @@ from scheduler_service.lifecycle.records import (
     NewJob,
 )
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
-from scheduler_service.lifecycle.store import JobStore
-from scheduler_service.ports import Transaction, UnitOfWork
+from scheduler_service.lifecycle.transitions import HEARTBEAT, SUCCEED
+from scheduler_service.ports import JobStore, Transaction, UnitOfWork
 from scheduler_service.uow import LeaseTimes, SqlUnitOfWork
 
 __all__ = ["StoreCalls", "UnitCalls"]
@@ -49,18 +50,40 @@ class UnitCalls:
         return {f.name: getattr(job, f.name) for f in dataclasses.fields(job)}
 
     async def create(self, job: NewJob) -> None:
-        await self._run("create", job)
+        async def work(tx: Transaction) -> None:
+            places = await tx.gates.fair_places([job])
+            await tx.jobs.create_many([(job, {}, {})], places)
+
+        await self.uow.run(work)
 
     async def get(self, job_id: str) -> JobRecord | None:
-        return await self.uow.read(lambda tx: tx.jobs.get(job_id))
+        return await self.uow.read(lambda tx: tx.reads.get(job_id))
 
     async def lock(self, job_id: str, runtime_instance_id: str) -> LeaseGrant:
         grant: LeaseGrant = await self._run("lock", job_id, runtime_instance_id)
         return grant
 
-    async def extend_lease(self, *args: Any, **kwargs: Any) -> HeartbeatOutcome:
-        outcome: HeartbeatOutcome = await self._run("extend_lease", *args, **kwargs)
-        return outcome
+    async def extend_lease(
+        self,
+        job_id: str,
+        attempt_no: int,
+        runtime_instance_id: str,
+        *,
+        progress: int | None = None,
+        lease_token: str | None = None,
+    ) -> HeartbeatOutcome:
+        """One HEARTBEAT write on its own (a token, when given, must match)."""
+        extra: dict[str, Any] = {} if progress is None else {"progress": progress}
+        if lease_token is not None:
+            extra["token"] = digest(lease_token)
+
+        async def work(tx: Transaction) -> HeartbeatOutcome:
+            await tx.jobs.apply(
+                HEARTBEAT, job_id, attempt=attempt_no, holder=runtime_instance_id, **extra
+            )
+            return await tx.reads.lease_state(job_id)
+
+        return await self.uow.run(work)
 
     async def keep_alive(self, holders: Iterable[str]) -> int:
         kept: int = await self._run("keep_alive", set(holders))
@@ -73,8 +96,28 @@ class UnitCalls:
         available_at: datetime = await self._run("requeue_for_retry", *args, **kwargs)
         return available_at
 
-    async def mark_succeeded(self, *args: Any, **kwargs: Any) -> None:
-        await self._run("mark_succeeded", *args, **kwargs)
+    async def mark_succeeded(
+        self,
+        job_id: str,
+        attempt_no: int,
+        *,
+        output_hash: str,
+        result_idempotency_key: str,
+        validated_output: Any = None,
+        runtime_instance_id: str | None = None,
+    ) -> None:
+        """One SUCCEED write on its own."""
+        await self.uow.run(
+            lambda tx: tx.jobs.apply(
+                SUCCEED,
+                job_id,
+                attempt=attempt_no,
+                holder=runtime_instance_id,
+                outputHash=output_hash,
+                resultIdempotencyKey=result_idempotency_key,
+                validatedOutput=validated_output,
+            )
+        )
 
     async def mark_failed(self, *args: Any, **kwargs: Any) -> None:
         await self._run("mark_failed", *args, **kwargs)
@@ -94,13 +137,13 @@ class UnitCalls:
         return shares
 
     async def model_congested(self, *args: Any) -> None:
-        await self._run("model_congested", *args)
+        await self.uow.run(lambda tx: tx.keys.congested(*args))
 
     async def model_answered(self, *args: Any) -> None:
-        await self._run("model_answered", *args)
+        await self.uow.run(lambda tx: tx.keys.answered(*args))
 
     async def find_expired_leases(self, *, limit: int = 100) -> list[ExpiredLease]:
-        return await self.uow.read(lambda tx: tx.jobs.expired_leases(limit=limit))
+        return await self.uow.read(lambda tx: tx.sweeps.expired_leases(limit=limit))
 
 
 class StoreCalls(UnitCalls):

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from scheduler_service.billing.budgets import Budget, Spend
 from scheduler_service.billing.prices import DEFAULT_PRICES, ModelPrice, PriceTable
-from scheduler_service.lifecycle.records import Usage
+from scheduler_service.billing.usage import Usage
 
 TABLE = PriceTable.parse(DEFAULT_PRICES)
 

@@ -1,9 +1,9 @@
-"""The ports the scheduler's services are written against: a unit of work and its transaction.
+"""The unit of work and its transaction: how the services run against the stores.
 
     result = await uow.run(work)      # work(tx) in one transaction, re-run whole on a conflict
     value = await uow.read(query)     # query(tx) outside any transaction of ours
 
-``tx.jobs`` is the job store (:class:`~scheduler_service.lifecycle.store.JobStore`);
+A transaction holds one store per aggregate (:class:`Stores`), each bound to it;
 ``tx.after_commit`` / ``tx.after_rollback`` queue hooks; ``tx.emit`` writes a job's outbox event in
 the transaction and queues this replica's local wake-ups (dispatch, watchers, the outbox loop) for
 after the commit. The SQL adapter is :mod:`scheduler_service.uow`; tests run the same services
@@ -13,17 +13,21 @@ over an in-memory one (``tests/support/fake_uow.py``). See docs/architecture.md.
 from __future__ import annotations
 
 import functools
-from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from scheduler_service.outbox.events import EventType, NewEvent
+from scheduler_service.ports.jobs import JobReads, JobStore, JobSweeps
+from scheduler_service.ports.stores import (
+    GateStore,
+    ModelKeyStore,
+    OutboxStore,
+    ResultStore,
+    SpendStore,
+)
 
-if TYPE_CHECKING:
-    from scheduler_service.lifecycle.store import JobStore
-
-__all__ = ["Hook", "Transaction", "UnitOfWork", "Wakeups"]
+__all__ = ["Hook", "Stores", "Transaction", "UnitOfWork", "Wakeups"]
 
 T = TypeVar("T")
 #: Something to run once a transaction has ended; may return an awaitable.
@@ -54,11 +58,38 @@ class Wakeups:
     cancel_requested: Callable[[str], None] = _noop
 
 
-class Transaction(ABC):
-    """One attempt of a unit of work (or one read): the job store and what follows a commit."""
+@dataclass(frozen=True, slots=True)
+class Stores:
+    """One store per aggregate, bound to one transaction."""
 
-    def __init__(self, jobs: JobStore, wakeups: Wakeups, *, writable: bool = True) -> None:
-        self.jobs = jobs
+    jobs: JobStore
+    reads: JobReads
+    sweeps: JobSweeps
+    gates: GateStore
+    keys: ModelKeyStore
+    spend: SpendStore
+    results: ResultStore
+    outbox: OutboxStore
+
+
+class Transaction:
+    """One attempt of a unit of work (or one read): its stores and what follows a commit."""
+
+    def __init__(self, stores: Stores, wakeups: Wakeups, *, writable: bool = True) -> None:
+        #: The lifecycle writes.
+        self.jobs = stores.jobs
+        #: Reads of jobs; the reaper's sweeps.
+        self.reads = stores.reads
+        self.sweeps = stores.sweeps
+        #: The users' gates (caps, quotas, fair places).
+        self.gates = stores.gates
+        #: The model keys' limits and flow state.
+        self.keys = stores.keys
+        #: Usage, spend and budgets.
+        self.spend = stores.spend
+        #: Business rows and artifacts of accepted outputs.
+        self.results = stores.results
+        self.outbox = stores.outbox
         self.wakeups = wakeups
         self.writable = writable
         self._after_commit: list[Hook] = []
@@ -84,7 +115,7 @@ class Transaction(ABC):
             raise RuntimeError("a read cannot emit events")
         if not events:
             return
-        await self._write_events(events)
+        await self.outbox.add(events)
         wake = self.wakeups
         for event_type in dict.fromkeys(e.event_type for e in events):
             self.after_commit(functools.partial(wake.outbox, event_type))
@@ -108,9 +139,6 @@ class Transaction(ABC):
         """A running job was asked to stop: its watchers and its stream hear of it on commit."""
         self.job_changed(job_id)
         self.after_commit(lambda: self.wakeups.cancel_requested(job_id))
-
-    @abstractmethod
-    async def _write_events(self, events: Sequence[NewEvent]) -> None: ...
 
     async def run_hooks(self, *, committed: bool) -> None:
         """Called by the unit of work once the attempt has ended."""

@@ -9,19 +9,16 @@ from sqlalchemy import Table, insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.billing.sql import record_spend
+from scheduler_service.billing.usage import Usage, UsageEntry
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import AiUsageLog
 from scheduler_service.db.multirow import insert_rows
 from scheduler_service.ids import new_id
-from scheduler_service.lifecycle.records import JobRecord, Usage
+from scheduler_service.lifecycle.records import JobRecord
 from scheduler_service.registry.definitions import USER_KEY_MODE
 
 _usage = cast(Table, AiUsageLog.__table__)
 _INSERT_USAGE = insert(_usage).values(createdAt=db_now())
-
-
-#: One reported model call: the job, its attempt, the usage, and the attempt's error code.
-UsageEntry = tuple[JobRecord, int, Usage | None, str | None]
 
 
 async def record_usage(

@@ -1,0 +1,90 @@
+"""What a runtime holds and says about a job: its lease, the model's usage, and the scheduler as
+the job's steps see it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from runtime_service.failures import JobFailure
+from runtime_service.rate_limits import RateLimitHeaders
+
+__all__ = [
+    "HeartbeatReply",
+    "LeaseInput",
+    "LeaseLost",
+    "ModelConfig",
+    "SchedulerClient",
+    "Usage",
+]
+
+
+class LeaseLost(Exception):
+    """The scheduler says this runtime no longer holds the lease: stop without submitting."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseInput:
+    job_id: str
+    job_type: str
+    attempt_no: int
+    timeout_ms: int
+    snapshot: dict[str, Any]
+    params: dict[str, Any]
+    prompt_key: str
+    prompt_version: str
+    credential_mode: str
+    #: The model the job's definition names; the runtime's AIJOB_MODEL_NAME only when empty (a
+    #: scheduler that predates it), so the scheduler knows which model a lease will spend.
+    model_name: str = ""
+    output_schema_version: str = "v1"
+    #: Proof of holding the lease, sent back with every report; never logged.
+    lease_token: str = field(default="", repr=False)
+    #: The answer's token cap (the job's definition): sent as ``max_tokens``, and what progress
+    #: is measured against while the answer streams; 0: none sent.
+    max_output_tokens: int = 0
+    #: W3C traceparent of the job's CreateJob span: this attempt's spans join that trace.
+    traceparent: str = ""
+
+
+@dataclass
+class Usage:
+    model_name: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: int = 0
+    cost_micros: int = 0
+    #: What the provider's x-ratelimit-* headers said on the latest answer.
+    rate_limits: RateLimitHeaders | None = None
+    #: Time to the latest call's first token, in milliseconds; None before one arrived.
+    time_to_first_token_ms: int | None = None
+    #: Prompt tokens the provider served from its context cache.
+    cached_prompt_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatReply:
+    cancel_requested: bool
+
+
+class SchedulerClient(Protocol):
+    """What a job needs from the scheduler (the gRPC adapter, or a fake in tests)."""
+
+    async def heartbeat(self, lease: LeaseInput, progress: int) -> HeartbeatReply: ...
+
+    async def submit_result(self, lease: LeaseInput, output: Any, usage: Usage | None) -> None: ...
+
+    async def submit_failure(
+        self, lease: LeaseInput, failure: JobFailure, usage: Usage | None
+    ) -> None: ...
+
+    async def resolve_credential(self, lease: LeaseInput) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    base_url: str
+    model_name: str
+    platform_key: str
+    price_prompt_per_mtok_micros: int = 0
+    price_completion_per_mtok_micros: int = 0

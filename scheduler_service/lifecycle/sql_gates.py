@@ -1,0 +1,124 @@
+"""The users' gate rows on SQL (``AiUserJobGate``): creates of one user serialise on theirs, and
+each holds its user's newest fair-dispatch place."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import cast
+
+from sqlalchemy import Table, bindparam, delete, func, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from scheduler_service.db.clock import db_now
+from scheduler_service.db.idempotent import insert_ignoring_duplicates
+from scheduler_service.db.models import AiUserJobGate
+from scheduler_service.lifecycle import fairness, queries, sql
+from scheduler_service.lifecycle.records import NewJob
+from scheduler_service.lifecycle.state_machine import LifecycleStatus
+from scheduler_service.ports import GateStore
+
+__all__ = ["SqlGateStore"]
+
+_gate = cast(Table, AiUserJobGate.__table__)
+#: Several users' gates, locked in one order so that two batches cannot deadlock.
+_LOCK_GATES = (
+    select(_gate.c.userId)
+    .where(_gate.c.userId.in_(bindparam("b_users", expanding=True)))
+    .order_by(_gate.c.userId)
+    .with_for_update()
+)
+
+#: Fair dispatch: the users' last places, the queue's head and the newest running place.
+_GATE_PLACES = select(_gate.c.userId, _gate.c.fairSeq).where(
+    _gate.c.userId.in_(bindparam("b_users", expanding=True))
+)
+_QUEUE_FLOOR = select(
+    select(func.min(sql.jobs.c.fairSeq))
+    .where(
+        sql.jobs.c.lifecycleStatus == LifecycleStatus.QUEUED.value,
+        sql.jobs.c.priority == bindparam("b_priority"),
+    )
+    .scalar_subquery(),
+    select(func.max(sql.jobs.c.fairSeq))
+    .where(
+        sql.jobs.c.lifecycleStatus == LifecycleStatus.RUNNING.value,
+        sql.jobs.c.priority == bindparam("b_priority"),
+    )
+    .scalar_subquery(),
+)
+#: The same for one user at one priority (a single create), with the user's gate, in one read.
+_ONE_USER_FLOOR = select(
+    *_QUEUE_FLOOR.selected_columns,
+    select(_gate.c.fairSeq).where(_gate.c.userId == bindparam("b_user")).scalar_subquery(),
+    select(func.count()).where(_gate.c.userId == bindparam("b_user")).scalar_subquery(),
+)
+_SET_GATE_PLACE = (
+    update(_gate).where(_gate.c.userId == bindparam("b_user")).values(fairSeq=bindparam("v_place"))
+)
+
+#: Users' last places, the users with a gate row, and each priority's floor.
+_Floors = tuple[dict[str, int], set[str], dict[int, fairness.Floor]]
+
+
+class SqlGateStore(GateStore):
+    def __init__(self, conn: AsyncConnection) -> None:
+        self._conn = conn
+
+    async def lock_user_gates(self, user_ids: Collection[str]) -> dict[str, tuple[int, int]]:
+        users = sorted(set(user_ids))
+        while True:
+            rows = [{"userId": user} for user in users]
+            await insert_ignoring_duplicates(self._conn, _gate, rows, stamped=("updatedAt",))
+            locked = await self._conn.execute(_LOCK_GATES, {"b_users": users})
+            if len(locked.all()) == len(users):  # none pruned between the insert and the lock
+                return await queries.active_and_today_of(self._conn, users)
+
+    async def _one_user_floor(self, user: str, priority: int) -> _Floors:
+        row = (
+            await self._conn.execute(_ONE_USER_FLOOR, {"b_priority": priority, "b_user": user})
+        ).one()
+        head, running, last, gates = row[0], row[1], row[2], row[3]
+        lasts = {} if last is None else {user: int(last)}
+        return lasts, {user} if gates else set(), {priority: fairness.Floor(head, running)}
+
+    async def _floors(self, users: list[str], priorities: list[int]) -> _Floors:
+        rows = (await self._conn.execute(_GATE_PLACES, {"b_users": users})).all()
+        lasts = {row.userId: int(row.fairSeq) for row in rows if row.fairSeq is not None}
+        floors = {}
+        for priority in priorities:
+            head, running = (await self._conn.execute(_QUEUE_FLOOR, {"b_priority": priority})).one()
+            floors[priority] = fairness.Floor(head, running)
+        return lasts, {row.userId for row in rows}, floors
+
+    async def fair_places(self, jobs: Sequence[NewJob]) -> list[int]:
+        """Each new job's place in its user's turn (:mod:`~scheduler_service.lifecycle.fairness`),
+        moving the users' gates on to their newest place."""
+        users = sorted({job.user_id for job in jobs})
+        priorities = sorted({job.priority for job in jobs})
+        lasts, gated, floors = await (
+            self._one_user_floor(users[0], priorities[0])
+            if len(users) == len(priorities) == 1
+            else self._floors(users, priorities)
+        )
+        placed, latest = fairness.places([(j.user_id, j.priority) for j in jobs], lasts, floors)
+        moved = [{"b_user": u, "v_place": p} for u, p in latest.items() if u in gated]
+        if moved:
+            await self._conn.execute(_SET_GATE_PLACE, moved)
+        # Creates that skip the limits have no gate row yet: one is made to hold the place.
+        new_gates = [{"userId": u, "fairSeq": p} for u, p in latest.items() if u not in gated]
+        if new_gates:
+            await insert_ignoring_duplicates(self._conn, _gate, new_gates, stamped=("updatedAt",))
+        return placed
+
+    async def prune_user_gates(self, idle_ms: int, *, limit: int = 500) -> int:
+        old = _gate.c.updatedAt < db_now(-bindparam("b_idle_ms"))
+        found = await self._conn.execute(
+            select(_gate.c.userId).where(old).limit(limit), {"b_idle_ms": idle_ms}
+        )
+        users = list(found.scalars())
+        if not users:
+            return 0
+        result = await self._conn.execute(
+            delete(_gate).where(_gate.c.userId.in_(users), old), {"b_idle_ms": idle_ms}
+        )
+        return int(result.rowcount)

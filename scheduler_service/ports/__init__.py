@@ -1,0 +1,35 @@
+"""The ports the scheduler's services are written against: the unit of work, its transaction, and
+one store per aggregate. This package imports no adapter (the import contracts in pyproject.toml
+check it); the SQL adapters are :mod:`scheduler_service.uow` and the ``*sql*`` modules, the
+in-memory ones ``tests/support/fake_uow.py``."""
+
+from scheduler_service.ports.jobs import JobReads, JobStore, JobSweeps, NewJobRows
+from scheduler_service.ports.stores import (
+    CredentialReveal,
+    GateStore,
+    ModelKeyStore,
+    OutboxStore,
+    Projection,
+    ResultStore,
+    SpendStore,
+)
+from scheduler_service.ports.transaction import Hook, Stores, Transaction, UnitOfWork, Wakeups
+
+__all__ = [
+    "CredentialReveal",
+    "GateStore",
+    "Hook",
+    "JobReads",
+    "JobStore",
+    "JobSweeps",
+    "ModelKeyStore",
+    "NewJobRows",
+    "OutboxStore",
+    "Projection",
+    "ResultStore",
+    "SpendStore",
+    "Stores",
+    "Transaction",
+    "UnitOfWork",
+    "Wakeups",
+]
