@@ -173,6 +173,16 @@ _BUILDERS: dict[str, Builder] = {
 }
 
 
+def register_answer(job_type: str, builder: Builder) -> None:
+    """Teach the server the answer of a job type it does not know (Adding a job type, in
+    docs/architecture.md): ``builder(snapshot, params)`` returns a schema-valid output."""
+    _BUILDERS[job_type] = builder
+
+
+def forget_answer(job_type: str) -> None:
+    _BUILDERS.pop(job_type, None)
+
+
 def answer_for(messages: list[dict[str, Any]]) -> dict[str, Any]:
     """The schema-valid answer for the job the prompt describes."""
     system = next((m.get("content", "") for m in messages if m.get("role") == "system"), "")

@@ -1,4 +1,4 @@
-"""Projectors, one per job type's output, looked up by the definition's projector key
+"""Projectors, one module per job type's output, looked up by the definition's projector key
 (docs/architecture.md, *Results and projection*).
 
 A projector turns a validated output into rows of its business table plus one ``AiJobArtifact``
@@ -8,9 +8,7 @@ collides on the unique keys and is an idempotent success.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, cast
 
 from pydantic import BaseModel
@@ -18,109 +16,34 @@ from sqlalchemy import Table
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.db.idempotent import insert_ignoring_duplicates
-from scheduler_service.db.models import (
-    AiJobArtifact,
-    AiLearningAnalysis,
-    Base,
-    Flashcard,
-    NextActionRecommendation,
-    QuizQuestion,
-    WeakPointCandidate,
+from scheduler_service.db.models import AiJobArtifact
+from scheduler_service.projection import (
+    echo,
+    flashcards,
+    learning_analysis,
+    next_actions,
+    quiz_questions,
+    weak_points,
 )
-from shared.job_schemas import (
-    FlashcardGenerationOutput,
-    LearningStateAnalysisOutput,
-    NextActionPlanningOutput,
-    QuizGenerationOutput,
-    WeakPointAnalysisOutput,
-)
+from scheduler_service.projection.base import ArtifactRef, JobContext, Projector, stable_id
 
-__all__ = ["PROJECTORS", "ArtifactRef", "JobContext", "Projector", "project"]
+__all__ = ["PROJECTORS", "ArtifactRef", "JobContext", "Projector", "project", "register"]
 
-_NAMESPACE = uuid.UUID("8c5e7f0a-3b1d-4c2e-9f6a-2d7b1e4a9c30")
 _artifacts = cast(Table, AiJobArtifact.__table__)
 
-
-@dataclass(frozen=True, slots=True)
-class JobContext:
-    job_id: str
-    user_id: str
-    attempt_no: int
-    target_type: str | None
-    target_id: str | None
+#: Every projector, by its key.
+PROJECTORS: dict[str, Projector] = {}
 
 
-@dataclass(frozen=True, slots=True)
-class ArtifactRef:
-    artifact_type: str
-    artifact_id: str
+def register(projector: Projector) -> None:
+    """Add a job type's projector (each process does so at import, before serving)."""
+    if projector.key in PROJECTORS:
+        raise ValueError(f"projector {projector.key!r} registered twice")
+    PROJECTORS[projector.key] = projector
 
 
-RowBuilder = Callable[[JobContext, Any], Sequence[dict[str, Any]]]
-
-
-@dataclass(frozen=True, slots=True)
-class Projector:
-    key: str
-    artifact_type: str
-    #: The business table, or None for outputs that are only recorded as an artifact.
-    model: type[Base] | None
-    rows: RowBuilder
-
-
-def stable_id(*parts: object) -> str:
-    return str(uuid.uuid5(_NAMESPACE, ":".join(map(str, parts))))
-
-
-def _analysis(job: JobContext, out: LearningStateAnalysisOutput) -> list[dict[str, Any]]:
-    return [
-        {
-            "targetType": job.target_type,
-            "targetId": job.target_id,
-            "summary": out.summary,
-            "masteryLevel": out.masteryLevel,
-            "strengths": out.strengths,
-            "weaknesses": out.weaknesses,
-        }
-    ]
-
-
-def _weak_points(_job: JobContext, out: WeakPointAnalysisOutput) -> list[dict[str, Any]]:
-    return [p.model_dump() for p in out.weakPoints]
-
-
-def _next_actions(_job: JobContext, out: NextActionPlanningOutput) -> list[dict[str, Any]]:
-    return [a.model_dump() for a in out.actions]
-
-
-def _quiz(_job: JobContext, out: QuizGenerationOutput) -> list[dict[str, Any]]:
-    return [
-        {**q.model_dump(exclude={"choices"}), "choices": [c.model_dump() for c in q.choices]}
-        for q in out.questions
-    ]
-
-
-def _cards(_job: JobContext, out: FlashcardGenerationOutput) -> list[dict[str, Any]]:
-    return [c.model_dump() for c in out.cards]
-
-
-def _echo(_job: JobContext, _out: BaseModel) -> list[dict[str, Any]]:
-    return [{}]
-
-
-PROJECTORS: dict[str, Projector] = {
-    p.key: p
-    for p in (
-        Projector("learning_analysis", "AiLearningAnalysis", AiLearningAnalysis, _analysis),
-        Projector("weak_points", "WeakPointCandidate", WeakPointCandidate, _weak_points),
-        Projector(
-            "next_actions", "NextActionRecommendation", NextActionRecommendation, _next_actions
-        ),
-        Projector("quiz_questions", "QuizQuestion", QuizQuestion, _quiz),
-        Projector("flashcards", "Flashcard", Flashcard, _cards),
-        Projector("echo", "SyntheticEcho", None, _echo),
-    )
-}
+for _module in (learning_analysis, weak_points, next_actions, quiz_questions, flashcards, echo):
+    register(_module.PROJECTOR)
 
 
 #: What to project: the projector's key, the job, and the validated output.

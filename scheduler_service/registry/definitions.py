@@ -1,10 +1,12 @@
-"""Job definitions of the five job types and ``synthetic_echo``
+"""The scheduler's job definitions: each job type's (shared/job_types/) with its queue's policy
 (docs/architecture.md, *Job types*)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
+
+from shared.job_types import JOB_TYPES, JobTypeSpec
 
 QueueName = Literal["ai-interactive", "ai-background"]
 CredentialMode = Literal["platform_key", "user_deepseek_key"]
@@ -91,94 +93,39 @@ class JobDefinition:
 
 
 # Queue defaults (docs/architecture.md, *Job types*): interactive — 2 attempts, backoff from 2 s;
-# background — 3
-# attempts, backoff from 5 s.
-_INTERACTIVE = {"max_retries": 1, "backoff": Backoff(base_ms=2_000)}
-_BACKGROUND = {"max_retries": 2, "backoff": Backoff(base_ms=5_000)}
+# background — 3 attempts, backoff from 5 s.
+_QUEUE_POLICY = {
+    "ai-interactive": {"max_retries": 1, "backoff_ms": 2_000, "priority": 50},
+    "ai-background": {"max_retries": 2, "backoff_ms": 5_000, "priority": 80},
+}
 
 
-def _definition(
-    job_type: str,
-    *,
-    label: str,
-    description: str,
-    domain: Literal["analysis", "generation"],
-    queue: str,
-    projector: str,
-    timeout_ms: int,
-) -> JobDefinition:
-    policy = _INTERACTIVE if queue == "ai-interactive" else _BACKGROUND
+def definition_of(spec: JobTypeSpec) -> JobDefinition:
+    """The scheduler's definition of a job type (shared/job_types/), its queue's defaults applied
+    where the type sets none."""
+    policy = _QUEUE_POLICY[spec.queue]
+    retries = policy["max_retries"] if spec.max_retries is None else spec.max_retries
+    backoff = policy["backoff_ms"] if spec.backoff_base_ms is None else spec.backoff_base_ms
+    priority = policy["priority"] if spec.default_priority is None else spec.default_priority
     return JobDefinition(
-        job_type=job_type,
-        metadata=Metadata(label, description, domain, "1"),
-        routing=Routing(queue, 50 if queue == "ai-interactive" else 80),
-        execution=Execution(timeout_ms=timeout_ms, **policy),  # type: ignore[arg-type]
-        input=SchemaRef("v1"),
-        output=SchemaRef("v1"),
-        prompt_key=job_type,
-        prompt_version="v1",
-        projector=projector,
+        job_type=spec.job_type,
+        metadata=Metadata(spec.label, spec.description, spec.domain, "1"),
+        routing=Routing(spec.queue, priority),
+        execution=Execution(
+            timeout_ms=spec.timeout_ms, max_retries=retries, backoff=Backoff(base_ms=backoff)
+        ),
+        input=SchemaRef(spec.version),
+        output=SchemaRef(spec.version),
+        prompt_key=spec.job_type,
+        prompt_version=spec.version,
+        projector=spec.projector,
+        security=Security(content_safety_check=spec.content_safety_check),
     )
 
 
-BUILTIN_DEFINITIONS: tuple[JobDefinition, ...] = (
-    _definition(
-        "learning_state_analysis",
-        label="Learning state analysis",
-        description="Summarises a learner's state from answers and knowledge points.",
-        domain="analysis",
-        queue="ai-background",
-        projector="learning_analysis",
-        timeout_ms=120_000,
-    ),
-    _definition(
-        "weak_point_analysis",
-        label="Weak point analysis",
-        description="Finds the knowledge points a learner struggles with.",
-        domain="analysis",
-        queue="ai-background",
-        projector="weak_points",
-        timeout_ms=120_000,
-    ),
-    _definition(
-        "next_action_planning",
-        label="Next action planning",
-        description="Recommends a learner's next steps.",
-        domain="analysis",
-        queue="ai-background",
-        projector="next_actions",
-        timeout_ms=120_000,
-    ),
-    _definition(
-        "quiz_generation",
-        label="Quiz generation",
-        description="Generates candidate quiz questions from material.",
-        domain="generation",
-        queue="ai-interactive",
-        projector="quiz_questions",
-        timeout_ms=90_000,
-    ),
-    _definition(
-        "flashcard_generation",
-        label="Flashcard generation",
-        description="Generates candidate flashcards from material.",
-        domain="generation",
-        queue="ai-interactive",
-        projector="flashcards",
-        timeout_ms=90_000,
-    ),
-    JobDefinition(
-        job_type="synthetic_echo",
-        metadata=Metadata(
-            "Synthetic echo", "Echoes its input; tests and benchmarks.", "maintenance", "1"
-        ),
-        routing=Routing("ai-interactive", 50),
-        execution=Execution(timeout_ms=30_000, max_retries=2, backoff=Backoff(base_ms=1_000)),
-        input=SchemaRef("v1"),
-        output=SchemaRef("v1"),
-        prompt_key="synthetic_echo",
-        prompt_version="v1",
-        projector="echo",
-        security=Security(content_safety_check=False),
-    ),
-)
+def builtin_definitions() -> tuple[JobDefinition, ...]:
+    """The definitions of every job type in the catalogue, in its order."""
+    return tuple(definition_of(spec) for spec in JOB_TYPES.values())
+
+
+BUILTIN_DEFINITIONS: tuple[JobDefinition, ...] = builtin_definitions()

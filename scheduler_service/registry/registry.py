@@ -16,12 +16,12 @@ from scheduler_service.errors import (
     UnknownJobTypeError,
 )
 from scheduler_service.registry.definitions import (
-    BUILTIN_DEFINITIONS,
     CREDENTIAL_MODES,
     QUEUES,
     JobDefinition,
+    builtin_definitions,
 )
-from shared.job_schemas import INPUT_SCHEMAS, OUTPUT_SCHEMAS, PARAMS_SCHEMAS
+from shared.job_types import INPUT_SCHEMAS, OUTPUT_SCHEMAS, PARAMS_SCHEMAS
 
 JOB_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_]{1,63}$")
 MIN_TIMEOUT_MS, MAX_TIMEOUT_MS = 1_000, 600_000
@@ -100,4 +100,5 @@ class JobRegistry:
 
 
 def default_registry() -> JobRegistry:
-    return JobRegistry(BUILTIN_DEFINITIONS)
+    """Every job type of the catalogue (shared/job_types/), as registered when it is called."""
+    return JobRegistry(builtin_definitions())

@@ -1,0 +1,45 @@
+"""What a projector is: the business table it writes and how an output becomes its rows."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler_service.db.models import Base
+
+__all__ = ["ArtifactRef", "JobContext", "Projector", "RowBuilder", "stable_id"]
+
+_NAMESPACE = uuid.UUID("8c5e7f0a-3b1d-4c2e-9f6a-2d7b1e4a9c30")
+
+
+@dataclass(frozen=True, slots=True)
+class JobContext:
+    job_id: str
+    user_id: str
+    attempt_no: int
+    target_type: str | None
+    target_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactRef:
+    artifact_type: str
+    artifact_id: str
+
+
+RowBuilder = Callable[[JobContext, Any], Sequence[dict[str, Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Projector:
+    key: str
+    artifact_type: str
+    #: The business table, or None for outputs that are only recorded as an artifact.
+    model: type[Base] | None
+    rows: RowBuilder
+
+
+def stable_id(*parts: object) -> str:
+    return str(uuid.uuid5(_NAMESPACE, ":".join(map(str, parts))))

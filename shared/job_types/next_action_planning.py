@@ -1,0 +1,40 @@
+"""next_action_planning: Recommends a learner's next steps."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from shared.job_types.base import NoParams, Output
+from shared.job_types.learning import LearningSnapshot
+from shared.job_types.spec import JobTypeSpec
+
+__all__ = ["SPEC", "NextActionPlanningOutput"]
+
+
+class NextAction(Output):
+    actionType: Literal["review", "practice", "learn", "rest"]
+    title: str = Field(min_length=1, max_length=255)
+    reason: str = Field(min_length=1, max_length=5_000)
+    knowledgePointId: str | None = Field(default=None, max_length=191)
+    priority: int = Field(ge=0, le=100)
+
+
+class NextActionPlanningOutput(Output):
+    actions: list[NextAction] = Field(min_length=1, max_length=20)
+
+
+SPEC = JobTypeSpec(
+    "next_action_planning",
+    label="Next action planning",
+    description="Recommends a learner's next steps.",
+    domain="analysis",
+    queue="ai-background",
+    timeout_ms=120000,
+    projector="next_actions",
+    snapshot=LearningSnapshot,
+    params=NoParams,
+    output=NextActionPlanningOutput,
+    instructions=("Recommend the learner's next steps, most useful first."),
+)

@@ -1,0 +1,60 @@
+"""quiz_generation: Generates candidate quiz questions from material."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from shared.job_types.base import Output, Params
+from shared.job_types.learning import LearningSnapshot
+from shared.job_types.spec import JobTypeSpec
+
+__all__ = ["SPEC", "QuizGenerationOutput"]
+
+QuestionType = Literal["single_choice", "multiple_choice", "true_false", "short_answer"]
+
+
+class Choice(Output):
+    key: str = Field(min_length=1, max_length=8)
+    text: str = Field(min_length=1, max_length=2_000)
+
+
+class QuizQuestionOut(Output):
+    questionType: QuestionType
+    stem: str = Field(min_length=1, max_length=5_000)
+    choices: list[Choice] = Field(default_factory=list, max_length=10)
+    answer: str | list[str] | bool
+    explanation: str | None = Field(default=None, max_length=5_000)
+    difficulty: Literal["easy", "medium", "hard"] | None = None
+    knowledgePointId: str | None = Field(default=None, max_length=191)
+
+
+class QuizGenerationOutput(Output):
+    questions: list[QuizQuestionOut] = Field(min_length=1, max_length=50)
+
+
+class QuizParams(Params):
+    count: int = Field(default=5, ge=1, le=50)
+    difficulty: Literal["easy", "medium", "hard", "mixed"] = "mixed"
+    questionTypes: list[QuestionType] = Field(
+        default_factory=lambda: list[QuestionType](["single_choice"]), min_length=1
+    )
+
+
+SPEC = JobTypeSpec(
+    "quiz_generation",
+    label="Quiz generation",
+    description="Generates candidate quiz questions from material.",
+    domain="generation",
+    queue="ai-interactive",
+    timeout_ms=90000,
+    projector="quiz_questions",
+    snapshot=LearningSnapshot,
+    params=QuizParams,
+    output=QuizGenerationOutput,
+    instructions=(
+        "Write quiz questions about the material, as many as params.count asks for, at the "
+        "requested difficulty. Give choices for choice questions and the correct answer."
+    ),
+)

@@ -1,0 +1,59 @@
+"""A job type in one place: its definition, its snapshot, params and output schemas, and its
+prompt. The scheduler builds its ``JobDefinition`` from it (queue policy, limits, the projector
+it names), the runtime its prompt and the schema it checks an answer against."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+__all__ = ["JobTypeSpec", "Messages", "render_v1"]
+
+Messages = list[dict[str, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class JobTypeSpec:
+    job_type: str
+    label: str
+    description: str
+    domain: Literal["analysis", "generation", "import", "maintenance"]
+    queue: Literal["ai-interactive", "ai-background"]
+    timeout_ms: int
+    #: The scheduler's projector of its outputs (scheduler_service/projection/).
+    projector: str
+    snapshot: type[BaseModel]
+    params: type[BaseModel]
+    output: type[BaseModel]
+    #: What the model is asked to do; the prompt adds the snapshot, params and output schema.
+    instructions: str
+    #: The version of the schemas and of the prompt: a change is a new version, never an edit.
+    version: str = "v1"
+    #: None takes the queue's default (interactive: 1 retry from 2 s; background: 2 from 5 s).
+    max_retries: int | None = None
+    backoff_base_ms: int | None = None
+    default_priority: int | None = None
+    content_safety_check: bool = True
+
+
+def render_v1(
+    spec: JobTypeSpec, snapshot: dict[str, Any], params: dict[str, Any], schema: type[BaseModel]
+) -> Messages:
+    """The v1 prompt: the instructions and the output's JSON schema, then the inputs."""
+    system = (
+        "You are an assistant for a learning app. "
+        f"{spec.instructions}\n"
+        "Reply with one JSON object only, no prose, matching this JSON schema:\n"
+        f"{json.dumps(schema.model_json_schema(), separators=(',', ':'))}\n"
+        f"job_type: {spec.job_type}"
+    )
+    user = (
+        "Snapshot:\n```json\n"
+        f"{json.dumps(snapshot, ensure_ascii=False)}\n```\n"
+        "Parameters:\n```json\n"
+        f"{json.dumps(params, ensure_ascii=False)}\n```"
+    )
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
