@@ -24,7 +24,7 @@ from scheduler_service.jobs.commands import Limits
 from scheduler_service.jobs.service import JobService
 from scheduler_service.jobs.stats import live_queue_stats
 from scheduler_service.jobs.watch_hub import WatchHub
-from scheduler_service.loops import FailureStreak
+from scheduler_service.loops import EveryInterval, RoundLoop
 from scheduler_service.outbox.dispatcher import DispatchWaker, OutboxDispatcher
 from scheduler_service.outbox.events import EventType
 from scheduler_service.outbox.log import EventHub
@@ -71,8 +71,9 @@ class SchedulerApp:
     health_engine: AsyncEngine | None = None
     #: Which runtime token owns each instance id on this replica.
     owners: InstanceOwners = field(default_factory=InstanceOwners)
-    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
-    _stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Every background loop, in the order they start (and stop).
+    loops: list[RoundLoop] = field(default_factory=list)
+    _healthy: bool | None = None
 
     @property
     def engine(self) -> AsyncEngine:
@@ -130,7 +131,7 @@ class SchedulerApp:
         event_hub = EventHub(uow, interval_s=settings.outbox.events_poll_s)
         outbox = OutboxDispatcher(
             uow,
-            [DispatchWaker(dispatcher.notify)],
+            [DispatchWaker(dispatcher.notify, dispatcher.dispatched_here)],
             instance_id=f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}",
             interval_s=settings.outbox.interval_s,
             batch=settings.outbox.batch,
@@ -138,7 +139,8 @@ class SchedulerApp:
             backoff_base_ms=round(settings.outbox.backoff_s * 1000),
             on_published=event_hub.notify,
         )
-        wakeups.dispatch = dispatcher.notify
+        wakeups.enqueuing = dispatcher.enqueuing
+        wakeups.dispatch = dispatcher.enqueued
         wakeups.outbox = lambda event_type: (
             outbox.notify_soon(OUTBOX_COALESCE_S)
             if event_type is EventType.ENQUEUE
@@ -204,40 +206,40 @@ class SchedulerApp:
         app.health_engine = create_engine(db.url, pool_size=1, writer=writer, **timeouts)
         return app
 
+    def _background(self) -> list[RoundLoop]:
+        """The loops, each started, stopped and failing the same way (scheduler_service/loops.py):
+        dispatch, the lease keeper, the outbox, the watchers' and subscribers' hubs, the reaper
+        (which also prunes idle gate rows), the health check and the gauges."""
+        settings = self.settings
+        return [
+            self.dispatcher,
+            self.keeper,
+            self.outbox,
+            self.watch_hub,
+            self.event_hub,
+            EveryInterval("reaper", settings.lease.reaper_interval_s, self._reap),
+            EveryInterval(
+                "health", settings.db.health_interval_s, self._check_database, at_start=True
+            ),
+            EveryInterval(
+                "gauges", settings.metrics.interval_s, self._refresh_gauges, at_start=True
+            ),
+        ]
+
     async def start(self) -> None:
-        self.dispatcher.start()
-        self.keeper.start()
-        self.outbox.start()
-        self.watch_hub.start()
-        self.event_hub.start()
-        loop = asyncio.get_running_loop()
-        self._tasks.append(loop.create_task(self._reap_forever(), name="reaper"))
-        self._tasks.append(loop.create_task(self._watch_database(), name="health"))
-        self._tasks.append(loop.create_task(self._refresh_gauges_forever(), name="gauges"))
+        self.loops = self._background()
+        for loop in self.loops:
+            loop.start()
 
     async def stop(self) -> None:
         """Let the background loops finish what they are doing (a cancel in the middle of a
         statement could leave a connection mid-transaction), then close the pool."""
-        self._stopping.set()
         await self.reports.drain()
-        await self.dispatcher.stop()
-        await self.keeper.stop()
-        await self.outbox.stop()
-        await self.watch_hub.stop()
-        await self.event_hub.stop()
-        _done, late = await asyncio.wait(self._tasks, timeout=10) if self._tasks else (set(), set())
-        for task in late:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for loop in self.loops:
+            await loop.stop()
         await self.engine.dispose()
         if self.health_engine is not None:
             await self.health_engine.dispose()
-
-    async def _pause(self, seconds: float) -> bool:
-        """Sleep between rounds; False once the app is stopping."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
-        return not self._stopping.is_set()
 
     async def _back_to_preferred_writer(self) -> None:
         """Once a node earlier in the list is ready again, empty the pool: new connections go to
@@ -257,27 +259,24 @@ class SchedulerApp:
                 if self.health_engine is not None:
                     await self.health_engine.dispose()
 
-    async def _watch_database(self) -> None:
+    async def _check_database(self) -> None:
         """Report database reachability to health, and gate the unit of work on it: while a
         check fails (refused, silent, or the schema gone), database-backed RPCs and loops are
         answered UNAVAILABLE at once instead of each waiting for its own timeout."""
-        healthy: bool | None = None
-        while not self._stopping.is_set():
-            now_healthy = await self._database_answers()
-            await self._back_to_preferred_writer()
-            if now_healthy != healthy:
-                healthy = now_healthy
-                self.polls.database_reachable = healthy
-                self.uow.reachable = healthy
-                log.log(
-                    logging.INFO if healthy else logging.ERROR,
-                    "database reachable" if healthy else "database unreachable",
-                    extra={"action": "db_health", "healthy": healthy},
-                )
-                if self.on_health is not None:
-                    await self.on_health(healthy)
-            if not await self._pause(self.settings.db.health_interval_s):
-                return
+        healthy = await self._database_answers()
+        await self._back_to_preferred_writer()
+        if healthy == self._healthy:
+            return
+        self._healthy = healthy
+        self.polls.database_reachable = healthy
+        self.uow.reachable = healthy
+        log.log(
+            logging.INFO if healthy else logging.ERROR,
+            "database reachable" if healthy else "database unreachable",
+            extra={"action": "db_health", "healthy": healthy},
+        )
+        if self.on_health is not None:
+            await self.on_health(healthy)
 
     async def _database_answers(self) -> bool:
         engine = self.health_engine or self.engine
@@ -292,30 +291,16 @@ class SchedulerApp:
             return False
         return True
 
-    async def _refresh_gauges_forever(self) -> None:
+    async def _refresh_gauges(self) -> None:
         """The gauges counted in the database, on their own period: the health check may run
         every fraction of a second (failover), and counting there would tax every node."""
-        while True:
-            if self.polls.database_reachable:
-                with contextlib.suppress(Exception):
-                    metrics.publish_stats(await live_queue_stats(self.uow))
-                    keys = ModelKeys(self.uow, self.protocol.flow)
-                    metrics.publish_model_keys(await keys.stats())
-            if not await self._pause(self.settings.metrics.interval_s):
-                return
+        if not self.polls.database_reachable:
+            return
+        metrics.publish_stats(await live_queue_stats(self.uow))
+        metrics.publish_model_keys(await ModelKeys(self.uow, self.protocol.flow).stats())
 
-    async def _reap_forever(self) -> None:
-        interval_s = self.settings.lease.reaper_interval_s
-        streak = FailureStreak("reaper", interval_s)
-        wait_s = interval_s
-        while await self._pause(wait_s):
-            try:
-                await self.reaper.reap_once()
-            except Exception as exc:
-                wait_s = streak.failed(exc)
-            else:
-                streak.succeeded()
-                wait_s = interval_s
+    async def _reap(self) -> None:
+        await self.reaper.reap_once()
 
 
 #: The health check reads the tables the scheduler cannot work without (a database that lost

@@ -8,11 +8,11 @@ import contextlib
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from scheduler_service.log_throttle import LogThrottle
 
-__all__ = ["FailureStreak", "RoundLoop"]
+__all__ = ["EveryInterval", "FailureStreak", "RoundLoop"]
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +91,17 @@ class RoundLoop(ABC):
     of a statement could leave its connection mid-transaction.
     """
 
-    def __init__(self, name: str, interval_s: float, *, idle_max_s: float | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        interval_s: float,
+        *,
+        idle_max_s: float | None = None,
+        at_start: bool = False,
+    ) -> None:
         self._name = name
+        #: The first round runs at start rather than an interval later.
+        self._at_start = at_start
         self._interval_s = interval_s
         self._idle_max_s = max(interval_s, idle_max_s or interval_s)
         self._wait_s = interval_s
@@ -132,8 +141,10 @@ class RoundLoop(ABC):
         self._wake.set()
 
     async def _run(self) -> None:
+        first = self._at_start
         while not self._stopped:
-            woken = await self._wait()
+            woken = True if first else await self._wait()
+            first = False
             self._wake.clear()
             if self._stopped:
                 return
@@ -161,3 +172,22 @@ class RoundLoop(ABC):
     async def _round(self) -> bool | None:
         """One round of work. False: there was nothing to do. An exception counts as a failed
         round (:class:`FailureStreak`)."""
+
+
+class EveryInterval(RoundLoop):
+    """A loop whose round is a function of the app's (the reaper's sweep, the health check,
+    the gauges): started, stopped and failing like every other loop."""
+
+    def __init__(
+        self,
+        name: str,
+        interval_s: float,
+        round_: Callable[[], Awaitable[bool | None]],
+        *,
+        at_start: bool = False,
+    ) -> None:
+        super().__init__(name, interval_s, at_start=at_start)
+        self._round_fn = round_
+
+    async def _round(self) -> bool | None:
+        return await self._round_fn()

@@ -427,15 +427,18 @@ _SELECT_CLAIMED = (
 
 
 class DispatchWaker:
-    """Delivers ``ai.job.enqueue`` by waking this scheduler's lease dispatch."""
+    """Delivers ``ai.job.enqueue`` by waking this scheduler's lease dispatch: for jobs created
+    through another replica (``woken`` says which ones this replica already dispatched when it
+    created them, so a new job wakes dispatch once)."""
 
     immediate = True
 
-    def __init__(self, notify: Callable[[], None]) -> None:
+    def __init__(self, notify: Callable[[], None], woken: Callable[[str], bool]) -> None:
         self._notify = notify
+        self._woken = woken
 
     async def deliver(self, event: ClaimedEvent) -> None:
-        if event.event_type == EventType.ENQUEUE:
+        if event.event_type == EventType.ENQUEUE and not self._woken(event.aggregate_id):
             self._notify()
 
 

@@ -46,8 +46,10 @@ class Wakeups:
     covers changes committed through other replicas.
     """
 
-    #: Work may be waiting: run a dispatch round now.
-    dispatch: Callable[[], None] = _noop
+    #: These jobs are being created here (called in the transaction, before its commit).
+    enqueuing: Callable[[Sequence[str]], None] = _noop
+    #: These jobs were enqueued: dispatch them (one wake-up per commit, whatever its size).
+    dispatch: Callable[[Sequence[str]], None] = _noop
     #: A new outbox row of this type: run an outbox round (soon, or at once).
     outbox: Callable[[EventType], None] = _noop
     #: A job changed: wake its watchers.
@@ -121,10 +123,12 @@ class Transaction:
             self.after_commit(functools.partial(wake.outbox, event_type))
         for event in events:
             self.after_commit(functools.partial(wake.job_changed, event.job_id))
-            if event.event_type is EventType.ENQUEUE:
-                self.after_commit(wake.dispatch)
-            else:
+            if event.event_type is not EventType.ENQUEUE:
                 self.after_commit(functools.partial(wake.job_ended, event.job_id))
+        enqueued = tuple(e.job_id for e in events if e.event_type is EventType.ENQUEUE)
+        if enqueued:
+            wake.enqueuing(enqueued)
+            self.after_commit(functools.partial(wake.dispatch, enqueued))
 
     def job_changed(self, job_id: str) -> None:
         """A change with no event (progress, a lease): wake the job's watchers on commit."""

@@ -114,6 +114,11 @@ class StreamSession:
         self.held.pop(job_id, None)
 
 
+#: How many created jobs the dispatcher remembers having dispatched (their outbox events come
+#: within a round or two of the commit).
+_DISPATCHED_REMEMBERED = 50_000
+
+
 class Dispatcher(RoundLoop):
     def __init__(
         self,
@@ -136,6 +141,11 @@ class Dispatcher(RoundLoop):
         #: Leases reaped unreported per runtime instance (count, loop time of the last change),
         #: newest last.
         self._strikes: OrderedDict[str, tuple[int, float]] = OrderedDict()
+        #: Jobs created here lately, already dispatched (handed off or woken for) at their
+        #: commit: their outbox event need not wake dispatch again.
+        self._dispatched: OrderedDict[str, None] = OrderedDict()
+        #: Jobs a create's hand-off leased, until its commit's wake-up.
+        self._handed_off: set[str] = set()
 
     # -- wiring -------------------------------------------------------------------------------
 
@@ -281,6 +291,25 @@ class Dispatcher(RoundLoop):
             self._on_leased(lease.job_id)
         return True
 
+    def enqueuing(self, job_ids: Sequence[str]) -> None:
+        """Jobs being created here: their commit dispatches them, so their outbox events need
+        not (marked before the commit, which the outbox may deliver before its hooks run; a
+        create that rolls back leaves marks no event will ever read)."""
+        for job_id in job_ids:
+            self._dispatched[job_id] = None
+        while len(self._dispatched) > _DISPATCHED_REMEMBERED:
+            self._dispatched.popitem(last=False)
+
+    def enqueued(self, job_ids: Sequence[str]) -> None:
+        """Jobs created here committed: one wake-up for them, unless the create's hand-off
+        leased each of them already."""
+        if any(job_id not in self._handed_off for job_id in job_ids):
+            self.notify()
+
+    def dispatched_here(self, job_id: str) -> bool:
+        """Whether ``job_id`` was created here and dispatched at its commit."""
+        return job_id in self._dispatched
+
     async def offer_within(self, tx: Transaction, job_type: str) -> None:
         """Lease work to a stream of this replica with a free slot, inside ``tx`` (a create's),
         so a new job need not wait for a dispatch round.
@@ -308,6 +337,14 @@ class Dispatcher(RoundLoop):
         (leases,) = await self._protocol.claim_within(
             tx, [job_type], [(session.runtime_instance_id, 1)]
         )
+        placed = {lease.job_id for lease in leases}
+        self._handed_off |= placed
+
+        def settled() -> None:  # after the commit's wake-up, which reads it (hooks run in order)
+            self._handed_off.difference_update(placed)
+
+        tx.after_commit(settled)
+        tx.after_rollback(settled)
 
         async def deliver() -> None:
             give_back()

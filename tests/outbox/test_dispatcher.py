@@ -224,7 +224,7 @@ async def test_what_another_connection_sees_during_a_delivery(
 
 
 async def test_the_schedulers_own_sink_is_immediate() -> None:
-    assert DispatchWaker(lambda: None).immediate
+    assert DispatchWaker(lambda: None, lambda _job_id: False).immediate
 
 
 async def test_a_publish_that_cannot_commit_hands_its_events_back_at_once(

@@ -24,7 +24,7 @@ class WakeupLog(Wakeups):
     def __init__(self) -> None:
         super().__init__()
         self.seen: list[str] = []
-        self.dispatch = lambda: self.seen.append("dispatch")
+        self.dispatch = lambda _job_ids: self.seen.append("dispatch")
         self.outbox = lambda event_type: self.seen.append(f"outbox:{event_type.value}")
         self.job_changed = lambda job_id: self.seen.append(f"changed:{job_id}")
         self.job_ended = lambda job_id: self.seen.append(f"ended:{job_id}")
