@@ -27,7 +27,7 @@ from scheduler_service.projection import (
 )
 from scheduler_service.projection.base import ArtifactRef, JobContext, Projector, stable_id
 
-__all__ = ["PROJECTORS", "ArtifactRef", "JobContext", "Projector", "project", "register"]
+__all__ = ["PROJECTORS", "ArtifactRef", "JobContext", "Projector", "project_many", "register"]
 
 _artifacts = cast(Table, AiJobArtifact.__table__)
 
@@ -50,15 +50,9 @@ for _module in (learning_analysis, weak_points, next_actions, quiz_questions, fl
 Projection = tuple[str, JobContext, BaseModel]
 
 
-async def project(
-    conn: AsyncConnection, projector_key: str, job: JobContext, output: BaseModel
-) -> list[ArtifactRef]:
-    """Write the business rows and artifact rows of ``output`` in the caller's transaction."""
-    return await project_many(conn, [(projector_key, job, output)])
-
-
 async def project_many(conn: AsyncConnection, items: Sequence[Projection]) -> list[ArtifactRef]:
-    """Project several outputs with one multi-row insert per table."""
+    """Write the business rows and artifact rows of validated outputs in the caller's
+    transaction: one multi-row insert per table (the one projector entry point)."""
     business: dict[Table, list[dict[str, Any]]] = {}
     artifacts: list[dict[str, Any]] = []
     refs: list[ArtifactRef] = []

@@ -16,7 +16,7 @@ from scheduler_service.db.models import (
     QuizQuestion,
     WeakPointCandidate,
 )
-from scheduler_service.projection.projectors import JobContext, project
+from scheduler_service.projection.projectors import JobContext, project_many
 from shared.job_schemas import OUTPUT_SCHEMAS
 from tests.support.db_checks import ARTIFACTS, count
 from tests.support.schedulers import RunningScheduler
@@ -130,7 +130,7 @@ async def test_each_job_type_projects_its_rows(scheduler: RunningScheduler, job_
         context = JobContext(created.job_id, "user-1", 1, None, None)
         projector = scheduler.app.registry.get(job_type).projector
         async with engine.begin() as conn:
-            refs = await project(conn, projector, context, validated)
+            refs = await project_many(conn, [(projector, context, validated)])
         assert [(a.artifact_type, a.artifact_id) for a in job.result.artifacts] == [
             (r.artifact_type, r.artifact_id) for r in refs
         ]
