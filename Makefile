@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 
-.PHONY: install run demo test test-fast lint proto breaking bench bench-llm bench-galera bench-latency clean
+.PHONY: install run demo test test-fast lint proto breaking bench bench-smoke bench-llm bench-galera bench-latency clean
 
 install: $(VENV)/.installed
 
@@ -48,6 +48,11 @@ breaking: $(BUF)
 # Throughput, peer, latency and scale: one table and bench/results/latest.json (docs/performance.md).
 bench: install
 	$(PY) -m bench
+
+# Every phase of `make bench` with tiny counts (bench/sizes.py): in CI, so that a phase that hangs
+# or errors fails the build. Writes bench/results/smoke.json; its figures measure nothing.
+bench-smoke: install
+	AIJOB_BENCH_SMOKE=1 timeout 300 $(PY) -m bench
 
 # The throttle storm alone (issue 16): LLM jobs of three users against a rate-limited model.
 bench-llm: install

@@ -8,7 +8,6 @@ user's GetJob while 2,000 watchers are open, and the drain with ``AIJOB_WORKERS=
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
 import time
 from typing import Any
@@ -20,14 +19,17 @@ from google.protobuf import json_format
 from bench import throughput
 from bench.databases import throwaway_database
 from bench.inflight import _connect, _insert_jobs, _scalar
+from bench.sizes import size, span_s
 from devtools.harness.procs import spawn_schedulers
 from devtools.harness.runtime_client import JobClient
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 
-BULK_JOBS = int(os.environ.get("AIJOB_BENCH_BULK_JOBS", "5000"))
-IDLE_S = float(os.environ.get("AIJOB_BENCH_IDLE_S", "20"))
+BULK_JOBS = size("BULK_JOBS", 5000, 200)
+IDLE_S = span_s("IDLE_S", 20, 1)
+SETTLE_S = span_s("SETTLE_S", 2, 0.5)
 BULK_ITEMS, BULK_CALLERS = 100, 4
-WATCHERS, CROWD, SUBSCRIBERS = 1_000, 2_000, 200
+WATCHERS, CROWD = size("WATCHERS", 1_000, 20), size("CROWD", 2_000, 40)
+SUBSCRIBERS = size("SUBSCRIBERS", 200, 10)
 GETS = 200
 #: Separate connections, so the kernel can spread them over AIJOB_WORKERS processes.
 OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
@@ -177,7 +179,7 @@ async def _subscribe(
         for i in range(SUBSCRIBERS)
     ]
     try:
-        await asyncio.sleep(2)  # let every stream subscribe before the window opens
+        await asyncio.sleep(SETTLE_S)  # let every stream subscribe before the window opens
         statements, cpu = await _at_rest(conn, process)
     finally:
         for call in calls:

@@ -37,12 +37,13 @@ import psutil
 from sqlalchemy import text
 
 from bench.databases import throwaway_database
+from bench.sizes import size
 from devtools.harness.galera import GaleraCluster, create_schema, galera_missing
 from devtools.harness.galera_drain import drain
 from scheduler_service.db.engine import create_engine
 
-JOBS = 5_000
-PAIRS = 3
+JOBS = size("GALERA_JOBS", 5_000, 200)
+PAIRS = size("GALERA_PAIRS", 3, 1)
 #: The CPU per job is read from here to the end: the creates and the start are left out.
 STEADY_FROM = JOBS // 5
 

@@ -12,7 +12,6 @@ with a tenth of the leases, to show that the statements do not grow with the lea
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from typing import Any
 
@@ -22,11 +21,12 @@ import psutil
 from sqlalchemy.engine import make_url
 
 from bench.databases import throwaway_database
+from bench.sizes import size, span_s
 from devtools.harness.procs import spawn_schedulers
 from devtools.harness.runtime_client import ClientRuntime
 
-INFLIGHT = int(os.environ.get("AIJOB_BENCH_INFLIGHT", "10000"))
-WINDOW_S = float(os.environ.get("AIJOB_BENCH_INFLIGHT_S", "60"))
+INFLIGHT = size("INFLIGHT", 10_000, 200)
+WINDOW_S = span_s("INFLIGHT_S", 60, 2)
 RUNTIMES = 100
 KEEPALIVE_S = 3.0
 LEASE_ENV = {

@@ -18,7 +18,6 @@ run from the start of the CreateJob call, so they include its round trip:
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -29,14 +28,15 @@ import grpc
 from sqlalchemy import Table, select
 
 from bench.databases import throwaway_database
+from bench.sizes import size
 from devtools.harness.procs import scheduler_processes
 from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from scheduler_service.db.engine import create_engine
 from scheduler_service.db.models import AiJob
 
 _jobs = cast(Table, AiJob.__table__)
-JOBS = int(os.environ.get("AIJOB_BENCH_LATENCY_JOBS", "1000"))
-OTHER_REPLICA_JOBS = 40
+JOBS = size("LATENCY_JOBS", 1000, 20)
+OTHER_REPLICA_JOBS = size("OTHER_REPLICA_JOBS", 40, 5)
 
 
 async def since_enqueued(url: str, leased_at: dict[str, float]) -> list[float]:

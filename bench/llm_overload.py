@@ -27,13 +27,15 @@ from typing import Any, cast
 from sqlalchemy import Table, select
 
 from bench.llm_storm import LATENCY_MS, RUNTIMES, SLOTS, create_jobs, finished, run_storm
+from bench.sizes import size
 from devtools.harness import tokens
 from devtools.harness.runtime_client import JobClient
 from devtools.scripted_model import Overload, ScriptedModelServer
 from scheduler_service.db.engine import create_engine
 from scheduler_service.db.models import AiJob, AiUsageLog
 
-PLACES, JOBS, WARMUP = 8, 200, 5
+PLACES, WARMUP = 8, 5
+JOBS = size("LLM_OVERLOAD_JOBS", 200, 20)
 _jobs = cast(Table, AiJob.__table__)
 _usage = cast(Table, AiUsageLog.__table__)
 

@@ -31,6 +31,7 @@ from google.protobuf import json_format
 from sqlalchemy import Table, func, select
 
 from bench.databases import throwaway_database
+from bench.sizes import size
 from devtools.harness import tokens
 from devtools.harness.procs import spawn_schedulers
 from devtools.harness.runtime_client import JobClient
@@ -43,9 +44,9 @@ from shared.gen.aijob.v1 import admin_service_pb2_grpc
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 
 RPM, CONCURRENCY = 600, 8
-BIG, SMALL = 250, 25
+BIG, SMALL = size("LLM_BIG", 250, 20), size("LLM_SMALL", 25, 4)
 RUNTIMES, SLOTS = 3, 16
-LATENCY_MS = int(os.environ.get("AIJOB_BENCH_LLM_LATENCY_MS", "200"))
+LATENCY_MS = size("LLM_LATENCY_MS", 200, 20)
 PLATFORM_KEY = "sk-bench-platform-key-0001"
 _jobs = cast(Table, AiJob.__table__)
 

@@ -28,9 +28,10 @@ from pgqueuer.types import QueueExecutionMode
 from sqlalchemy.engine import make_url
 
 from bench.databases import jobs_per_second
+from bench.sizes import size
 
 PG_URL = os.environ.get("AIJOB_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-JOBS = int(os.environ.get("AIJOB_BENCH_JOBS", "5000"))
+JOBS = size("JOBS", 5000, 200)
 WORKERS, SLOTS, BATCH, CONNECTIONS = 4, 32, 10, 20
 
 _SCHEMA = [

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
-import os
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -23,11 +22,12 @@ from typing import Any
 import grpc
 import psutil
 
+from bench.sizes import size
 from devtools.harness.runtime_client import ClientRuntime, echo_output, working
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.gen.aijob.v1 import runtime_service_pb2_grpc, types_pb2
 
-JOBS = int(os.environ.get("AIJOB_BENCH_FLOOR_JOBS", "20000"))
+JOBS = size("FLOOR_JOBS", 20_000, 500)
 RUNTIMES, SLOTS = 4, 32
 
 

@@ -7,22 +7,23 @@ replicas; then one scheduler holding 1,000 idle Poll streams, its memory and CPU
 from __future__ import annotations
 
 import asyncio
-import os
 import urllib.request
 
 import grpc
 import psutil
 
 from bench.databases import throwaway_database
+from bench.sizes import SMOKE, size, span_s
 from bench.throughput import drain
 from devtools.harness.procs import free_port, spawn_schedulers
 from devtools.harness.runtime_client import ClientRuntime
 from devtools.harness.waiting import eventually
 
-JOBS = int(os.environ.get("AIJOB_BENCH_SCALE_JOBS", "1000"))
-IDLE_STREAMS = 1000
-REST_S = 5.0
-SHAPES = [(1, 1), (2, 1), (4, 1), (8, 1), (4, 2)]  # (runtimes, scheduler replicas)
+JOBS = size("SCALE_JOBS", 1000, 100)
+IDLE_STREAMS = size("IDLE_STREAMS", 1000, 20)
+REST_S = span_s("REST_S", 5.0, 0.5)
+#: (runtimes, scheduler replicas); a smoke run takes the ends.
+SHAPES = [(1, 1), (4, 2)] if SMOKE else [(1, 1), (2, 1), (4, 1), (8, 1), (4, 2)]
 
 
 async def drains(jobs: int) -> dict[str, float]:

@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 import uuid
 from dataclasses import dataclass
@@ -27,10 +26,11 @@ import grpc
 from sqlalchemy.engine import make_url
 
 from bench.databases import CpuMeter, jobs_per_second, throwaway_database
+from bench.sizes import size
 from devtools.harness.procs import scheduler_processes
 from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output, working
 
-JOBS = int(os.environ.get("AIJOB_BENCH_JOBS", "5000"))
+JOBS = size("JOBS", 5000, 200)
 RUNTIMES, SLOTS, CONNECTIONS = 4, 32, 20
 
 _CREATE = [
