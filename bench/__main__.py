@@ -160,7 +160,7 @@ def table(f: Figures) -> str:
         ),
         _row("  scheduler CPU", f["subscribe_idle_cpu_percent"], "% core", "goal <= 5"),
         _row("drain with AIJOB_WORKERS=2, 4 x 32", f["workers_2_jobs_per_s"], "jobs/s"),
-        _row("throttle storm: jobs (250 + 2 x 25 users)", f["llm_jobs"], ""),
+        _row("throttle storm: jobs (250 + 2 x 25 users, 120/min)", f["llm_jobs"], ""),
         _row("  failed", f["llm_failed"], "", "goal 0"),
         _row("  429s / model calls", f["llm_rate_limited_share"], "", "goal <= 0.05"),
         _row("  makespan / ideal", f["llm_makespan_vs_ideal"], "", "goal <= 1.25"),
