@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
 import pytest
 
 from devtools.harness.procs import free_port, wait_until_serving
@@ -48,7 +49,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         stderr=subprocess.STDOUT,
     )
     try:
-        wait_until_serving(env["AIJOB_LISTEN"])
+        try:
+            wait_until_serving(env["AIJOB_LISTEN"])
+        except grpc.RpcError:
+            proc.kill()
+            raise AssertionError(_what_the_stack_said(proc, workdir)) from None
         assert proc.stdout is not None
         banner = ""
         while "Ctrl-C stops everything" not in banner:  # the launcher is up once it says so
@@ -59,6 +64,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
+
+
+def _what_the_stack_said(proc: subprocess.Popen[bytes], workdir: Path) -> str:
+    """The launcher's output and the end of each child's log, for a stack that never served."""
+    said = [f"the stack did not serve; the launcher exited {proc.wait(timeout=60)}"]
+    if proc.stdout is not None:
+        said.append(proc.stdout.read().decode(errors="replace")[-4000:])
+    for log in sorted((workdir / ".aijob" / "logs").glob("*.log")):
+        said.append(f"== {log.name}\n" + log.read_text(errors="replace")[-2000:])
+    return "\n".join(said)
 
 
 def aijob(
