@@ -18,6 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from devtools.harness.procs import free_port, launch_scheduler, wait_until_serving
 from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output, working
+from devtools.harness.waiting import eventually
 from shared.gen.aijob.v1 import types_pb2
 from tests.support.ledger import assert_every_job_once, read_ledger, wait_until_published
 
@@ -51,6 +52,14 @@ def test_a_second_scheduler_on_a_busy_address_exits_and_says_why(
         assert _stop(first) == 0
 
 
+async def _metrics_up(metrics_port: int) -> bool:
+    try:
+        await asyncio.to_thread(_served_checks, metrics_port)
+    except OSError:  # refused: that worker has not bound its endpoint yet
+        return False
+    return True
+
+
 def _served_checks(metrics_port: int) -> float:
     with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as reply:
         text = reply.read().decode()
@@ -75,6 +84,10 @@ async def test_two_workers_share_one_port_and_drain_every_job_once(
     channels: list[grpc.aio.Channel] = []
     try:
         wait_until_serving(address)
+        # Serving is the first worker's word: wait for both workers' metrics before probing
+        # which of them takes connections.
+        await eventually(lambda: _metrics_up(metrics))
+        await eventually(lambda: _metrics_up(metrics + 1))
         for _ in range(MAX_PROBES):
             # A connection of its own (grpc shares subchannels between channels by default).
             channel = grpc.aio.insecure_channel(
