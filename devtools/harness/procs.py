@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -23,6 +24,21 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def free_ports_in_a_row(count: int) -> int:
+    """The first of ``count`` consecutive loopback ports that were all free a moment ago (for a
+    process that binds a base port plus offsets, as ``AIJOB_WORKERS`` metrics do)."""
+    while True:
+        base = free_port()
+        try:
+            with contextlib.ExitStack() as held:
+                for offset in range(1, count):
+                    sock = held.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", base + offset))
+        except OSError:
+            continue
+        return base
 
 
 def wait_until_serving(address: str, timeout_s: float = 30) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from devtools.harness.procs import free_port, wait_until_serving
+from devtools.harness.procs import free_port, free_ports_in_a_row, wait_until_serving
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -32,7 +32,7 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     workdir = tmp_path_factory.mktemp("stack")
-    runtime_base = free_port()
+    runtime_base = free_ports_in_a_row(3)  # the runtimes bind the next two
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),

@@ -16,7 +16,12 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from devtools.harness.procs import free_port, launch_scheduler, wait_until_serving
+from devtools.harness.procs import (
+    free_port,
+    free_ports_in_a_row,
+    launch_scheduler,
+    wait_until_serving,
+)
 from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output, working
 from devtools.harness.waiting import eventually
 from shared.gen.aijob.v1 import types_pb2
@@ -73,7 +78,8 @@ def _served_checks(metrics_port: int) -> float:
 async def test_two_workers_share_one_port_and_drain_every_job_once(
     mysql_url: str, tmp_path: Path
 ) -> None:
-    address, metrics = f"127.0.0.1:{free_port()}", free_port()
+    # Each worker serves metrics on its own port: the base and the next.
+    address, metrics = f"127.0.0.1:{free_port()}", free_ports_in_a_row(2)
     proc = launch_scheduler(
         mysql_url,
         address,
