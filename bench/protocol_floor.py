@@ -3,9 +3,10 @@
 The same benchmark runtimes as ``bench.throughput`` (4 x 32 slots, generated stubs, results on
 the stream, a credit per job) against a Poll servicer in a child process that has no database and
 no logic: each subscribe or credit is answered with leases at once, each report with its ack. What
-it measures is what one job's four stream messages (lease, report, ack, credit) cost in grpc.aio
-on this machine, on both sides: the upper bound of any drain built on this protocol here, before a
-single statement runs.
+it measures is what one job's exchange (lease, report, ack, credit) costs in grpc.aio on this
+machine, on both sides: the upper bound of any drain built on this protocol here, before a single
+statement runs. Measured twice: with batched frames (``grpc_floor_*``, what our runtimes speak)
+and with a message per lease, report, ack and credit (``grpc_floor_single_*``).
 
     python -m bench.protocol_floor      # AIJOB_BENCH_FLOOR_JOBS (default 20000)
 """
@@ -37,7 +38,7 @@ class _InstantPoll(runtime_service_pb2_grpc.RuntimeServiceServicer):
     def __init__(self) -> None:
         self._issued = 0
 
-    def _lease(self) -> rt.PollResponse:
+    def _lease(self) -> types_pb2.Lease:
         self._issued += 1
         lease = types_pb2.Lease(
             job_id=f"{self._issued:032x}",
@@ -46,24 +47,36 @@ class _InstantPoll(runtime_service_pb2_grpc.RuntimeServiceServicer):
             lease_token="t" * 32,
         )
         lease.snapshot.update({"i": self._issued})
-        return rt.PollResponse(lease=lease)
+        return lease
+
+    def _leases(self, count: int, batch: bool) -> list[rt.PollResponse]:
+        leases = [self._lease() for _ in range(count)]
+        if batch:
+            return [rt.PollResponse(lease_batch=rt.LeaseBatch(leases=leases))]
+        return [rt.PollResponse(lease=lease) for lease in leases]
 
     async def Poll(
         self, request_iterator: AsyncIterator[rt.PollRequest], context: Any
     ) -> AsyncIterator[rt.PollResponse]:
+        batch = False
         async for request in request_iterator:
             kind = request.WhichOneof("kind")
             if kind == "subscribe":
-                for _ in range(request.subscribe.slots):
-                    yield self._lease()
+                batch = request.subscribe.batch_frames
+                for response in self._leases(request.subscribe.slots, batch):
+                    yield response
             elif kind == "credit":
-                for _ in range(request.credit.slots):
-                    yield self._lease()
+                for response in self._leases(request.credit.slots, batch):
+                    yield response
             elif kind == "report":
-                ack = rt.ReportAck(
-                    report_id=request.report.report_id, result=rt.SubmitResultResponse()
-                )
-                yield rt.PollResponse(ack=ack)
+                yield rt.PollResponse(ack=_ack(request.report))
+            elif kind == "report_batch":
+                acks = [_ack(report) for report in request.report_batch.reports]
+                yield rt.PollResponse(ack_batch=rt.AckBatch(acks=acks))
+
+
+def _ack(report: rt.PollReport) -> rt.ReportAck:
+    return rt.ReportAck(report_id=report.report_id, result=rt.SubmitResultResponse())
 
 
 def _serve(port: int) -> None:
@@ -85,10 +98,15 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-async def _drain(address: str, server: psutil.Process, jobs: int) -> dict[str, float]:
+async def _drain(
+    address: str, server: psutil.Process, jobs: int, *, batch_frames: bool
+) -> dict[str, float]:
     channel = grpc.aio.insecure_channel(address)
     await asyncio.wait_for(channel.channel_ready(), 30)
-    runtimes = [ClientRuntime(channel, f"floor-{r}", slots=SLOTS) for r in range(RUNTIMES)]
+    runtimes = [
+        ClientRuntime(channel, f"floor-{r}", slots=SLOTS, batch_frames=batch_frames)
+        for r in range(RUNTIMES)
+    ]
     done = asyncio.Event()
     finished = 0
 
@@ -116,10 +134,11 @@ async def _drain(address: str, server: psutil.Process, jobs: int) -> dict[str, f
     def busy(before: Any, after: Any) -> float:
         return float(after.user + after.system - before.user - before.system)
 
+    prefix = "grpc_floor" if batch_frames else "grpc_floor_single"
     return {
-        "grpc_floor_jobs_per_s": jobs / elapsed,
-        "grpc_floor_client_us_per_job": 1e6 * busy(client_before, client_after) / jobs,
-        "grpc_floor_server_us_per_job": 1e6 * busy(server_before, server_after) / jobs,
+        f"{prefix}_jobs_per_s": jobs / elapsed,
+        f"{prefix}_client_us_per_job": 1e6 * busy(client_before, client_after) / jobs,
+        f"{prefix}_server_us_per_job": 1e6 * busy(server_before, server_after) / jobs,
     }
 
 
@@ -129,14 +148,20 @@ async def main(jobs: int = JOBS) -> dict[str, float]:
     process.start()
     try:
         assert process.pid is not None
-        figures = await _drain(f"127.0.0.1:{port}", psutil.Process(process.pid), jobs)
+        server = psutil.Process(process.pid)
+        address = f"127.0.0.1:{port}"
+        figures = await _drain(address, server, jobs, batch_frames=True)
+        figures |= await _drain(address, server, jobs, batch_frames=False)
     finally:
         process.kill()
         process.join()
     print(f"\nprotocol floor, {jobs} jobs, {RUNTIMES}x{SLOTS}, no database\n")
-    print(f"{'gRPC exchange alone':44} {figures['grpc_floor_jobs_per_s']:10.0f} jobs/s")
-    print(f"{'  benchmark runtimes CPU':44} {figures['grpc_floor_client_us_per_job']:10.0f} us/job")
-    print(f"{'  instant server CPU':44} {figures['grpc_floor_server_us_per_job']:10.0f} us/job")
+    for prefix, name in (("grpc_floor", "batched frames"), ("grpc_floor_single", "single")):
+        print(f"{'gRPC exchange alone, ' + name:44} {figures[prefix + '_jobs_per_s']:10.0f} jobs/s")
+        print(
+            f"{'  benchmark runtimes CPU':44} {figures[prefix + '_client_us_per_job']:10.0f} us/job"
+        )
+        print(f"{'  instant server CPU':44} {figures[prefix + '_server_us_per_job']:10.0f} us/job")
     return figures
 
 

@@ -216,7 +216,7 @@ async def _drain(
     done = asyncio.Event()
     finished = 0
     runtimes = [
-        ClientRuntime(channels[r % len(channels)], f"bench-rt-{r}", slots=slots)
+        ClientRuntime(channels[r % len(channels)], f"bench-rt-{r}", slots=slots, batch_frames=True)
         for r in range(count)
     ]
 

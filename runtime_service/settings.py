@@ -46,6 +46,12 @@ class RuntimeSettings(BaseSettings):
     #: Seconds between keepalives on the Poll stream; keep it well under the scheduler's
     #: AIJOB_STREAM_ALIVE_S.
     stream_keepalive_s: float = Field(default=3.0, gt=0)
+    #: Ask the scheduler for batched frames on the Poll stream (leases in LeaseBatch, acks in
+    #: AckBatch) and send reports that are ready together in ReportBatch frames.
+    stream_batch_frames: bool = True
+    #: When several reports are ready at once, how long the frame waits for the rest of the
+    #: burst before it goes (a lone report is never held).
+    stream_frame_window_ms: float = Field(default=1.0, ge=0, le=50)
     #: Repair calls per attempt when the model's answer is not JSON or breaks the schema: the
     #: model is shown what was wrong. A budget of its own: repairs never spend attempts.
     schema_repairs: int = Field(default=1, ge=0, le=5)

@@ -1,13 +1,15 @@
 """The runtime process: one Poll stream to a scheduler, each lease run as an asyncio task.
 
 Slots go back to the scheduler as ``credit`` when a job is reported. Results, failures and
-progress go on the stream too (acked one by one, applied by the scheduler in group commits), with
+progress go on the stream too (each acked, applied by the scheduler in group commits), with
 a keepalive every few seconds that keeps every lease of this runtime alive. When the stream or the
 scheduler goes away it reconnects with backoff, naming the leases it still runs; in-flight jobs
 carry on, reporting through unary calls until the stream is back.
 On SIGTERM it drains: the stream closes (the scheduler gives back leases it had not delivered),
 in-flight jobs get ``drain_grace_s`` to finish, the rest are reported as retryable
 RUNTIME_SHUTDOWN failures, and the process exits 0.
+By default the stream carries batched frames (``shared.poll_frames``): leases, reports, acks and
+credits that are ready together travel in one message.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from runtime_service.scheduler_client import GrpcSchedulerClient, lease_input
 from runtime_service.settings import RuntimeSettings
 from shared.config import client_channel, dev_token
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
+from shared.gen.aijob.v1 import types_pb2
 from shared.job_schemas import OUTPUT_SCHEMAS
+from shared.poll_frames import outgoing_frames
 
 __all__ = ["Runtime", "known_job_types", "runtime_token"]
 
@@ -150,10 +154,15 @@ class Runtime:
                 job_types=self.job_types,
                 slots=slots,
                 held=held,
+                batch_frames=self.settings.stream_batch_frames,
             )
         )
-        while True:
-            yield await outgoing.get()
+        if not self.settings.stream_batch_frames:
+            while True:
+                yield await outgoing.get()
+        window_s = self.settings.stream_frame_window_ms / 1000
+        async for frame in outgoing_frames(outgoing, window_s=window_s):
+            yield frame
 
     async def _read(self, call: grpc.aio.StreamStreamCall[rt.PollRequest, rt.PollResponse]) -> None:
         log.info(
@@ -168,19 +177,28 @@ class Runtime:
     def _on_message(self, message: rt.PollResponse) -> None:
         match message.WhichOneof("kind"):
             case "lease":
-                task = asyncio.ensure_future(self.runner.run(lease_input(message.lease)))
-                self._tasks.add(task)
-                task.add_done_callback(self._finished)
+                self._start(message.lease)
+            case "lease_batch":
+                for lease in message.lease_batch.leases:
+                    self._start(lease)
             case "cancel":
                 self.runner.cancel(message.cancel.job_id, message.cancel.attempt_no)
             case "ack":
                 self._client.stream.acked(message.ack)
+            case "ack_batch":
+                for ack in message.ack_batch.acks:
+                    self._client.stream.acked(ack)
             case kind:
                 # A kind this runtime does not know (a newer scheduler): refused, never guessed at.
                 log.warning(
                     "unknown Poll message refused",
                     extra={"action": "poll_unknown_message", "kind": str(kind)},
                 )
+
+    def _start(self, lease: types_pb2.Lease) -> None:
+        task = asyncio.ensure_future(self.runner.run(lease_input(lease)))
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
 
     def _finished(self, task: asyncio.Task[str]) -> None:
         self._tasks.discard(task)

@@ -21,6 +21,7 @@ from shared.gen.aijob.v1 import (
     types_pb2,
 )
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
+from shared.poll_frames import outgoing_frames
 
 WAIT_S = 30.0
 
@@ -37,6 +38,9 @@ class ClientRuntime:
     cancels: asyncio.Queue[rt.CancelNotice] = field(default_factory=asyncio.Queue)
     received: list[tuple[str, int]] = field(default_factory=list)
     token: str = RUNTIME_TOKEN
+    #: Subscribe with batch_frames and send what is ready together in one frame.
+    batch_frames: bool = False
+    frame_window_s: float = 0.001
 
     def __post_init__(self) -> None:
         self.stub = runtime_service_pb2_grpc.RuntimeServiceStub(self.channel)
@@ -54,22 +58,37 @@ class ClientRuntime:
     async def _requests(self) -> AsyncIterator[rt.PollRequest]:
         yield rt.PollRequest(
             subscribe=rt.PollSubscribe(
-                runtime_instance_id=self.instance_id, job_types=self.job_types, slots=self.slots
+                runtime_instance_id=self.instance_id,
+                job_types=self.job_types,
+                slots=self.slots,
+                batch_frames=self.batch_frames,
             )
         )
+        if self.batch_frames:
+            async for frame in outgoing_frames(self._sending, window_s=self.frame_window_s):
+                yield frame
         while True:
             yield await self._sending.get()
 
     async def _read(self) -> None:
         async for message in self._call:
-            kind = message.WhichOneof("kind")
-            if kind == "lease":
-                self.received.append((message.lease.job_id, message.lease.attempt_no))
-                self.leases.put_nowait(message.lease)
-            elif kind == "ack":
-                self._acks.pop(message.ack.report_id).set_result(message.ack)
-            else:
-                self.cancels.put_nowait(message.cancel)
+            match message.WhichOneof("kind"):
+                case "lease":
+                    self._leased(message.lease)
+                case "lease_batch":
+                    for lease in message.lease_batch.leases:
+                        self._leased(lease)
+                case "ack":
+                    self._acks.pop(message.ack.report_id).set_result(message.ack)
+                case "ack_batch":
+                    for ack in message.ack_batch.acks:
+                        self._acks.pop(ack.report_id).set_result(ack)
+                case _:
+                    self.cancels.put_nowait(message.cancel)
+
+    def _leased(self, lease: types_pb2.Lease) -> None:
+        self.received.append((lease.job_id, lease.attempt_no))
+        self.leases.put_nowait(lease)
 
     def credit(self, slots: int = 1) -> None:
         self._sending.put_nowait(rt.PollRequest(credit=rt.PollCredit(slots=slots)))

@@ -17,15 +17,19 @@ from scheduler_service.protocol.service import (
     SubmitOutcome,
 )
 from scheduler_service.protocol.session import (
+    AckFrame,
     Credit,
     Incoming,
     Keepalive,
+    LeaseFrame,
     Outgoing,
+    ReportFrame,
     ReportMessage,
     Subscribe,
     UnknownMessage,
 )
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
+from shared.poll_frames import chunked
 
 __all__ = [
     "failure_report",
@@ -33,7 +37,7 @@ __all__ = [
     "heartbeat_report",
     "heartbeat_response",
     "poll_message",
-    "poll_response",
+    "poll_responses",
     "result_submission",
     "submit_response",
 ]
@@ -99,20 +103,40 @@ def heartbeat_response(outcome: HeartbeatOutcome) -> rt.HeartbeatResponse:
 def poll_message(request: rt.PollRequest) -> Incoming:
     match request.WhichOneof("kind"):
         case "subscribe":
-            sub = request.subscribe
-            held = tuple((ref.job_id, ref.attempt_no) for ref in sub.held)
-            return Subscribe(sub.runtime_instance_id, tuple(sub.job_types), sub.slots, held)
+            return _subscribe(request.subscribe)
         case "credit":
             return Credit(request.credit.slots)
         case "report":
-            report = _report(request.report)
-            if report is None:
-                return UnknownMessage("report")
-            return ReportMessage(request.report.report_id, report)
+            return _report_message(request.report) or UnknownMessage("report")
+        case "report_batch":
+            return _report_frame(request.report_batch)
         case "keepalive":
             return Keepalive()
         case kind:
             return UnknownMessage(str(kind))
+
+
+def _subscribe(sub: rt.PollSubscribe) -> Subscribe:
+    held = tuple((ref.job_id, ref.attempt_no) for ref in sub.held)
+    return Subscribe(
+        sub.runtime_instance_id,
+        tuple(sub.job_types),
+        sub.slots,
+        held,
+        batch_frames=sub.batch_frames,
+    )
+
+
+def _report_frame(batch: rt.ReportBatch) -> ReportFrame | UnknownMessage:
+    messages = [_report_message(report) for report in batch.reports]
+    if any(message is None for message in messages):
+        return UnknownMessage("report")
+    return ReportFrame(tuple(m for m in messages if m is not None))
+
+
+def _report_message(message: rt.PollReport) -> ReportMessage | None:
+    report = _report(message)
+    return None if report is None else ReportMessage(message.report_id, report)
 
 
 def _report(message: rt.PollReport) -> Report | None:
@@ -126,15 +150,21 @@ def _report(message: rt.PollReport) -> Report | None:
     return None
 
 
-def poll_response(message: Outgoing) -> rt.PollResponse:
+def poll_responses(message: Outgoing) -> list[rt.PollResponse]:
+    """One message, or a frame as messages of at most FRAME_BYTES each (most often one)."""
     match message:
         case CancelNotice():
-            return rt.PollResponse(
-                cancel=rt.CancelNotice(job_id=message.job_id, attempt_no=message.attempt_no)
-            )
+            cancel = rt.CancelNotice(job_id=message.job_id, attempt_no=message.attempt_no)
+            return [rt.PollResponse(cancel=cancel)]
         case Ack():
-            return rt.PollResponse(ack=_ack(message))
-    return rt.PollResponse(lease=convert.lease(message))
+            return [rt.PollResponse(ack=_ack(message))]
+        case LeaseFrame():
+            leases = chunked(convert.lease(lease) for lease in message.leases)
+            return [rt.PollResponse(lease_batch=rt.LeaseBatch(leases=run)) for run in leases]
+        case AckFrame():
+            acks = chunked(_ack(ack) for ack in message.acks)
+            return [rt.PollResponse(ack_batch=rt.AckBatch(acks=run)) for run in acks]
+    return [rt.PollResponse(lease=convert.lease(message))]
 
 
 def _ack(ack: Ack) -> rt.ReportAck:

@@ -31,7 +31,8 @@ class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):
         incoming = _poll_messages(request_iterator)
         async with contextlib.aclosing(self._app.polls.serve(incoming)) as outgoing:
             async for message in outgoing:
-                yield runtime_convert.poll_response(message)
+                for response in runtime_convert.poll_responses(message):
+                    yield response
 
     async def Lock(self, request: runtime_pb.LockRequest, context: Context) -> types_pb.Lease:
         payload = await self._app.protocol.lock(request.job_id, request.runtime_instance_id)

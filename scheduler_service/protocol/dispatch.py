@@ -70,6 +70,8 @@ class StreamSession:
     held: OrderedDict[str, int] = field(default_factory=OrderedDict)
     cancels_sent: set[tuple[str, int]] = field(default_factory=set)
     closed: bool = False
+    #: Leases and acks go in frames of what is ready together (the runtime asked for it).
+    batch_frames: bool = False
     #: The slots it subscribed with; ``slots`` is lower while it has strikes.
     subscribed_slots: int = field(init=False, default=0)
     #: When the runtime last sent anything (event-loop time); a silent stream's leases are not

@@ -262,13 +262,18 @@ class ReportBatcher:
         self._running: set[asyncio.Task[None]] = set()
 
     async def submit(self, report: Report) -> Answer:
+        return await self.enqueue(report)
+
+    def enqueue(self, report: Report) -> asyncio.Future[Answer]:
+        """``report`` joins the gathering; the future is its answer (reports enqueued one after
+        another, as a stream's frame is, land in the same batch)."""
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         self._pending.append((report, future))
         if len(self._pending) >= self._max_batch:
             self._flush()
         elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self._window_s, self._flush)
-        return await future
+        return future
 
     def _flush(self) -> None:
         if self._timer is not None:

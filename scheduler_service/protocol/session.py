@@ -1,10 +1,15 @@
 """The Poll stream's protocol, on domain messages: subscribe, credits, delivery, release.
 
 The gRPC servicer turns each incoming ``PollRequest`` into a :class:`Subscribe`, a
-:class:`Credit` or an :class:`UnknownMessage`, and each outgoing :data:`Outgoing` into a
-``PollResponse``; everything else is here. A lease counts as delivered once the stream asks for
-the message after it: a lease the stream never took (it broke first) goes back to the queue
-without spending an attempt.
+:class:`Credit`, a :class:`ReportMessage`, a :class:`ReportFrame` or an :class:`UnknownMessage`,
+and each outgoing :data:`Outgoing` into a ``PollResponse``; everything else is here. A lease
+counts as delivered once the stream asks for the message after it: a lease the stream never took
+(it broke first) goes back to the queue without spending an attempt.
+
+A stream subscribed with ``batch_frames`` gets what is ready together in one frame: every lease
+queued for it in a :class:`LeaseFrame`, every ack in an :class:`AckFrame` (cancel notices stay
+single). Nothing waits to fill a frame: a frame holds what was queued when the stream was ready
+to send, so under load frames grow and when idle each lease goes at once.
 """
 
 from __future__ import annotations
@@ -47,11 +52,14 @@ from shared.error_codes import ErrorCode
 
 __all__ = [
     "Ack",
+    "AckFrame",
     "Credit",
     "Incoming",
     "Keepalive",
+    "LeaseFrame",
     "Outgoing",
     "PollSessions",
+    "ReportFrame",
     "ReportMessage",
     "Subscribe",
     "UnknownMessage",
@@ -70,6 +78,8 @@ class Subscribe:
     slots: int
     #: (job id, attempt) of leases the runtime still runs, after a reconnect.
     held: tuple[tuple[str, int], ...] = ()
+    #: Leases and acks come in frames of what was ready together.
+    batch_frames: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +96,27 @@ class ReportMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class ReportFrame:
+    """Reports sent together in one frame; each is answered by its own :class:`Ack`."""
+
+    reports: tuple[ReportMessage, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseFrame:
+    """Leases that were ready together, for a stream subscribed with ``batch_frames``."""
+
+    leases: tuple[LeasePayload, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AckFrame:
+    """Acks that were ready together, for a stream subscribed with ``batch_frames``."""
+
+    acks: tuple[Ack, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Keepalive:
     """The runtime is alive (it sends one at least every keepalive interval)."""
 
@@ -97,8 +128,12 @@ class UnknownMessage:
     kind: str
 
 
-Incoming = Subscribe | Credit | ReportMessage | Keepalive | UnknownMessage
-Outgoing = LeasePayload | CancelNotice | Ack
+Incoming = Subscribe | Credit | ReportMessage | ReportFrame | Keepalive | UnknownMessage
+Outgoing = LeasePayload | CancelNotice | Ack | LeaseFrame | AckFrame
+
+#: Reports one frame may carry (a runtime holds at most MAX_SLOTS leases, each reporting once
+#: or twice at a time).
+MAX_FRAME_REPORTS = 4 * MAX_SLOTS
 
 
 class PollSessions:
@@ -182,7 +217,12 @@ class PollSessions:
                 f"job_types must name registered job types (unknown: {echo(unknown)})",
                 field="job_types",
             )
-        session = StreamSession(sub.runtime_instance_id, frozenset(sub.job_types), sub.slots)
+        session = StreamSession(
+            sub.runtime_instance_id,
+            frozenset(sub.job_types),
+            sub.slots,
+            batch_frames=sub.batch_frames,
+        )
         for job_id, attempt_no in sub.held[:MAX_SLOTS]:
             # Kept alive with the stream's other leases, and their cancel notices come here.
             session.held[job_id] = attempt_no
@@ -192,7 +232,7 @@ class PollSessions:
         self, session: StreamSession, incoming: AsyncIterator[Incoming]
     ) -> AsyncGenerator[Outgoing, None]:
         reader = asyncio.get_running_loop().create_task(self._read(session, incoming))
-        undelivered: LeasePayload | None = None
+        undelivered: tuple[LeasePayload, ...] = ()
         self._dispatcher.attach(session)
         log.info(
             "runtime subscribed",
@@ -200,17 +240,16 @@ class PollSessions:
         )
         try:
             while (message := await _next_message(session, reader)) is not None:
-                if isinstance(message, LeasePayload):
-                    undelivered = message
-                yield message
-                undelivered = None
+                frames = _frames(message, session) if session.batch_frames else (message,)
+                for frame in frames:
+                    undelivered = _leases_in(frame)
+                    yield frame
+                    undelivered = ()
         finally:
             self._dispatcher.detach(session)
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
-            leftovers = [m for m in _drain(session) if isinstance(m, LeasePayload)]
-            if undelivered is not None:
-                leftovers.insert(0, undelivered)
+            leftovers = [*undelivered, *_leases_queued(session)]
             if leftovers:
                 await self._dispatcher.release_undelivered(session, leftovers)
             log.info(
@@ -228,41 +267,54 @@ class PollSessions:
                         session.add_credit(slots)
                         self._dispatcher.notify()
                     case ReportMessage():
-                        task = asyncio.get_running_loop().create_task(
-                            self._answer(session, message)
-                        )
-                        answering.add(task)
-                        task.add_done_callback(answering.discard)
+                        self._answering(answering, session, (message,))
+                    case ReportFrame(reports=reports) if 0 < len(reports) <= MAX_FRAME_REPORTS:
+                        self._answering(answering, session, reports)
                     case Keepalive():
                         pass
                     case _:
                         # A bad message ends the stream with INVALID_ARGUMENT.
                         raise InvalidRequestError(
-                            "after subscribe, Poll messages must be credit (slots ≥ 1), report "
-                            "or keepalive"
+                            "after subscribe, Poll messages must be credit (slots ≥ 1), report, "
+                            f"report_batch (1-{MAX_FRAME_REPORTS} reports) or keepalive"
                         )
         finally:
             # Reports already taken are applied whatever happens to the stream; only their
             # acks are lost (the runtime repeats them as unary calls, keyed idempotently).
             await asyncio.gather(*answering, return_exceptions=True)
 
-    async def _answer(self, session: StreamSession, message: ReportMessage) -> None:
-        answer: Answer
-        try:
-            # Here, in the stream's own context: the batch that applies it runs elsewhere.
-            validation.instance_id(message.report.runtime_instance_id)
-        except SchedulerError as refused:
-            answer = refused
-        else:
-            answer = await self._reports.submit(message.report)
+    def _answering(
+        self,
+        answering: set[asyncio.Task[None]],
+        session: StreamSession,
+        reports: tuple[ReportMessage, ...],
+    ) -> None:
+        task = asyncio.get_running_loop().create_task(self._answer(session, reports))
+        answering.add(task)
+        task.add_done_callback(answering.discard)
+
+    async def _answer(self, session: StreamSession, messages: tuple[ReportMessage, ...]) -> None:
+        """Each report's ack, once its group commit has run; reports of one frame join the
+        same gathering, so their acks are ready together."""
+        pending: list[tuple[ReportMessage, Answer | asyncio.Future[Answer]]] = []
+        for message in messages:
+            try:
+                # Here, in the stream's own context: the batch that applies it runs elsewhere.
+                validation.instance_id(message.report.runtime_instance_id)
+            except SchedulerError as refused:
+                pending.append((message, refused))
+            else:
+                pending.append((message, self._reports.enqueue(message.report)))
+        for message, waiting in pending:
+            answer = await waiting if isinstance(waiting, asyncio.Future) else waiting
             if isinstance(answer, SubmitOutcome | FailureOutcome):
                 self._dispatcher.report_accepted(session.runtime_instance_id)
-        code = answer.status if isinstance(answer, SchedulerError) else "OK"
-        if isinstance(answer, Exception) and not isinstance(answer, SchedulerError):
-            code = "INTERNAL"
-        metrics.REPORTS.labels(_KIND[type(message.report)], code).inc()
-        if not session.closed:
-            session.outgoing.put_nowait(Ack(message.report_id, answer))
+            code = answer.status if isinstance(answer, SchedulerError) else "OK"
+            if isinstance(answer, Exception) and not isinstance(answer, SchedulerError):
+                code = "INTERNAL"
+            metrics.REPORTS.labels(_KIND[type(message.report)], code).inc()
+            if not session.closed:
+                session.outgoing.put_nowait(Ack(message.report_id, answer))
 
 
 async def _next_message(session: StreamSession, reader: asyncio.Task[None]) -> Outgoing | None:
@@ -285,10 +337,41 @@ async def _next_message(session: StreamSession, reader: asyncio.Task[None]) -> O
     return None
 
 
-def _drain(session: StreamSession) -> list[Outgoing]:
-    items: list[Outgoing] = []
+def _frames(first: Outgoing, session: StreamSession) -> tuple[Outgoing, ...]:
+    """``first`` and everything queued behind it, as frames: the leases in one, cancel notices
+    one by one after them (a cancel never overtakes its lease), the acks in one."""
+    items = [first]
     while not session.outgoing.empty():
         item = session.outgoing.get_nowait()
-        if not isinstance(item, Closing):
-            items.append(item)
-    return items
+        if isinstance(item, Closing):
+            session.outgoing.put_nowait(item)  # ends the stream once these are sent
+            break
+        items.append(item)
+    leases = tuple(m for m in items if isinstance(m, LeasePayload))
+    acks = tuple(m for m in items if isinstance(m, Ack))
+    cancels = tuple(m for m in items if isinstance(m, CancelNotice))
+    frames: list[Outgoing] = []
+    if leases:
+        frames.append(LeaseFrame(leases))
+    frames.extend(cancels)
+    if acks:
+        frames.append(AckFrame(acks))
+    return tuple(frames)
+
+
+def _leases_in(frame: Outgoing) -> tuple[LeasePayload, ...]:
+    if isinstance(frame, LeasePayload):
+        return (frame,)
+    if isinstance(frame, LeaseFrame):
+        return frame.leases
+    return ()
+
+
+def _leases_queued(session: StreamSession) -> list[LeasePayload]:
+    """Leases still queued for a stream that ended: never sent, they go back."""
+    leases: list[LeasePayload] = []
+    while not session.outgoing.empty():
+        item = session.outgoing.get_nowait()
+        if isinstance(item, LeasePayload):
+            leases.append(item)
+    return leases

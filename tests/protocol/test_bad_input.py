@@ -201,6 +201,7 @@ def _subscribe(**overrides: Any) -> rt.PollRequest:
         [_subscribe(runtime_instance_id="")],
         [_subscribe(), rt.PollRequest(credit=rt.PollCredit(slots=0))],
         [_subscribe(), _subscribe()],
+        [_subscribe(batch_frames=True), rt.PollRequest(report_batch=rt.ReportBatch())],
     ],
     ids=[
         "credit-first",
@@ -211,6 +212,7 @@ def _subscribe(**overrides: Any) -> rt.PollRequest:
         "no-instance-id",
         "zero-credit",
         "second-subscribe",
+        "empty-report-batch",
     ],
 )
 async def test_bad_poll_streams_are_refused(

@@ -13,16 +13,24 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class PollRequest(_message.Message):
-    __slots__ = ("subscribe", "credit", "report", "keepalive")
+    __slots__ = ("subscribe", "credit", "report", "keepalive", "report_batch")
     SUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
     CREDIT_FIELD_NUMBER: _ClassVar[int]
     REPORT_FIELD_NUMBER: _ClassVar[int]
     KEEPALIVE_FIELD_NUMBER: _ClassVar[int]
+    REPORT_BATCH_FIELD_NUMBER: _ClassVar[int]
     subscribe: PollSubscribe
     credit: PollCredit
     report: PollReport
     keepalive: PollKeepalive
-    def __init__(self, subscribe: _Optional[_Union[PollSubscribe, _Mapping]] = ..., credit: _Optional[_Union[PollCredit, _Mapping]] = ..., report: _Optional[_Union[PollReport, _Mapping]] = ..., keepalive: _Optional[_Union[PollKeepalive, _Mapping]] = ...) -> None: ...
+    report_batch: ReportBatch
+    def __init__(self, subscribe: _Optional[_Union[PollSubscribe, _Mapping]] = ..., credit: _Optional[_Union[PollCredit, _Mapping]] = ..., report: _Optional[_Union[PollReport, _Mapping]] = ..., keepalive: _Optional[_Union[PollKeepalive, _Mapping]] = ..., report_batch: _Optional[_Union[ReportBatch, _Mapping]] = ...) -> None: ...
+
+class ReportBatch(_message.Message):
+    __slots__ = ("reports",)
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    reports: _containers.RepeatedCompositeFieldContainer[PollReport]
+    def __init__(self, reports: _Optional[_Iterable[_Union[PollReport, _Mapping]]] = ...) -> None: ...
 
 class PollReport(_message.Message):
     __slots__ = ("report_id", "result", "failure", "heartbeat")
@@ -49,16 +57,18 @@ class LeaseRef(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., attempt_no: _Optional[int] = ...) -> None: ...
 
 class PollSubscribe(_message.Message):
-    __slots__ = ("runtime_instance_id", "job_types", "slots", "held")
+    __slots__ = ("runtime_instance_id", "job_types", "slots", "held", "batch_frames")
     RUNTIME_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPES_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     HELD_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FRAMES_FIELD_NUMBER: _ClassVar[int]
     runtime_instance_id: str
     job_types: _containers.RepeatedScalarFieldContainer[str]
     slots: int
     held: _containers.RepeatedCompositeFieldContainer[LeaseRef]
-    def __init__(self, runtime_instance_id: _Optional[str] = ..., job_types: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., held: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ...) -> None: ...
+    batch_frames: bool
+    def __init__(self, runtime_instance_id: _Optional[str] = ..., job_types: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., held: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ..., batch_frames: _Optional[bool] = ...) -> None: ...
 
 class PollCredit(_message.Message):
     __slots__ = ("slots",)
@@ -67,14 +77,30 @@ class PollCredit(_message.Message):
     def __init__(self, slots: _Optional[int] = ...) -> None: ...
 
 class PollResponse(_message.Message):
-    __slots__ = ("lease", "cancel", "ack")
+    __slots__ = ("lease", "cancel", "ack", "lease_batch", "ack_batch")
     LEASE_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
+    LEASE_BATCH_FIELD_NUMBER: _ClassVar[int]
+    ACK_BATCH_FIELD_NUMBER: _ClassVar[int]
     lease: _types_pb2.Lease
     cancel: CancelNotice
     ack: ReportAck
-    def __init__(self, lease: _Optional[_Union[_types_pb2.Lease, _Mapping]] = ..., cancel: _Optional[_Union[CancelNotice, _Mapping]] = ..., ack: _Optional[_Union[ReportAck, _Mapping]] = ...) -> None: ...
+    lease_batch: LeaseBatch
+    ack_batch: AckBatch
+    def __init__(self, lease: _Optional[_Union[_types_pb2.Lease, _Mapping]] = ..., cancel: _Optional[_Union[CancelNotice, _Mapping]] = ..., ack: _Optional[_Union[ReportAck, _Mapping]] = ..., lease_batch: _Optional[_Union[LeaseBatch, _Mapping]] = ..., ack_batch: _Optional[_Union[AckBatch, _Mapping]] = ...) -> None: ...
+
+class LeaseBatch(_message.Message):
+    __slots__ = ("leases",)
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    leases: _containers.RepeatedCompositeFieldContainer[_types_pb2.Lease]
+    def __init__(self, leases: _Optional[_Iterable[_Union[_types_pb2.Lease, _Mapping]]] = ...) -> None: ...
+
+class AckBatch(_message.Message):
+    __slots__ = ("acks",)
+    ACKS_FIELD_NUMBER: _ClassVar[int]
+    acks: _containers.RepeatedCompositeFieldContainer[ReportAck]
+    def __init__(self, acks: _Optional[_Iterable[_Union[ReportAck, _Mapping]]] = ...) -> None: ...
 
 class ReportAck(_message.Message):
     __slots__ = ("report_id", "status", "result", "failure", "heartbeat")

@@ -1,0 +1,100 @@
+"""Batched frames on the Poll stream: what is ready together travels in one message.
+
+A runtime that subscribes with ``batch_frames`` gets its leases in ``LeaseBatch`` frames and its
+acks in ``AckBatch`` frames, and sends its reports in ``ReportBatch`` frames. Per job the stream
+then carries a share of a message instead of four messages, which is what a job's gRPC cost was
+made of (docs/performance.md). Every lease and report keeps its own token, guard and answer; a
+frame is only an envelope.
+
+:func:`outgoing_frames` is the runtime's sending side (used by ``runtime_service`` and the
+benchmark runtimes); :func:`chunked` bounds a frame's size on either side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Iterable, Iterator
+from typing import TypeVar
+
+from google.protobuf.message import Message
+
+from shared.gen.aijob.v1 import runtime_service_pb2 as rt
+
+__all__ = ["FRAME_BYTES", "chunked", "coalesce", "outgoing_frames"]
+
+#: A frame stays under this many bytes (well under gRPC's 4 MiB message limit) unless a single
+#: item is larger on its own; the rest go in the next frame.
+FRAME_BYTES = 1024 * 1024
+
+M = TypeVar("M", bound=Message)
+
+
+def chunked(items: Iterable[M], limit: int = FRAME_BYTES) -> Iterator[list[M]]:
+    """``items`` in order, in runs of at most ``limit`` serialized bytes (an item larger than
+    ``limit`` alone in its run)."""
+    run: list[M] = []
+    size = 0
+    for item in items:
+        item_size = item.ByteSize()
+        if run and size + item_size > limit:
+            yield run
+            run, size = [], 0
+        run.append(item)
+        size += item_size
+    if run:
+        yield run
+
+
+def coalesce(ready: list[rt.PollRequest]) -> list[rt.PollRequest]:
+    """``ready`` as few frames: every report in ``ReportBatch`` frames, the credits summed into
+    one, and a keepalive only when nothing else goes (any message shows the runtime alive)."""
+    reports: list[rt.PollReport] = []
+    credit = 0
+    keepalive = False
+    others: list[rt.PollRequest] = []
+    for request in ready:
+        match request.WhichOneof("kind"):
+            case "report":
+                reports.append(request.report)
+            case "report_batch":
+                reports.extend(request.report_batch.reports)
+            case "credit":
+                credit += request.credit.slots
+            case "keepalive":
+                keepalive = True
+            case _:
+                others.append(request)
+    frames = [rt.PollRequest(report_batch=rt.ReportBatch(reports=run)) for run in chunked(reports)]
+    if credit:
+        frames.append(rt.PollRequest(credit=rt.PollCredit(slots=credit)))
+    frames.extend(others)
+    if keepalive and not frames:
+        frames.append(rt.PollRequest(keepalive=rt.PollKeepalive()))
+    return frames
+
+
+def _ready(queue: asyncio.Queue[rt.PollRequest]) -> list[rt.PollRequest]:
+    items: list[rt.PollRequest] = []
+    while not queue.empty():
+        items.append(queue.get_nowait())
+    return items
+
+
+async def outgoing_frames(
+    queue: asyncio.Queue[rt.PollRequest],
+    *,
+    window_s: float,
+) -> AsyncGenerator[rt.PollRequest, None]:
+    """The requests put on ``queue``, as frames.
+
+    A message found alone goes at once: a lone report is never held. When more were ready
+    together (a burst), the frame waits ``window_s`` for the rest of the burst before it goes.
+    While gRPC writes one frame, what arrives meanwhile gathers for the next.
+    """
+    while True:
+        ready = [await queue.get(), *_ready(queue)]
+        if len(ready) > 1 and window_s > 0:
+            await asyncio.sleep(window_s)
+            ready.extend(_ready(queue))
+        for frame in coalesce(ready):
+            yield frame
