@@ -159,6 +159,8 @@ class SchedulerApp:
             ),
             handoff=dispatcher.offer_within,
             budget=settings.budget,
+            create_window_s=settings.create_batch_window_ms / 1000,
+            create_batch_max=settings.create_batch_max,
         )
         reports = protocol.reports
         polls = PollSessions(
@@ -235,6 +237,7 @@ class SchedulerApp:
         """Let the background loops finish what they are doing (a cancel in the middle of a
         statement could leave a connection mid-transaction), then close the pool."""
         await self.reports.drain()
+        await self.jobs.drain()
         for loop in self.loops:
             await loop.stop()
         await self.engine.dispose()

@@ -232,6 +232,11 @@ class SchedulerSettings(BaseSettings):
     #: and applied in one transaction.
     report_batch_window_ms: float = Field(default=2.0, ge=0, le=100)
     report_batch_max: int = Field(default=200, ge=1, le=2_000)
+    #: CreateJob calls that arrive together share one transaction: gathered this long (0: those
+    #: that arrive while the event loop is busy, and while earlier batches commit) and up to
+    #: create_batch_max of them.
+    create_batch_window_ms: float = Field(default=0.0, ge=0, le=100)
+    create_batch_max: int = Field(default=64, ge=1, le=500)
     #: Longest wait a failure's Retry-After may impose before the next attempt.
     max_retry_after_s: float = Field(default=600.0, gt=0, le=86_400)
     #: How many times one job may go back to the queue unspent (a provider's 429, a runtime

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import (
+    BindParameter,
     ColumnElement,
     Table,
     and_,
@@ -165,6 +166,34 @@ async def over_budget_queued(
     return [(row.id, row.jobType) for row in await conn.execute(query)]
 
 
+_USERS: BindParameter[list[str]] = bindparam("b_users", expanding=True)
+#: Users with a budget row or a spend row today (prebuilt: a create reads it every time).
+_KNOWN = union(
+    select(_budget.c.userId).where(_budget.c.userId.in_(_USERS)),
+    select(_spend.c.userId).where(_spend.c.userId.in_(_USERS), _spend.c.day == db_today()),
+).subquery()
+_STANDINGS = (
+    select(
+        _KNOWN.c.userId,
+        _budget.c.dailyTokens,
+        _budget.c.dailyCostMicros,
+        _spend.c.tokens,
+        _spend.c.costMicros,
+    )
+    .select_from(_KNOWN)
+    .outerjoin(_budget, _budget.c.userId == _KNOWN.c.userId)
+    .outerjoin(_spend, and_(_spend.c.userId == _KNOWN.c.userId, _spend.c.day == db_today()))
+)
+_RESERVED = (
+    select(_jobs.c.userId, func.sum(_jobs.c.tokenEstimate))
+    .where(
+        _jobs.c.userId.in_(_USERS),
+        _jobs.c.lifecycleStatus.in_(bindparam("b_states", expanding=True)),
+    )
+    .group_by(_jobs.c.userId)
+)
+
+
 async def budget_standings(
     conn: AsyncConnection, users: Collection[str], budget: Budget, reserving: Collection[str]
 ) -> dict[str, Standing]:
@@ -174,22 +203,7 @@ async def budget_standings(
     if not users:
         return {}
     ids = sorted(users)
-    known = union(
-        select(_budget.c.userId).where(_budget.c.userId.in_(ids)),
-        select(_spend.c.userId).where(_spend.c.userId.in_(ids), _spend.c.day == db_today()),
-    ).subquery()
-    rows = await conn.execute(
-        select(
-            known.c.userId,
-            _budget.c.dailyTokens,
-            _budget.c.dailyCostMicros,
-            _spend.c.tokens,
-            _spend.c.costMicros,
-        )
-        .select_from(known)
-        .outerjoin(_budget, _budget.c.userId == known.c.userId)
-        .outerjoin(_spend, and_(_spend.c.userId == known.c.userId, _spend.c.day == db_today()))
-    )
+    rows = await conn.execute(_STANDINGS, {"b_users": ids})
     standings = {user: Standing(budget) for user in ids}
     for row in rows:
         standings[row.userId] = Standing(
@@ -200,9 +214,7 @@ async def budget_standings(
     metered = sorted(user for user, s in standings.items() if s.budget.daily_tokens)
     if metered and reserving:
         reserved = await conn.execute(
-            select(_jobs.c.userId, func.sum(_jobs.c.tokenEstimate))
-            .where(_jobs.c.userId.in_(metered), _jobs.c.lifecycleStatus.in_(sorted(reserving)))
-            .group_by(_jobs.c.userId)
+            _RESERVED, {"b_users": metered, "b_states": sorted(reserving)}
         )
         for user, tokens in reserved:
             standings[user] = Standing(

@@ -8,6 +8,8 @@ wired in here.
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,6 +18,7 @@ from typing import Any
 from scheduler_service import validation
 from scheduler_service.billing.budgets import Budget, admit_within_budgets
 from scheduler_service.errors import (
+    DatabaseUnavailableError,
     DuplicateKeyError,
     InvalidRequestError,
     JobNotCancellableError,
@@ -24,6 +27,7 @@ from scheduler_service.errors import (
     LimitExceededError,
     SchedulerError,
 )
+from scheduler_service.gathering import Gathering
 from scheduler_service.jobs import paging
 from scheduler_service.jobs.commands import CreateJobCommand, JobFilter, Limits
 from scheduler_service.jobs.new_jobs import new_job_of, same_request
@@ -58,9 +62,13 @@ class Created:
 
 CreateResult = Created | SchedulerError
 
-#: Offers a just-created job's type to a local runtime inside the create's transaction; it
-#: registers its own after-commit delivery and after-rollback release on ``tx``.
-Handoff = Callable[[Transaction, str], Awaitable[None]]
+#: Offers up to ``count`` just-created jobs of a type to local runtimes inside the create's
+#: transaction; it registers its own after-commit delivery and after-rollback release on ``tx``.
+Handoff = Callable[[Transaction, str, int], Awaitable[None]]
+#: A gathered create's answer: its result, or what its transaction raised.
+_Gathered = Created | Exception
+
+log = logging.getLogger(__name__)
 
 
 def _check_deadline(deadline: datetime | None, now: datetime | None) -> None:
@@ -84,6 +92,9 @@ class JobService:
         limits: Limits | None = None,
         handoff: Handoff | None = None,
         budget: Budget | None = None,
+        create_window_s: float = 0.0,
+        create_batch_max: int = 64,
+        create_batches_in_flight: int = 2,
     ) -> None:
         self._uow = uow
         self._registry = registry
@@ -91,17 +102,58 @@ class JobService:
         #: The default daily budget of a user no operator set one for.
         self._budget = budget or Budget()
         self._handoff = handoff
+        self._creates: Gathering[CreateJobCommand, _Gathered] = Gathering(
+            self._create_gathered,
+            window_s=create_window_s,
+            max_batch=min(create_batch_max, MAX_BULK_CREATE),
+            max_in_flight=create_batches_in_flight,
+        )
 
     async def create(
         self, cmd: CreateJobCommand, *, enforce_limits: bool = True
     ) -> tuple[JobRecord, bool]:
-        """CreateJob: :meth:`create_many` of one. The job, its snapshot and its ``ai.job.enqueue``
-        event in one transaction; ``created=False`` for a repeat with the same (user, job type,
-        idempotency key), and the same key with a different request is refused."""
-        (result,) = await self.create_many([cmd], enforce_limits=enforce_limits)
-        if isinstance(result, SchedulerError):
+        """CreateJob: the job, its snapshot and its ``ai.job.enqueue`` event in one transaction;
+        ``created=False`` for a repeat with the same (user, job type, idempotency key), and the
+        same key with a different request is refused.
+
+        Creates that arrive together (concurrent callers, within the create window) share one
+        group commit, :meth:`create_many` of them all, each with its own checks, idempotency and
+        answer; a lone create is a batch of one. A RetryJob (``enforce_limits`` off) goes alone.
+        """
+        if enforce_limits:
+            result: _Gathered = await self._creates.submit(cmd)
+        else:
+            (result,) = await self.create_many([cmd], enforce_limits=False)
+        if isinstance(result, Exception):
             raise result
         return result.job, result.created
+
+    async def _create_gathered(self, commands: list[CreateJobCommand]) -> list[_Gathered]:
+        """A gathering of creates as one :meth:`create_many`. Should its transaction fail for a
+        reason that is not one create's (anything but the database being away), each is made
+        again on its own, so one bad create cannot cost the others theirs."""
+        try:
+            return list(await self.create_many(commands))
+        except DatabaseUnavailableError as away:
+            return [away] * len(commands)
+        except Exception as exc:
+            if len(commands) == 1:
+                return [exc]
+            log.exception(
+                "create batch failed; creating its jobs one by one",
+                extra={"action": "create_batch_error", "creates": len(commands)},
+            )
+        alone: list[_Gathered] = []
+        for command in commands:
+            try:
+                alone.extend(await self.create_many([command]))
+            except Exception as exc:
+                alone.append(exc)
+        return alone
+
+    async def drain(self) -> None:
+        """Finish the creates gathered or running (on shutdown)."""
+        await self._creates.drain()
 
     def _over_limits(self, active_jobs: int, today: int) -> LimitExceededError | None:
         if active_jobs >= self._limits.max_active_jobs_per_user:
@@ -203,9 +255,10 @@ class JobService:
             for index in accepted:
                 refused[index] = Created(rows[prepared[index][0].job_id], True)
             if self._handoff is not None:
-                # A runtime here with a free slot gets its lease in this same transaction.
-                for job_type in dict.fromkeys(prepared[i][0].job_type for i in accepted):
-                    await self._handoff(tx, job_type)
+                # Runtimes here with free slots get their leases in this same transaction.
+                types = Counter(prepared[i][0].job_type for i in accepted)
+                for job_type, count in types.items():
+                    await self._handoff(tx, job_type, count)
             return refused, accepted
 
         created, _accepted = await self._uow.run(insert)

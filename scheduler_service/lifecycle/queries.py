@@ -18,9 +18,11 @@ from sqlalchemy import (
     and_,
     bindparam,
     func,
+    literal,
     or_,
     select,
     tuple_,
+    union_all,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -137,30 +139,28 @@ async def read_job(conn: AsyncConnection, job_id: str) -> JobRecord | None:
 
 
 _USERS: BindParameter[list[str]] = bindparam("b_users", expanding=True)
-_ACTIVE_BY_USER = (
-    select(_c.userId, func.count())
+#: Each user's queued-or-running count and created-today count, in one read ("a" and "t" rows).
+_ACTIVE_AND_TODAY_BY_USER = union_all(
+    select(literal("a").label("kind"), _c.userId, func.count().label("n"))
     .where(_c.userId.in_(_USERS), _c.lifecycleStatus.in_([_Q, _R]))
-    .group_by(_c.userId)
-)
-_TODAY_BY_USER = (
-    select(_c.userId, func.count())
+    .group_by(_c.userId),
+    select(literal("t").label("kind"), _c.userId, func.count().label("n"))
     .where(_c.userId.in_(_USERS), _c.createdAt >= db_today())
-    .group_by(_c.userId)
+    .group_by(_c.userId),
 )
 
 
 async def active_and_today_of(
     conn: AsyncConnection, user_ids: Collection[str]
 ) -> dict[str, tuple[int, int]]:
-    """:func:`active_and_today` for several users: two grouped counts on the per-user indexes."""
+    """:func:`active_and_today` for several users: two grouped counts on the per-user indexes,
+    in one round trip."""
     users = sorted(user_ids)
-    active: dict[str, int] = {
-        str(u): int(n) for u, n in await conn.execute(_ACTIVE_BY_USER, {"b_users": users})
+    counts = {
+        (str(kind), str(user)): int(n)
+        for kind, user, n in await conn.execute(_ACTIVE_AND_TODAY_BY_USER, {"b_users": users})
     }
-    today: dict[str, int] = {
-        str(u): int(n) for u, n in await conn.execute(_TODAY_BY_USER, {"b_users": users})
-    }
-    return {u: (int(active.get(u, 0)), int(today.get(u, 0))) for u in users}
+    return {u: (counts.get(("a", u), 0), counts.get(("t", u), 0)) for u in users}
 
 
 async def read_jobs(conn: AsyncConnection, job_ids: Sequence[str]) -> dict[str, JobRecord]:

@@ -20,14 +20,6 @@ from scheduler_service.ports import GateStore
 __all__ = ["SqlGateStore"]
 
 _gate = cast(Table, AiUserJobGate.__table__)
-#: Several users' gates, locked in one order so that two batches cannot deadlock.
-_LOCK_GATES = (
-    select(_gate.c.userId)
-    .where(_gate.c.userId.in_(bindparam("b_users", expanding=True)))
-    .order_by(_gate.c.userId)
-    .with_for_update()
-)
-
 #: Fair dispatch: the users' last places, the queue's head and the newest running place.
 _GATE_PLACES = select(_gate.c.userId, _gate.c.fairSeq).where(
     _gate.c.userId.in_(bindparam("b_users", expanding=True))
@@ -65,13 +57,14 @@ class SqlGateStore(GateStore):
         self._conn = conn
 
     async def lock_user_gates(self, user_ids: Collection[str]) -> dict[str, tuple[int, int]]:
+        # The upsert locks each gate, new or not, in user order (on MySQL/MariaDB
+        # ON DUPLICATE KEY UPDATE takes an exclusive lock on the existing row; SQLite holds the
+        # whole database from the first write): one statement instead of an insert and a
+        # SELECT … FOR UPDATE, and a prune cannot delete a gate between the two.
         users = sorted(set(user_ids))
-        while True:
-            rows = [{"userId": user} for user in users]
-            await insert_ignoring_duplicates(self._conn, _gate, rows, stamped=("updatedAt",))
-            locked = await self._conn.execute(_LOCK_GATES, {"b_users": users})
-            if len(locked.all()) == len(users):  # none pruned between the insert and the lock
-                return await queries.active_and_today_of(self._conn, users)
+        rows = [{"userId": user} for user in users]
+        await insert_ignoring_duplicates(self._conn, _gate, rows, stamped=("updatedAt",))
+        return await queries.active_and_today_of(self._conn, users)
 
     async def _one_user_floor(self, user: str, priority: int) -> _Floors:
         row = (

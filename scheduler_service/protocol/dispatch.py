@@ -312,34 +312,37 @@ class Dispatcher(RoundLoop):
         """Whether ``job_id`` was created here and dispatched at its commit."""
         return job_id in self._dispatched
 
-    async def offer_within(self, tx: Transaction, job_type: str) -> None:
-        """Lease work to a stream of this replica with a free slot, inside ``tx`` (a create's),
-        so a new job need not wait for a dispatch round.
+    async def offer_within(self, tx: Transaction, job_type: str, count: int = 1) -> None:
+        """Lease up to ``count`` jobs of ``job_type`` to streams of this replica with free slots,
+        inside ``tx`` (a create's), so new jobs need not wait for a dispatch round.
 
         The claim is the dispatcher's own (priority, then age, SKIP LOCKED), so an older job
-        waiting for the same type goes first and nothing jumps the queue. The slot is held until
-        ``tx`` ends; the lease is delivered once it commits (a rollback takes the claim with it).
+        waiting for the same type goes first and nothing jumps the queue. The slots are held
+        until ``tx`` ends; the leases are delivered once it commits (a rollback takes the claim
+        with it).
         """
-        session = next(
-            (
-                s
-                for s in self._sessions
-                if s.credits > 0 and not s.closed and job_type in s.job_types
-            ),
-            None,
-        )
-        if session is None:
+        demands: list[tuple[StreamSession, int]] = []
+        left = count
+        for session in self._sessions:
+            if left <= 0:
+                break
+            if session.credits > 0 and not session.closed and job_type in session.job_types:
+                want = min(session.credits, left)
+                session.credits -= want  # held for this transaction: a round cannot spend it
+                demands.append((session, want))
+                left -= want
+        if not demands:
             return
-        session.credits -= 1  # held for this transaction, so a round cannot spend it too
 
         def give_back() -> None:
-            session.credits += 1
+            for session, want in demands:
+                session.credits += want
 
         tx.after_rollback(give_back)
-        (leases,) = await self._protocol.claim_within(
-            tx, [job_type], [(session.runtime_instance_id, 1)]
+        shares = await self._protocol.claim_within(
+            tx, [job_type], [(session.runtime_instance_id, want) for session, want in demands]
         )
-        placed = {lease.job_id for lease in leases}
+        placed = {lease.job_id for share in shares for lease in share}
         self._handed_off |= placed
 
         def settled() -> None:  # after the commit's wake-up, which reads it (hooks run in order)
@@ -350,8 +353,9 @@ class Dispatcher(RoundLoop):
 
         async def deliver() -> None:
             give_back()
-            if leases and not self._deliver(session, leases):
-                await self._release(session, leases)
+            for (session, _), leases in zip(demands, shares, strict=True):
+                if leases and not self._deliver(session, leases):
+                    await self._release(session, leases)
 
         tx.after_commit(deliver)
 

@@ -29,6 +29,7 @@ from scheduler_service.errors import (
     LeaseLostError,
     SchedulerError,
 )
+from scheduler_service.gathering import Gathering
 from scheduler_service.lifecycle.guards import Moment, matches, row_of
 from scheduler_service.lifecycle.lease_tokens import digest
 from scheduler_service.lifecycle.records import Beat, JobRecord, LockedRows, Success
@@ -239,11 +240,8 @@ def _rounds(
 
 class ReportBatcher:
     """Gathers reports for at most ``window_s`` (or ``max_batch`` of them) and applies each
-    gathering as one group commit; a lone report waits no longer than the window.
-
-    At most ``max_in_flight`` batches run at once: while they do, reports keep gathering, so under
-    load the batches grow instead of the transactions multiplying (River's completer does the
-    same) and each job's share of a commit shrinks."""
+    gathering as one group commit (:class:`~scheduler_service.gathering.Gathering`); a lone
+    report waits no longer than the window."""
 
     def __init__(
         self,
@@ -254,57 +252,25 @@ class ReportBatcher:
         max_in_flight: int = 1,
     ) -> None:
         self._group = group
-        self._window_s = window_s
-        self._max_batch = max_batch
-        self._max_in_flight = max_in_flight
-        self._pending: list[tuple[Report, asyncio.Future[Answer]]] = []
-        self._timer: asyncio.TimerHandle | None = None
-        self._running: set[asyncio.Task[None]] = set()
+        self._gathering: Gathering[Report, Answer] = Gathering(
+            self._apply, window_s=window_s, max_batch=max_batch, max_in_flight=max_in_flight
+        )
 
     async def submit(self, report: Report) -> Answer:
-        return await self.enqueue(report)
+        return await self._gathering.submit(report)
 
     def enqueue(self, report: Report) -> asyncio.Future[Answer]:
         """``report`` joins the gathering; the future is its answer (reports enqueued one after
         another, as a stream's frame is, land in the same batch)."""
-        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-        self._pending.append((report, future))
-        if len(self._pending) >= self._max_batch:
-            self._flush()
-        elif self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(self._window_s, self._flush)
-        return future
+        return self._gathering.enqueue(report)
 
-    def _flush(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if len(self._running) >= self._max_in_flight:
-            return  # the running batch's end starts the next one
-        batch = self._pending[: self._max_batch]
-        self._pending = self._pending[self._max_batch :]
-        if batch:
-            task = asyncio.get_running_loop().create_task(self._apply(batch))
-            self._running.add(task)
-            task.add_done_callback(self._finished)
-
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        self._running.discard(task)
-        if self._pending:
-            self._flush()  # these have waited at least as long as the window already
-
-    async def _apply(self, batch: list[tuple[Report, asyncio.Future[Answer]]]) -> None:
-        metrics.REPORT_BATCH.observe(len(batch))
+    async def _apply(self, reports: list[Report]) -> list[Answer]:
+        metrics.REPORT_BATCH.observe(len(reports))
         try:
-            answers = await self._group.apply([report for report, _ in batch])
+            return await self._group.apply(reports)
         except Exception as exc:  # every report of the batch gets the failure
-            answers = [exc] * len(batch)
-        for (_, future), answer in zip(batch, answers, strict=True):
-            if not future.done():
-                future.set_result(answer)
+            return [exc] * len(reports)
 
     async def drain(self) -> None:
         """Apply what is waiting and let running batches finish (on shutdown)."""
-        self._flush()
-        while self._running:
-            await asyncio.gather(*self._running, return_exceptions=True)
+        await self._gathering.drain()

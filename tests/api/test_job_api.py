@@ -144,6 +144,25 @@ async def test_active_cap_holds_under_concurrent_creates(
     assert (await JobClient(scheduler.channel, "user-2").create()).job_id  # per user
 
 
+async def test_active_cap_holds_when_creates_race_in_separate_transactions(
+    mysql_url: str, start_scheduler: SchedulerFactory
+) -> None:
+    """Two replicas, each create its own transaction (no gathering): only the user's gate lock
+    stands between them and the cap."""
+    replicas = [
+        await start_scheduler(mysql_url, max_active_jobs_per_user=3, create_batch_max=1)
+        for _ in range(2)
+    ]
+    clients = [JobClient(replica.channel) for replica in replicas]
+    results = await asyncio.gather(
+        *(clients[i % 2].create() for i in range(12)), return_exceptions=True
+    )
+    created = [r for r in results if not isinstance(r, BaseException)]
+    refused = [r for r in results if isinstance(r, grpc.aio.AioRpcError)]
+    assert len(created) == 3 and len(refused) == 9
+    assert {error_reason(e) for e in refused} == {"TOO_MANY_JOBS"}
+
+
 async def test_daily_quota(mysql_url: str, start_scheduler: SchedulerFactory) -> None:
     scheduler = await start_scheduler(mysql_url, daily_job_quota_per_user=2)
     jobs = JobClient(scheduler.channel)

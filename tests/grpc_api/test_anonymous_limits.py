@@ -18,6 +18,7 @@ from scheduler_service.api.reflection import TokenBucket
 from scheduler_service.api.server import build_server
 from scheduler_service.api.status import ANONYMOUS_MAX_MESSAGE_BYTES
 from scheduler_service.app import SchedulerApp
+from scheduler_service.migrate import migrate
 from scheduler_service.settings import SchedulerSettings
 from shared.status_details import error_reason
 
@@ -26,9 +27,13 @@ BURST = 10
 
 @pytest.fixture
 async def channel(tmp_path: Path) -> AsyncIterator[grpc.aio.Channel]:
+    database_url = f"sqlite+aiosqlite:///{tmp_path}/a.db"
+    # Migrated: the health watcher turns a database without tables NOT_SERVING, which raced the
+    # SERVING this fixture sets.
+    await migrate(database_url)
     settings = SchedulerSettings(
         listen="127.0.0.1:0",
-        database_url=f"sqlite+aiosqlite:///{tmp_path}/a.db",
+        database_url=database_url,
         # Practically no refill: the burst is all a run of this test can use.
         reflection_rate_per_s=0.001,
         reflection_burst=BURST,

@@ -3,6 +3,7 @@ paging, and the events and wake-ups each commit brings."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -161,3 +162,43 @@ async def test_retry_makes_a_new_job_from_a_cancelled_one_once(
     assert retried.id != job.id and retried.retriedFromJobId == job.id
     assert uow.state.snapshots[retried.id][0] == {"text": "again"}
     assert (await jobs.retry(job.id)).id == retried.id
+
+
+async def test_creates_that_arrive_together_share_one_commit_each_with_its_own_answer(
+    jobs: JobService, uow: FakeUnitOfWork
+) -> None:
+    commands = [command(f"user-{i % 3}") for i in range(6)]
+    commands += [command(job_type="no_such_type"), command("user-1", idempotency_key="k")]
+    commands += [command("user-1", idempotency_key="k")]
+
+    results = await asyncio.gather(*(jobs.create(cmd) for cmd in commands), return_exceptions=True)
+
+    assert uow.commits == 1
+    created = [r for r in results if isinstance(r, tuple)]
+    assert len(created) == 8 and len({job.id for job, _ in created}) == 7
+    assert isinstance(results[6], UnknownJobTypeError)
+    # The same key twice in one gathering: one job, the second call a repeat.
+    assert results[7][0].id == results[8][0].id  # type: ignore[index]
+    assert (results[7][1], results[8][1]) == (True, False)  # type: ignore[index]
+
+
+async def test_a_gathering_that_fails_as_a_whole_creates_each_job_alone(
+    jobs: JobService, uow: FakeUnitOfWork, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create_many = jobs.create_many
+
+    async def poisoned(commands: list[CreateJobCommand], **kwargs: Any) -> Any:
+        if any(cmd.user_id == "poison" for cmd in commands):
+            raise RuntimeError("this create breaks its whole transaction")
+        return await create_many(commands, **kwargs)
+
+    monkeypatch.setattr(jobs, "create_many", poisoned)
+    users = ["user-1", "poison", "user-2"]
+
+    results = await asyncio.gather(
+        *(jobs.create(command(user)) for user in users), return_exceptions=True
+    )
+
+    assert isinstance(results[1], RuntimeError)
+    assert [type(r) for r in (results[0], results[2])] == [tuple, tuple]
+    assert len(uow.state.jobs) == 2
