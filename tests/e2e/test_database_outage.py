@@ -112,7 +112,9 @@ async def test_the_database_away_longer_than_a_lease(
     try:
         await asyncio.to_thread(wait_until_serving, address)
         model_server.state.default_fault = "latency:300"  # jobs are in flight when it goes
-        runtime = launch(address, "rt-outage", AIJOB_RUNTIME_SLOTS="8")
+        runtime = launch(
+            address, "rt-outage", AIJOB_RUNTIME_SLOTS="8", AIJOB_STREAM_BATCH_FRAMES="true"
+        )
         async with grpc.aio.insecure_channel(address) as channel:
             jobs = JobClient(channel)
             for index in range(JOBS_TOTAL):
