@@ -43,7 +43,14 @@ def free_ports_in_a_row(count: int) -> int:
 
 def wait_until_serving(address: str, timeout_s: float = 30) -> None:
     """Block until the server at ``address`` answers its health check (no fixed sleeps)."""
-    with grpc.insecure_channel(address) as channel:
+    # The channel's default reconnect backoff waits a second after the first refused connect
+    # (the child has not bound yet): retry every few tens of milliseconds instead.
+    options = [
+        ("grpc.initial_reconnect_backoff_ms", 50),
+        ("grpc.min_reconnect_backoff_ms", 50),
+        ("grpc.max_reconnect_backoff_ms", 200),
+    ]
+    with grpc.insecure_channel(address, options=options) as channel:
         health_pb2_grpc.HealthStub(channel).Check(
             health_pb2.HealthCheckRequest(), timeout=timeout_s, wait_for_ready=True
         )
