@@ -8,10 +8,12 @@ import asyncio
 from typing import Any
 
 import pytest
+from google.protobuf import json_format
 from sqlalchemy import func, select
 
 from devtools.harness.runtime_client import ClientRuntime, JobClient
 from devtools.harness.waiting import eventually
+from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from tests.support.db_checks import JOBS, job_row
 from tests.support.schedulers import RunningScheduler
 
@@ -99,3 +101,40 @@ async def test_a_hand_off_cannot_spend_the_slots_a_round_is_claiming_for(
         assert (await job_row(scheduler.app.engine, late.job_id))["lifecycleStatus"] == "queued"
     finally:
         await runtime.close()
+
+
+async def test_a_bulk_create_hands_off_as_many_jobs_as_local_slots_are_free(
+    scheduler: RunningScheduler,
+) -> None:
+    """The hand-off leases a whole gathering's worth, dealt over the streams with free slots,
+    not one job per type."""
+    await scheduler.app.dispatcher.stop()  # no rounds: only the hand-off can lease
+    runtimes = [
+        ClientRuntime(scheduler.channel, "rt-bulk-a", slots=2, batch_frames=True),
+        ClientRuntime(scheduler.channel, "rt-bulk-b", slots=3),
+    ]
+    for runtime in runtimes:
+        await runtime.connect()
+    try:
+        for runtime in runtimes:
+            await _subscribed(scheduler, runtime.instance_id)
+        jobs = JobClient(scheduler.channel)
+        items = []
+        for index in range(6):
+            job = job_pb.CreateJobRequest(job_type="synthetic_echo")
+            json_format.ParseDict({"n": index}, job.snapshot)
+            items.append(job_pb.CreateJobsItem(job=job))
+        reply = await jobs.stub.CreateJobs(
+            job_pb.CreateJobsRequest(items=items), metadata=jobs.metadata, timeout=30
+        )
+        created = [result.job.job_id for result in reply.results]
+
+        leased = {(await runtimes[0].next_lease()).job_id for _ in range(2)}
+        leased |= {(await runtimes[1].next_lease()).job_id for _ in range(3)}
+
+        assert len(leased) == 5 and leased <= set(created)
+        (left,) = set(created) - leased
+        assert (await job_row(scheduler.app.engine, left))["lifecycleStatus"] == "queued"
+    finally:
+        for runtime in runtimes:
+            await runtime.close()
