@@ -33,12 +33,17 @@ class JsonFormatter(logging.Formatter):
         }
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_"):
-                entry[key] = (
-                    value if isinstance(value, str | int | float | bool | None) else str(value)
-                )
+                entry[key] = value if _plain(value) else str(value)
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False)
+
+
+def _plain(value: object) -> bool:
+    """A value that goes into the line as JSON: a scalar, or a list of ids."""
+    if isinstance(value, list):
+        return all(isinstance(item, str | int) for item in value)
+    return isinstance(value, str | int | float | bool | None)
 
 
 def configure_logging(service: str, level: int = logging.INFO, **fixed: str) -> None:

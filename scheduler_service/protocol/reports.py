@@ -187,9 +187,14 @@ Answer = Outcome | Exception
 
 
 def count_accepted(job_ids: Sequence[str]) -> None:
+    if not job_ids:
+        return
     metrics.OUTCOMES.labels(LifecycleStatus.SUCCEEDED.value).inc(len(job_ids))
-    for job_id in job_ids:
-        log.info("result accepted", extra={"action": "result_accepted", "jobId": job_id})
+    # One line per group commit, naming its jobs: a line per job cost 2 % of a drain's CPU.
+    log.info(
+        "results accepted",
+        extra={"action": "result_accepted", "jobIds": list(job_ids), "count": len(job_ids)},
+    )
 
 
 def counted(outcome: FailureOutcome, error_code: str) -> FailureOutcome:
