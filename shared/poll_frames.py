@@ -20,23 +20,27 @@ from google.protobuf.message import Message
 
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 
-__all__ = ["FRAME_BYTES", "chunked", "coalesce", "outgoing_frames"]
+__all__ = ["FRAME_BYTES", "FRAME_ITEMS", "chunked", "coalesce", "outgoing_frames"]
 
 #: A frame stays under this many bytes (well under gRPC's 4 MiB message limit) unless a single
 #: item is larger on its own; the rest go in the next frame.
 FRAME_BYTES = 1024 * 1024
+#: And holds at most this many items (a scheduler refuses a ReportBatch of more than 4,000).
+FRAME_ITEMS = 1000
 
 M = TypeVar("M", bound=Message)
 
 
-def chunked(items: Iterable[M], limit: int = FRAME_BYTES) -> Iterator[list[M]]:
-    """``items`` in order, in runs of at most ``limit`` serialized bytes (an item larger than
-    ``limit`` alone in its run)."""
+def chunked(
+    items: Iterable[M], limit: int = FRAME_BYTES, max_items: int = FRAME_ITEMS
+) -> Iterator[list[M]]:
+    """``items`` in order, in runs of at most ``limit`` serialized bytes and ``max_items`` items
+    (an item larger than ``limit`` alone in its run)."""
     run: list[M] = []
     size = 0
     for item in items:
         item_size = item.ByteSize()
-        if run and size + item_size > limit:
+        if run and (size + item_size > limit or len(run) >= max_items):
             yield run
             run, size = [], 0
         run.append(item)

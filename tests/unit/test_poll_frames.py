@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
-from shared.poll_frames import FRAME_BYTES, chunked, coalesce, outgoing_frames
+from shared.poll_frames import FRAME_BYTES, FRAME_ITEMS, chunked, coalesce, outgoing_frames
 
 
 def _report(report_id: int, output: str = "{}") -> rt.PollRequest:
@@ -54,6 +54,11 @@ def test_frames_keep_their_order_and_stay_under_the_bound(sizes: list[int]) -> N
     assert [r.report_id for run in runs for r in run] == list(range(len(sizes)))
     for run in runs:
         assert len(run) == 1 or sum(r.ByteSize() for r in run) <= FRAME_BYTES
+
+
+def test_a_frame_holds_at_most_frame_items() -> None:
+    reports = [_report(i).report for i in range(FRAME_ITEMS + 1)]
+    assert [len(run) for run in chunked(reports)] == [FRAME_ITEMS, 1]
 
 
 def test_an_item_larger_than_the_bound_travels_alone() -> None:
