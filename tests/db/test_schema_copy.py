@@ -1,5 +1,5 @@
 """The tests' migrated MariaDB databases (tests/support/schema_copy.py) are the ones alembic
-makes: every table described the same, the same seeded rows."""
+makes: every table described the same, the same seeded rows, the same triggers."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from scheduler_service.migrate import migrate
 from tests.conftest import DatabaseFactory
-from tests.support.schema_copy import migrated, tables_of
+from tests.support.schema_copy import migrated, tables_of, triggers_of
 
 pytestmark = pytest.mark.mysql
 
@@ -47,3 +47,6 @@ async def test_a_copied_schema_is_the_migrated_one(mysql_database: DatabaseFacto
     for name, (create, rows) in expected.items():
         assert found[name][0] == create, name
         assert found[name][1] == rows, name
+    triggers = await triggers_of(by_alembic)
+    assert len(triggers) == 2
+    assert await triggers_of(copied) == triggers

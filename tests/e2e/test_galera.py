@@ -130,3 +130,35 @@ async def test_a_writer_killed_mid_drain_loses_nothing_and_is_used_again(
             assert (await cursor.fetchone())[0] == 3
     finally:
         conn.close()
+
+
+async def _on(url: str, statement: str, **params: object) -> list[tuple[object, ...]]:
+    engine = create_engine(url, pool_size=1)
+    try:
+        async with engine.begin() as conn:
+            # Read what every node has committed (Galera applies on the others asynchronously).
+            await conn.execute(text("SET SESSION wsrep_sync_wait = 1"))
+            result = await conn.execute(text(statement), params)
+            return [tuple(row) for row in result] if result.returns_rows else []
+    finally:
+        await engine.dispose()
+
+
+async def test_the_shadow_write_is_two_way_on_every_node(cluster: GaleraCluster) -> None:
+    """System A's producer writes through one node, its worker through another: each node's
+    triggers move lifecycleStatus with status (issue 29), and all three read the same."""
+    first, second, third = (node.url("aijob") for node in cluster.nodes)
+    await _on(
+        first,
+        "INSERT INTO AiAnalysisJob (id, userId, answerId, jobType, status, progress, createdAt,"
+        " updatedAt) VALUES ('legacy-g', 'legacy-user', 'answer-1', 'active-recall', 'pending',"
+        " 0, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))",
+    )
+    read = "SELECT lifecycleStatus, status FROM AiAnalysisJob WHERE id = 'legacy-g'"
+    for writer, status, lifecycle in [
+        (second, "processing", "running"),
+        (third, "completed", "succeeded"),
+    ]:
+        await _on(writer, "UPDATE AiAnalysisJob SET status = :s WHERE id = 'legacy-g'", s=status)
+        for node in (first, second, third):
+            assert await _on(node, read) == [(lifecycle, status)]

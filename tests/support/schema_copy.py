@@ -2,9 +2,9 @@
 
 The session's first MySQL database is migrated by alembic (``scheduler_service.migrate``); its
 tables as the server describes them (``SHOW CREATE TABLE``: columns, indexes, foreign keys,
-charset) and the rows the migrations seed (``alembic_version``, the outbox sequence) are kept, and
-every later database gets the same by replaying them: a dozen statements instead of ten
-migrations' worth of DDL, per test. ``tests/db/test_migrations.py`` still runs alembic itself.
+charset), its triggers and the rows the migrations seed (``alembic_version``, the outbox sequence)
+are kept, and every later database gets the same by replaying them: a dozen statements instead of
+ten migrations' worth of DDL, per test. ``tests/db/test_migrations.py`` still runs alembic itself.
 SQLite databases are always migrated by alembic (it is fast there).
 """
 
@@ -19,7 +19,7 @@ from sqlalchemy.engine import make_url
 from scheduler_service.db.engine import create_engine
 from scheduler_service.migrate import migrate
 
-__all__ = ["Table", "migrated", "tables_of"]
+__all__ = ["Table", "migrated", "tables_of", "triggers_of"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class Table:
 
 
 _captured: list[Table] = []
+_captured_triggers: list[str] = []
 
 
 async def migrated(url: str) -> None:
@@ -40,8 +41,9 @@ async def migrated(url: str) -> None:
     if not _captured:
         await migrate(url)
         _captured.extend(await tables_of(url))
+        _captured_triggers.extend((await triggers_of(url)).values())
         return
-    await _replay(url, _captured)
+    await _replay(url, _captured, _captured_triggers)
 
 
 async def tables_of(url: str) -> list[Table]:
@@ -68,7 +70,22 @@ async def tables_of(url: str) -> list[Table]:
         await engine.dispose()
 
 
-async def _replay(url: str, tables: list[Table]) -> None:
+async def triggers_of(url: str) -> dict[str, str]:
+    """Every trigger of the database at ``url`` (the shadow write's), by name: its CREATE."""
+    engine = create_engine(url, pool_size=1)
+    try:
+        async with engine.connect() as conn:
+            names = [row[0] for row in await conn.exec_driver_sql("SHOW TRIGGERS")]
+            creates = {}
+            for name in names:
+                described = await conn.exec_driver_sql(f"SHOW CREATE TRIGGER `{name}`")
+                creates[name] = str(described.one()._mapping["SQL Original Statement"])
+            return creates
+    finally:
+        await engine.dispose()
+
+
+async def _replay(url: str, tables: list[Table], triggers: list[str]) -> None:
     engine = create_engine(url, pool_size=1)
     try:
         async with engine.begin() as conn:
@@ -85,5 +102,7 @@ async def _replay(url: str, tables: list[Table]) -> None:
                     )
                     await conn.execute(statement, table.rows)
             await conn.exec_driver_sql("SET SESSION foreign_key_checks = 1")
+            for trigger in triggers:
+                await conn.exec_driver_sql(trigger)
     finally:
         await engine.dispose()
