@@ -157,12 +157,13 @@ class Runtime:
                 batch_frames=self.settings.stream_batch_frames,
             )
         )
-        if not self.settings.stream_batch_frames:
+        if self.settings.stream_batch_frames:
+            window_s = self.settings.stream_frame_window_ms / 1000
+            async for frame in outgoing_frames(outgoing, window_s=window_s):
+                yield frame
+        else:
             while True:
                 yield await outgoing.get()
-        window_s = self.settings.stream_frame_window_ms / 1000
-        async for frame in outgoing_frames(outgoing, window_s=window_s):
-            yield frame
 
     async def _read(self, call: grpc.aio.StreamStreamCall[rt.PollRequest, rt.PollResponse]) -> None:
         log.info(

@@ -67,8 +67,9 @@ class ClientRuntime:
         if self.batch_frames:
             async for frame in outgoing_frames(self._sending, window_s=self.frame_window_s):
                 yield frame
-        while True:
-            yield await self._sending.get()
+        else:
+            while True:
+                yield await self._sending.get()
 
     async def _read(self) -> None:
         async for message in self._call:

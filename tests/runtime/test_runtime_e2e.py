@@ -60,7 +60,7 @@ async def test_two_runtimes_run_all_five_job_types(
     scheduler: RunningScheduler, runtimes: RuntimeFactory
 ) -> None:
     runtimes("rt-a")
-    runtimes("rt-b")
+    runtimes("rt-b", stream_batch_frames=False)  # the single-message stream, beside frames
     jobs = JobClient(scheduler.channel)
     from google.protobuf import struct_pb2
 
