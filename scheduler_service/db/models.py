@@ -481,3 +481,12 @@ class AiUserSpend(Base):
     day: Mapped[datetime] = mapped_column(Timestamp, primary_key=True)
     tokens: Mapped[int] = mapped_column(BigInteger, server_default="0")
     costMicros: Mapped[int] = mapped_column(BigInteger, server_default="0")
+
+
+class AiLegacyJobType(Base):
+    """A job type System A still owns: its rows are the legacy worker's, never the engine's."""
+
+    __tablename__ = "AiLegacyJobType"
+    __table_args__ = (MYSQL_TABLE_ARGS,)
+
+    jobType: Mapped[str] = mapped_column(String(64), primary_key=True)

@@ -11,6 +11,7 @@ from sqlalchemy import Table, func, select, update
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import AiJob, OutboxEvent
 from scheduler_service.jobs.commands import QueueStats
+from scheduler_service.lifecycle.sql import engine_owned
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 from scheduler_service.outbox.events import OutboxStatus
 from scheduler_service.uow import SqlTransaction, SqlUnitOfWork
@@ -44,7 +45,10 @@ async def _queue_stats(tx: SqlTransaction, *, live_only: bool) -> QueueStats:
     j, o = _jobs.c, _outbox.c
     conn = tx.conn
     now = (await conn.execute(select(db_now()))).scalar_one()
-    depth_query = select(j.queueName, j.jobType, j.lifecycleStatus, func.count())
+    # System A's rows are its own: not in the engine's gauges.
+    depth_query = select(j.queueName, j.jobType, j.lifecycleStatus, func.count()).where(
+        engine_owned()
+    )
     event_query = select(o.status, func.count())
     if live_only:
         depth_query = depth_query.where(j.lifecycleStatus.in_(_LIVE_JOBS))
@@ -61,7 +65,7 @@ async def _queue_stats(tx: SqlTransaction, *, live_only: bool) -> QueueStats:
         str(q): _age_s(now, created)
         for q, created in await conn.execute(
             select(j.queueName, func.min(j.createdAt))
-            .where(j.lifecycleStatus == LifecycleStatus.QUEUED.value)
+            .where(j.lifecycleStatus == LifecycleStatus.QUEUED.value, engine_owned())
             .group_by(j.queueName)
         )
     }

@@ -65,9 +65,15 @@ _Q, _R = LifecycleStatus.QUEUED.value, LifecycleStatus.RUNNING.value
 _mine = _c.userId == bindparam("b_user")
 _ACTIVE_AND_TODAY = select(
     select(func.count())
-    .where(_mine, sql.status_in((LifecycleStatus.QUEUED, LifecycleStatus.RUNNING)))
+    .where(
+        _mine,
+        sql.status_in((LifecycleStatus.QUEUED, LifecycleStatus.RUNNING)),
+        sql.engine_owned(),
+    )
     .scalar_subquery(),
-    select(func.count()).where(_mine, _c.createdAt >= db_today()).scalar_subquery(),
+    select(func.count())
+    .where(_mine, _c.createdAt >= db_today(), sql.engine_owned())
+    .scalar_subquery(),
 )
 _JOB_ID_BY_KEY = select(_c.id).where(
     _c.userId == bindparam("b_user"),
@@ -92,13 +98,18 @@ _EXPIRED_LEASES = (
         _c.lockedBy,
         _c.waivedAttempts,
     )
-    .where(_c.lifecycleStatus == _R, sql.overdue())
+    .where(_c.lifecycleStatus == _R, sql.overdue(), sql.engine_owned())
     .order_by(_c.lockUntil)
     .limit(bindparam("b_limit"))
 )
 _EXPIRED_DEADLINES = (
     select(_c.id)
-    .where(_c.lifecycleStatus == _Q, _c.deadlineAt.is_not(None), _c.deadlineAt <= db_now())
+    .where(
+        _c.lifecycleStatus == _Q,
+        _c.deadlineAt.is_not(None),
+        _c.deadlineAt <= db_now(),
+        sql.engine_owned(),
+    )
     .limit(bindparam("b_limit"))
 )
 _CANCEL_REQUESTED_HELD = select(_c.id, _c.attemptCount, _c.lockedBy).where(
@@ -142,10 +153,10 @@ _USERS: BindParameter[list[str]] = bindparam("b_users", expanding=True)
 #: Each user's queued-or-running count and created-today count, in one read ("a" and "t" rows).
 _ACTIVE_AND_TODAY_BY_USER = union_all(
     select(literal("a").label("kind"), _c.userId, func.count().label("n"))
-    .where(_c.userId.in_(_USERS), _c.lifecycleStatus.in_([_Q, _R]))
+    .where(_c.userId.in_(_USERS), _c.lifecycleStatus.in_([_Q, _R]), sql.engine_owned())
     .group_by(_c.userId),
     select(literal("t").label("kind"), _c.userId, func.count().label("n"))
-    .where(_c.userId.in_(_USERS), _c.createdAt >= db_today())
+    .where(_c.userId.in_(_USERS), _c.createdAt >= db_today(), sql.engine_owned())
     .group_by(_c.userId),
 )
 
@@ -263,6 +274,7 @@ _STRANDED = (
     .where(
         _c.lifecycleStatus.in_([_Q, _R]),
         _c.jobType.not_in(bindparam("b_types", expanding=True)),
+        sql.engine_owned(),
     )
     .limit(bindparam("b_limit"))
 )
@@ -347,4 +359,5 @@ def awaiting_cancel_clauses(user_id: str) -> list[ColumnElement[bool]]:
             _c.lifecycleStatus == _Q,
             and_(_c.lifecycleStatus == _R, _c.cancelRequestedAt.is_(None)),
         ),
+        sql.engine_owned(),
     ]

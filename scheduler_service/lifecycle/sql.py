@@ -32,7 +32,7 @@ from sqlalchemy import (
 )
 
 from scheduler_service.db.clock import db_now
-from scheduler_service.db.models import AiJob
+from scheduler_service.db.models import AiJob, AiLegacyJobType
 from scheduler_service.lifecycle.records import RECORD_FIELDS
 from scheduler_service.lifecycle.state_machine import (
     LifecycleStatus,
@@ -59,6 +59,7 @@ __all__ = [
     "SELECT_CLAIMABLE",
     "SELECT_GRANTS",
     "SELECT_RECORD",
+    "engine_owned",
     "jobs",
     "lock_many",
     "overdue",
@@ -70,6 +71,15 @@ jobs = cast(Table, AiJob.__table__)
 _c = jobs.c
 RECORD_COLUMNS = [_c[name] for name in RECORD_FIELDS]
 GRANT_COLUMNS = [_c.id, _c.attemptCount, _c.lockUntil, _c.lockedAt, _c.availableAt]
+
+
+_legacy_types = cast(Table, AiLegacyJobType.__table__)
+
+
+def engine_owned() -> ColumnElement[bool]:
+    """Not a row of a type System A still owns (``AiLegacyJobType``): those are the legacy
+    worker's, read by the engine but never claimed, reaped, failed or counted."""
+    return _c.jobType.not_in(select(_legacy_types.c.jobType))
 
 
 def status_in(statuses: Iterable[LifecycleStatus]) -> ColumnElement[bool]:
