@@ -22,6 +22,7 @@ from devtools.harness.waiting import eventually
 from scheduler_service.db.engine import create_engine
 from scheduler_service.db.failover import WriterChoice
 from tests.support.ledger import assert_every_job_once, read_ledger
+from tests.support.schedulers import SchedulerFactory
 
 pytestmark = [pytest.mark.mysql, pytest.mark.galera, pytest.mark.slow]
 
@@ -144,9 +145,12 @@ async def _on(url: str, statement: str, **params: object) -> list[tuple[object, 
         await engine.dispose()
 
 
-async def test_the_shadow_write_is_two_way_on_every_node(cluster: GaleraCluster) -> None:
+async def test_the_shadow_write_is_two_way_on_every_node(
+    cluster: GaleraCluster, start_scheduler: SchedulerFactory
+) -> None:
     """System A's producer writes through one node, its worker through another: each node's
-    triggers move lifecycleStatus with status (issue 29), and all three read the same."""
+    triggers move lifecycleStatus with status (issue 29), all three read the same, and a
+    scheduler's sweeps through a third node leave the legacy-owned rows alone."""
     first, second, third = (node.url("aijob") for node in cluster.nodes)
     await _on(
         first,
@@ -162,3 +166,15 @@ async def test_the_shadow_write_is_two_way_on_every_node(cluster: GaleraCluster)
         await _on(writer, "UPDATE AiAnalysisJob SET status = :s WHERE id = 'legacy-g'", s=status)
         for node in (first, second, third):
             assert await _on(node, read) == [(lifecycle, status)]
+    scheduler = await start_scheduler(second, reaper_interval_s=3600)
+    await _on(
+        first,
+        "INSERT INTO AiAnalysisJob (id, userId, answerId, jobType, status, progress, createdAt,"
+        " updatedAt) VALUES ('legacy-h', 'legacy-user', 'answer-2', 'feynman-evaluation',"
+        " 'pending', 0, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))",
+    )
+    for _ in range(10):
+        assert await scheduler.app.reaper.reap_once() == 0
+    owned = "SELECT lifecycleStatus, status FROM AiAnalysisJob WHERE id = 'legacy-h'"
+    for node in (first, second, third):
+        assert await _on(node, owned) == [("queued", "pending")]
