@@ -29,12 +29,14 @@ _QUEUE_FLOOR = select(
     .where(
         sql.jobs.c.lifecycleStatus == LifecycleStatus.QUEUED.value,
         sql.jobs.c.priority == bindparam("b_priority"),
+        sql.engine_owned(),  # System A's rows hold no place in the engine's turns
     )
     .scalar_subquery(),
     select(func.max(sql.jobs.c.fairSeq))
     .where(
         sql.jobs.c.lifecycleStatus == LifecycleStatus.RUNNING.value,
         sql.jobs.c.priority == bindparam("b_priority"),
+        sql.engine_owned(),
     )
     .scalar_subquery(),
 )
