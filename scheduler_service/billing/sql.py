@@ -30,17 +30,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from scheduler_service.billing.budgets import Budget, Spend, Standing
 from scheduler_service.billing.usage import Usage, UsageLine
 from scheduler_service.db.clock import db_now, db_today
-from scheduler_service.db.models import (
-    AiJob,
-    AiLegacyJobType,
-    AiModelKey,
-    AiUsageLog,
-    AiUserBudget,
-    AiUserSpend,
-)
+from scheduler_service.db.models import AiJob, AiModelKey, AiUsageLog, AiUserBudget, AiUserSpend
 from scheduler_service.db.multirow import insert_rows
 from scheduler_service.flow.keys import ModelKey, scope_of
 from scheduler_service.lifecycle.records import JobRecord
+from scheduler_service.lifecycle.sql import engine_owned
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 
 __all__ = [
@@ -59,7 +53,6 @@ _budget = cast(Table, AiUserBudget.__table__)
 _keys = cast(Table, AiModelKey.__table__)
 _usage = cast(Table, AiUsageLog.__table__)
 _jobs = cast(Table, AiJob.__table__)
-_legacy_types = cast(Table, AiLegacyJobType.__table__)
 
 #: One instance, so that the multi-row template compiled with it is cached.
 _TODAY = db_today()
@@ -168,8 +161,7 @@ async def over_budget_queued(
         .where(
             _jobs.c.userId.in_(users),
             _jobs.c.lifecycleStatus == LifecycleStatus.QUEUED.value,
-            # System A's rows are its own: never failed for a budget.
-            _jobs.c.jobType.not_in(select(_legacy_types.c.jobType)),
+            engine_owned(),  # System A's rows are its own: never failed for a budget
         )
         .limit(limit)
     )
