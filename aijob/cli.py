@@ -122,6 +122,11 @@ def _admin_commands(commands: Any) -> None:
         "job_id"
     )
     admin_commands.add_parser("stats", help="queue depth, ages and outbox health")
+    adopt = admin_commands.add_parser(
+        "adopt-legacy", help="hand a System A job type (active-recall, feynman-evaluation) over"
+    )
+    adopt.add_argument("job_type")
+    adopt.add_argument("--dry-run", action="store_true", help="count, change nothing")
     admin_commands.add_parser("redrive", help="send dead outbox events again").add_argument(
         "event_ids", nargs="*"
     )
@@ -391,6 +396,18 @@ class Cli:
                 timeout=TIMEOUT_S,
             )
             _print(report, a.json, _usage_table)
+        elif a.admin_command == "adopt-legacy":
+            adoption = await self.admin.AdoptLegacyJobs(
+                admin_pb.AdoptLegacyJobsRequest(job_type=a.job_type, dry_run=a.dry_run),
+                metadata=metadata,
+                timeout=TIMEOUT_S * 10,
+            )
+            verb = "would adopt" if a.dry_run else "adopted"
+            _print(
+                adoption,
+                a.json,
+                lambda r: f"{verb}: {r.adopted}, left to the legacy worker: {r.left_to_legacy}",
+            )
         elif a.admin_command == "reencrypt-credentials":
             moved = await self.admin.ReencryptCredentials(
                 admin_pb.ReencryptCredentialsRequest(), metadata=metadata, timeout=TIMEOUT_S * 10

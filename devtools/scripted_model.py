@@ -66,7 +66,7 @@ from devtools.scripted_limits import KeyLimits, ProviderLimits
 __all__ = ["Overload", "ScriptedModelServer", "answer_for", "key_label"]
 
 MODEL = "scripted-deepseek"
-_JOB_TYPE = re.compile(r"^job_type: (\w+)$", re.MULTILINE)
+_JOB_TYPE = re.compile(r"^job_type: ([\w-]+)$", re.MULTILINE)
 _FENCED = re.compile(r"```json\n(.*?)\n```", re.DOTALL)
 _MARKER = re.compile(r"scripted-fault=([\w:]+)")
 
@@ -163,7 +163,34 @@ def _echo(snapshot: dict[str, Any], _params: dict[str, Any]) -> dict[str, Any]:
     return {"echo": snapshot}
 
 
+def _words(snapshot: dict[str, Any]) -> list[str]:
+    return [w for w in str(snapshot.get("answer") or "").split() if len(w) > 3][:10]
+
+
+def _recall(snapshot: dict[str, Any], _params: dict[str, Any]) -> dict[str, Any]:
+    words = _words(snapshot)
+    return {
+        "score": min(100, 10 * len(words)),
+        "recalledPoints": words[:5],
+        "missedPoints": [] if len(words) >= 5 else ["the rest of the material"],
+        "feedback": f"You recalled {len(words[:5])} key points.",
+    }
+
+
+def _feynman(snapshot: dict[str, Any], _params: dict[str, Any]) -> dict[str, Any]:
+    words = _words(snapshot)
+    return {
+        "score": min(100, 10 * len(words)),
+        "clarity": 80 if words else 20,
+        "gaps": [] if words else ["the explanation is empty"],
+        "misconceptions": [],
+        "feedback": "A clear explanation in your own words." if words else "Explain it again.",
+    }
+
+
 _BUILDERS: dict[str, Builder] = {
+    "active-recall": _recall,
+    "feynman-evaluation": _feynman,
     "learning_state_analysis": _learning,
     "weak_point_analysis": _weak_points,
     "next_action_planning": _next_actions,

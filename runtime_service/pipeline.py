@@ -32,6 +32,7 @@ from runtime_service.answers import (
     validated,
 )
 from runtime_service.failures import JobFailure, failure_from_openai
+from runtime_service.lanes import DEFAULT_QUEUE_SLOTS, QueueLanes
 from runtime_service.leases import (
     HeartbeatReply,
     LeaseInput,
@@ -95,8 +96,10 @@ class JobRunner:
         schema_repairs: int = 1,
         progress_every_s: float = 1.0,
         stall_s: float = 60.0,
+        queue_slots: Mapping[str, int] | None = None,
     ) -> None:
         self._scheduler = scheduler
+        self._lanes = QueueLanes(DEFAULT_QUEUE_SLOTS if queue_slots is None else queue_slots)
         self._schema_repairs = schema_repairs
         #: Progress that moved is reported at most this often (a heartbeat on the stream).
         self._progress_every_s = progress_every_s
@@ -274,6 +277,10 @@ class JobRunner:
                 return
 
     async def _execute(self, lease: LeaseInput, running: _Running) -> Any:
+        async with self._lanes.lane(lease.job_type):
+            return await self._answer(lease, running)
+
+    async def _answer(self, lease: LeaseInput, running: _Running) -> Any:
         schema = output_schema(lease)
         self._check_safety(json.dumps(lease.snapshot, ensure_ascii=False), "input")
         client, owned = await self._client(lease)

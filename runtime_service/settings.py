@@ -10,6 +10,7 @@ from typing import Annotated
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from runtime_service.lanes import DEFAULT_QUEUE_SLOTS
 from shared.config import DEV_TOKENS_FILE, comma_list, pattern_list
 
 DEEPSEEK_BASE_URL = "https://api.deepseek.com"
@@ -30,6 +31,10 @@ class RuntimeSettings(BaseSettings):
     runtime_slots: int = Field(default=4, ge=1, le=1_000)
     #: Job types to serve; empty serves every type this runtime knows.
     runtime_job_types: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    #: Queues whose jobs run at most this many at a time here (JSON, e.g. {"ai-analysis": 2}).
+    runtime_queue_slots: dict[str, Annotated[int, Field(ge=1, le=1_000)]] = Field(
+        default_factory=lambda: dict(DEFAULT_QUEUE_SLOTS)
+    )
     deepseek_api_key: SecretStr = Field(
         default=SecretStr(""), validation_alias=AliasChoices("DEEPSEEK_API_KEY", "deepseek_api_key")
     )

@@ -84,6 +84,7 @@ class Runtime:
             progress_every_s=settings.progress_every_s,
             stall_s=settings.model_stall_s,
             schema_repairs=settings.schema_repairs,
+            queue_slots=settings.runtime_queue_slots,
         )
         self._tasks: set[asyncio.Task[str]] = set()
         self._outgoing: asyncio.Queue[rt.PollRequest] | None = None

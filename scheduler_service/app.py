@@ -18,12 +18,14 @@ from scheduler_service import metrics
 from scheduler_service.credentials import CredentialCipher, CredentialStore
 from scheduler_service.db.engine import create_engine, is_sqlite
 from scheduler_service.db.failover import WriterChoice, parse_nodes
+from scheduler_service.errors import SchedulerError
 from scheduler_service.flow.service import ModelKeys
 from scheduler_service.identity import InstanceOwners
 from scheduler_service.jobs.commands import Limits
 from scheduler_service.jobs.service import JobService
 from scheduler_service.jobs.stats import live_queue_stats
 from scheduler_service.jobs.watch_hub import WatchHub
+from scheduler_service.legacy.adoption import LegacyAdoption
 from scheduler_service.loops import EveryInterval, RoundLoop
 from scheduler_service.outbox.dispatcher import DispatchWaker, OutboxDispatcher
 from scheduler_service.outbox.events import EventType
@@ -64,6 +66,7 @@ class SchedulerApp:
     watch_hub: WatchHub
     outbox: OutboxDispatcher
     event_hub: EventHub
+    legacy: LegacyAdoption
     #: Told whether the database answers (the gRPC health service listens).
     on_health: Callable[[bool], Awaitable[None]] | None = None
     #: The ordered database nodes, when failover is configured.
@@ -202,6 +205,7 @@ class SchedulerApp:
             watch_hub,
             outbox,
             event_hub,
+            LegacyAdoption(uow, registry, answer_query=settings.legacy_answer_query),
         )
         app.writer = writer
         # Its own connection: a pool that load has exhausted must not read as an outage.
@@ -229,6 +233,9 @@ class SchedulerApp:
         ]
 
     async def start(self) -> None:
+        # Which schema the writes are built for (the legacy status column, or contracted).
+        with contextlib.suppress(SchedulerError):
+            await self.legacy.notice_schema()
         self.loops = self._background()
         for loop in self.loops:
             loop.start()
@@ -304,6 +311,7 @@ class SchedulerApp:
 
     async def _reap(self) -> None:
         await self.reaper.reap_once()
+        await self.legacy.take_in_recent()
 
 
 #: The health check reads the tables the scheduler cannot work without (a database that lost

@@ -16,6 +16,7 @@ status it is answered with.
     ├── UserKeyNotAllowedError            PERMISSION_DENIED
     ├── JobNotRetryableError              FAILED_PRECONDITION
     ├── CredentialUnavailableError        FAILED_PRECONDITION
+    ├── LegacyAdoptionError               FAILED_PRECONDITION: a legacy type cannot be adopted now
     ├── DatabaseUnavailableError          UNAVAILABLE: the database cannot be reached; retry
     ├── DuplicateKeyError                 INTERNAL unless a service catches it: a unique key taken
     ├── ShuttingDownError                 UNAVAILABLE: this replica is stopping; reconnect
@@ -158,6 +159,13 @@ class JobNotRetryableError(SchedulerError):
 
 class CredentialUnavailableError(SchedulerError):
     code = ErrorCode.CREDENTIAL_NOT_FOUND
+    status = "FAILED_PRECONDITION"
+
+
+class LegacyAdoptionError(SchedulerError):
+    """AdoptLegacyJobs cannot proceed: the answer query fails, or the schema is contracted."""
+
+    code = ErrorCode.LEGACY_ANSWER_NOT_FOUND
     status = "FAILED_PRECONDITION"
 
 

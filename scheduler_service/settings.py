@@ -237,6 +237,12 @@ class SchedulerSettings(BaseSettings):
     #: create_batch_max of them.
     create_batch_window_ms: float = Field(default=0.0, ge=0, le=100)
     create_batch_max: int = Field(default=64, ge=1, le=500)
+    #: How an adopted legacy row's answer is read (active-recall, feynman-evaluation): a query
+    #: on the application's tables with ``:answer_id`` and ``:user_id``, returning ``answer``
+    #: and optionally ``question`` (docs/operations/legacy-migration.md).
+    legacy_answer_query: str = (
+        "SELECT question, answer FROM LearnerAnswer WHERE id = :answer_id AND userId = :user_id"
+    )
     #: Longest wait a failure's Retry-After may impose before the next attempt.
     max_retry_after_s: float = Field(default=600.0, gt=0, le=86_400)
     #: How many times one job may go back to the queue unspent (a provider's 429, a runtime

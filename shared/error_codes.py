@@ -51,6 +51,9 @@ class ErrorCode(StrEnum):
     #: The user's daily budget is spent: CreateJob refuses, and their queued jobs fail instead of
     #: being leased (until midnight UTC). Never retried.
     BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
+    #: A legacy row of an adopted type (active-recall, feynman-evaluation) names no answer, or
+    #: one the application's tables do not hold: there is nothing to evaluate. Never retried.
+    LEGACY_ANSWER_NOT_FOUND = "LEGACY_ANSWER_NOT_FOUND"
     # API errors answered to callers.
     JOB_NOT_FOUND = "JOB_NOT_FOUND"
     JOB_NOT_CANCELLABLE = "JOB_NOT_CANCELLABLE"

@@ -1,8 +1,10 @@
-"""Baseline: the legacy 13-column AiAnalysisJob table (the system this engine replaces).
+"""Baseline: the legacy 13-column AiAnalysisJob table (the system this engine replaces) and its
+results table, AiAnalysisResult.
 
-Production databases already hold this table with rows; there it is left untouched. On an empty
-database it is created exactly as production has it, so that both kinds of database reach the
-unified schema through the same expand migration (0002).
+Production databases already hold these tables with rows; there they are left untouched. On an
+empty database they are created exactly as production has them, so that both kinds of database
+reach the unified schema through the same expand migration (0002). (Databases that passed this
+revision before it knew AiAnalysisResult get it from 0013, by the same definition.)
 
 Revision ID: 0001
 Revises:
@@ -25,11 +27,13 @@ TS = sa.DateTime().with_variant(mysql.DATETIME(fsp=3), "mysql", "mariadb")
 
 def upgrade() -> None:
     bind = op.get_bind()
-    if sa.inspect(bind).has_table("AiAnalysisJob"):
-        return
     now = (
         "CURRENT_TIMESTAMP(3)" if bind.dialect.name in ("mysql", "mariadb") else "CURRENT_TIMESTAMP"
     )
+    if not sa.inspect(bind).has_table("AiAnalysisResult"):
+        _results_table(now)
+    if sa.inspect(bind).has_table("AiAnalysisJob"):
+        return
     op.create_table(
         "AiAnalysisJob",
         sa.Column("id", sa.String(191), primary_key=True),
@@ -46,6 +50,24 @@ def upgrade() -> None:
         sa.Column("createdAt", TS, nullable=False, server_default=sa.text(now)),
         sa.Column("updatedAt", TS, nullable=False),
         sa.Index("AiAnalysisJob_userId_idx", "userId"),
+        mysql_charset="utf8mb4",
+        mysql_collate="utf8mb4_unicode_ci",
+    )
+
+
+def _results_table(now: str) -> None:
+    op.create_table(
+        "AiAnalysisResult",
+        sa.Column("id", sa.String(191), primary_key=True),
+        sa.Column("jobId", sa.String(191), nullable=False),
+        sa.Column("userId", sa.String(191), nullable=False),
+        sa.Column("answerId", sa.String(191), nullable=True),
+        sa.Column("analysisType", sa.String(32), nullable=False),
+        sa.Column("score", sa.Integer, nullable=True),
+        sa.Column("result", sa.JSON, nullable=False),
+        sa.Column("createdAt", TS, nullable=False, server_default=sa.text(now)),
+        sa.Index("AiAnalysisResult_jobId_idx", "jobId"),
+        sa.Index("AiAnalysisResult_userId_idx", "userId"),
         mysql_charset="utf8mb4",
         mysql_collate="utf8mb4_unicode_ci",
     )

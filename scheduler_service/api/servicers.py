@@ -415,6 +415,14 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
         log.info("admin redrove dead events", extra={"action": "admin_redrive", "count": redriven})
         return admin_pb.RedriveDeadEventsResponse(redriven=redriven)
 
+    async def AdoptLegacyJobs(
+        self, request: admin_pb.AdoptLegacyJobsRequest, context: Context
+    ) -> admin_pb.AdoptLegacyJobsResponse:
+        adoption = await self._app.legacy.adopt(request.job_type, dry_run=request.dry_run)
+        return admin_pb.AdoptLegacyJobsResponse(
+            adopted=adoption.adopted, left_to_legacy=adoption.left_to_legacy
+        )
+
 
 def _model_limit(key: ModelKey, limits: Limits) -> admin_pb.ModelLimit:
     return admin_pb.ModelLimit(

@@ -81,6 +81,8 @@ class AiJob(Base):
         Index("idx_userId_lifecycleStatus", "userId", "lifecycleStatus"),
         Index("idx_userId_createdAt", "userId", "createdAt"),
         Index("uq_resultIdempotencyKey", "resultIdempotencyKey", unique=True),
+        # The contract step's quiet period and the intake of adopted types (migration 0013).
+        Index("idx_legacyWrittenAt", "legacyWrittenAt"),
         MYSQL_TABLE_ARGS,
     )
 
@@ -166,6 +168,9 @@ class AiJob(Base):
     outputHash: Mapped[str | None] = mapped_column(String(255))
     validatedOutput: Mapped[Any | None] = mapped_column(JSON)
     resultIdempotencyKey: Mapped[str | None] = mapped_column(String(255))
+    #: When legacy code last wrote the row; stamped by the shadow-write triggers (migration
+    #: 0013), never written by the engine.
+    legacyWrittenAt: Mapped[datetime | None] = mapped_column(Timestamp)
 
 
 def _job_fk(ondelete: str, name: str) -> ForeignKey:
@@ -483,10 +488,6 @@ class AiUserSpend(Base):
     costMicros: Mapped[int] = mapped_column(BigInteger, server_default="0")
 
 
-class AiLegacyJobType(Base):
-    """A job type System A still owns: its rows are the legacy worker's, never the engine's."""
-
-    __tablename__ = "AiLegacyJobType"
-    __table_args__ = (MYSQL_TABLE_ARGS,)
-
-    jobType: Mapped[str] = mapped_column(String(64), primary_key=True)
+# System A's tables, in a module of their own; imported here so that ``Base.metadata`` (the
+# migrations' comparison, ``create_all`` in tests) always holds them.
+from scheduler_service.db import legacy_models  # noqa: E402, F401

@@ -98,7 +98,14 @@ _EXPIRED_LEASES = (
         _c.lockedBy,
         _c.waivedAttempts,
     )
-    .where(_c.lifecycleStatus == _R, sql.overdue(), sql.engine_owned())
+    .where(
+        _c.lifecycleStatus == _R,
+        sql.overdue(),
+        sql.engine_owned(),
+        # A row the legacy worker runs holds no engine lease (adopted while it was processing):
+        # it is left to finish there.
+        _c.lockedBy.is_not(None),
+    )
     .order_by(_c.lockUntil)
     .limit(bindparam("b_limit"))
 )

@@ -150,7 +150,6 @@ class JobRecord:
     userId: str
     jobType: str
     lifecycleStatus: LifecycleStatus
-    status: str
     queueName: str
     priority: int
     progress: int

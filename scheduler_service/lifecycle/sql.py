@@ -25,14 +25,15 @@ from sqlalchemy import (
     bindparam,
     case,
     func,
-    insert,
+    not_,
     or_,
     select,
     update,
 )
 
 from scheduler_service.db.clock import db_now
-from scheduler_service.db.models import AiJob, AiLegacyJobType
+from scheduler_service.db.legacy_models import AiLegacyJobType
+from scheduler_service.db.models import AiJob
 from scheduler_service.lifecycle.records import RECORD_FIELDS
 from scheduler_service.lifecycle.state_machine import (
     LifecycleStatus,
@@ -55,7 +56,6 @@ from scheduler_service.lifecycle.transitions import (
 from scheduler_service.registry.definitions import USER_KEY_MODE
 
 __all__ = [
-    "INSERT_QUEUED",
     "SELECT_CLAIMABLE",
     "SELECT_GRANTS",
     "SELECT_RECORD",
@@ -63,7 +63,10 @@ __all__ = [
     "jobs",
     "lock_many",
     "overdue",
+    "set_shadow_write",
+    "shadow_write",
     "status_in",
+    "taken_in",
     "write_statement",
 ]
 
@@ -80,6 +83,13 @@ def engine_owned() -> ColumnElement[bool]:
     """Not a row of a type System A still owns (``AiLegacyJobType``): those are the legacy
     worker's, read by the engine but never claimed, reaped, failed or counted."""
     return _c.jobType.not_in(select(_legacy_types.c.jobType))
+
+
+def taken_in() -> ColumnElement[bool]:
+    """A row the engine can run: every row it creates names its prompt; a row legacy code
+    inserted for an adopted type does once the intake has built its snapshot
+    (scheduler_service/legacy/)."""
+    return _c.promptVersion.is_not(None)
 
 
 def status_in(statuses: Iterable[LifecycleStatus]) -> ColumnElement[bool]:
@@ -137,11 +147,35 @@ def _source(source: Source, active: frozenset[Guard]) -> ColumnElement[bool]:
     return and_(_c.lifecycleStatus == source.status.value, *(_GUARDS[g]() for g in sorted(guards)))
 
 
+#: Whether the legacy ``status`` column is there to keep in step (the expanded schema), or gone
+#: (after ``python -m scheduler_service contract``, M-AI-05). Set at start-up from the schema.
+_shadow = {"status": True}
+
+
+def shadow_write() -> bool:
+    return _shadow["status"]
+
+
+def set_shadow_write(enabled: bool) -> None:
+    """Write the legacy ``status`` beside ``lifecycleStatus`` or not; the statements built so far
+    are forgotten so that every write is built again for the schema it runs on."""
+    if _shadow["status"] == enabled:
+        return
+    _shadow["status"] = enabled
+    for built in (write_statement, write_many_statement, keep_alive_statement, lock_many):
+        built.cache_clear()
+
+
+def _written(column: str) -> bool:
+    return column != "status" or _shadow["status"]
+
+
 def set_clause(write: LifecycleWrite, present: frozenset[str]) -> dict[str, Any]:
     return {
         column: _value(column, value)
         for column, value in write.all_values.items()
-        if not (isinstance(value, Param) and value.optional and value.name not in present)
+        if _written(column)
+        and not (isinstance(value, Param) and value.optional and value.name not in present)
     }
 
 
@@ -241,6 +275,9 @@ SELECT_LOCKED = (
     .with_for_update()
 )
 SELECT_NOW = select(db_now())
+LEFT_TO_LEGACY = select(_c.id).where(
+    _c.id == bindparam("b_id"), or_(not_(engine_owned()), not_(taken_in()))
+)
 SELECT_LEASE_STATES = select(_c.id, _c.lockUntil, _c.cancelRequestedAt).where(
     _c.id.in_(bindparam("b_ids", expanding=True))
 )
@@ -251,14 +288,18 @@ SELECT_GRANT = select(*GRANT_COLUMNS).where(
 SELECT_LEASE_STATE = select(_c.lockUntil, _c.cancelRequestedAt).where(_c.id == bindparam("b_id"))
 SELECT_AVAILABLE_AT = select(_c.availableAt).where(_c.id == bindparam("b_id"))
 #: What every new job row starts with, and the columns stamped with the database clock.
-QUEUED_FIXED: dict[str, Any] = {
+_QUEUED_FIXED: dict[str, Any] = {
     "lifecycleStatus": LifecycleStatus.QUEUED.value,
     "status": legacy_status_of(LifecycleStatus.QUEUED),
     "progress": 0,
     "attemptCount": 0,
 }
 QUEUED_STAMPED = ("queuedAt", "availableAt", "createdAt", "updatedAt")
-INSERT_QUEUED = insert(jobs).values(**QUEUED_FIXED, **{c: db_now() for c in QUEUED_STAMPED})
+
+
+def queued_fixed() -> dict[str, Any]:
+    """What every new job row starts with, on the schema the engine runs on."""
+    return {column: value for column, value in _QUEUED_FIXED.items() if _written(column)}
 
 
 def _claimable(*extra: ColumnElement[bool], columns: Sequence[Any] = (_c.id,)) -> Select[Any]:
@@ -268,6 +309,8 @@ def _claimable(*extra: ColumnElement[bool], columns: Sequence[Any] = (_c.id,)) -
             status_in(sources_of(Operation.LOCK)),
             _c.jobType.in_(bindparam("b_types", expanding=True)),
             _available_now(),
+            engine_owned(),
+            taken_in(),
             *extra,
         )
         # Users in turn within a priority (lifecycle/fairness.py), on idx_fair_dispatch.

@@ -111,7 +111,7 @@ class SqlJobStore(JobStore):
             sql.jobs,
             [_insert_values(job, place) for (job, _, _), place in zip(jobs, places, strict=True)],
             stamped=sql.QUEUED_STAMPED,
-            fixed=sql.QUEUED_FIXED,
+            fixed=sql.queued_fixed(),
         )
         snapshots = [
             {
@@ -254,6 +254,9 @@ class SqlJobReads(JobReads):
 
     async def clock(self) -> datetime:
         return (await self._conn.execute(select(db_now()))).scalar_one()
+
+    async def left_to_legacy(self, job_id: str) -> bool:
+        return bool((await self._conn.execute(sql.LEFT_TO_LEGACY, {"b_id": job_id})).first())
 
     async def grant_of(self, job_id: str, holder: str) -> LeaseGrant:
         row = (

@@ -111,6 +111,11 @@ class JobReads(ABC):
     async def clock(self) -> datetime:
         """The database's now (naive UTC)."""
 
+    @abstractmethod
+    async def left_to_legacy(self, job_id: str) -> bool:
+        """Whether the job is System A's: of a type it still owns, or a row its producer
+        inserted that the engine has not taken in yet (scheduler_service/legacy/)."""
+
 
 class JobSweeps(ABC):
     """What the reaper looks for: jobs a sweep must end or take back."""

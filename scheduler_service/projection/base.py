@@ -39,6 +39,8 @@ class Projector:
     #: The business table, or None for outputs that are only recorded as an artifact.
     model: type[Base] | None
     rows: RowBuilder
+    #: Whether the table has an ``ordinal`` column (the legacy AiAnalysisResult has none).
+    ordinal: bool = True
 
 
 def stable_id(*parts: object) -> str:

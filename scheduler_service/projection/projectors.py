@@ -21,6 +21,7 @@ from scheduler_service.projection import (
     echo,
     flashcards,
     learning_analysis,
+    legacy_results,
     next_actions,
     quiz_questions,
     weak_points,
@@ -44,6 +45,8 @@ def register(projector: Projector) -> None:
 
 for _module in (learning_analysis, weak_points, next_actions, quiz_questions, flashcards, echo):
     register(_module.PROJECTOR)
+register(legacy_results.ACTIVE_RECALL_PROJECTOR)
+register(legacy_results.FEYNMAN_EVALUATION_PROJECTOR)
 
 
 #: What to project: the projector's key, the job, and the validated output.
@@ -78,15 +81,8 @@ def _rows(
     for ordinal, fields in enumerate(projector.rows(job, output)):
         row_id = stable_id(job.job_id, projector.artifact_type, ordinal)
         if projector.model is not None:
-            business.append(
-                {
-                    **fields,
-                    "id": row_id,
-                    "jobId": job.job_id,
-                    "userId": job.user_id,
-                    "ordinal": ordinal,
-                }
-            )
+            row = {**fields, "id": row_id, "jobId": job.job_id, "userId": job.user_id}
+            business.append(row | {"ordinal": ordinal} if projector.ordinal else row)
         artifacts.append(
             {
                 "id": stable_id(job.job_id, "artifact", projector.artifact_type, ordinal),

@@ -138,7 +138,7 @@ class RuntimeProtocol:
         async def lock(tx: Transaction) -> tuple[LeaseGrant, LeasePayload | JobError]:
             grant = await tx.jobs.lock(job_id, runtime_instance_id)
             payload = (await tx.reads.lease_payloads([grant]))[0]
-            if payload.job_type not in self._registry:
+            if payload.job_type not in self._registry or await tx.reads.left_to_legacy(job_id):
                 # A type System A still owns, or one retired: raised here, the lock rolls back.
                 raise UnleasableJobError(
                     job_id, ErrorCode.JOB_TYPE_UNKNOWN, "This kind of job is not run here."

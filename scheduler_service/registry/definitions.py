@@ -8,9 +8,9 @@ from typing import Literal
 
 from shared.job_types import JOB_TYPES, JobTypeSpec
 
-QueueName = Literal["ai-interactive", "ai-background"]
+QueueName = Literal["ai-interactive", "ai-background", "ai-analysis"]
 CredentialMode = Literal["platform_key", "user_deepseek_key"]
-QUEUES: tuple[str, ...] = ("ai-interactive", "ai-background")
+QUEUES: tuple[str, ...] = ("ai-interactive", "ai-background", "ai-analysis")
 CREDENTIAL_MODES: tuple[str, ...] = ("platform_key", "user_deepseek_key")
 #: The mode of jobs that run on their user's own model key.
 USER_KEY_MODE = "user_deepseek_key"
@@ -93,10 +93,12 @@ class JobDefinition:
 
 
 # Queue defaults (docs/architecture.md, *Job types*): interactive — 2 attempts, backoff from 2 s;
-# background — 3 attempts, backoff from 5 s.
+# background — 3 attempts, backoff from 5 s; analysis (System A's queue, ADR-003) — 3 attempts,
+# backoff from 1 s.
 _QUEUE_POLICY = {
     "ai-interactive": {"max_retries": 1, "backoff_ms": 2_000, "priority": 50},
     "ai-background": {"max_retries": 2, "backoff_ms": 5_000, "priority": 80},
+    "ai-analysis": {"max_retries": 2, "backoff_ms": 1_000, "priority": 50},
 }
 
 

@@ -23,7 +23,9 @@ from scheduler_service.registry.definitions import (
 )
 from shared.job_types import INPUT_SCHEMAS, OUTPUT_SCHEMAS, PARAMS_SCHEMAS
 
-JOB_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_]{1,63}$")
+#: Lower case; hyphens for System A's two types (active-recall, feynman-evaluation), whose
+#: names stay.
+JOB_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{1,63}$")
 MIN_TIMEOUT_MS, MAX_TIMEOUT_MS = 1_000, 600_000
 
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from shared.job_types import (
     flashcard_generation,
     learning_state_analysis,
+    legacy_analysis,
     next_action_planning,
     quiz_generation,
     synthetic_echo,
@@ -58,3 +59,5 @@ for _module in (
     synthetic_echo,
 ):
     register(_module.SPEC)
+register(legacy_analysis.ACTIVE_RECALL)
+register(legacy_analysis.FEYNMAN_EVALUATION)

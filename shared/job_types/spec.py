@@ -21,7 +21,7 @@ class JobTypeSpec:
     label: str
     description: str
     domain: Literal["analysis", "generation", "import", "maintenance"]
-    queue: Literal["ai-interactive", "ai-background"]
+    queue: Literal["ai-interactive", "ai-background", "ai-analysis"]
     timeout_ms: int
     #: The scheduler's projector of its outputs (scheduler_service/projection/).
     projector: str
@@ -32,7 +32,8 @@ class JobTypeSpec:
     instructions: str
     #: The version of the schemas and of the prompt: a change is a new version, never an edit.
     version: str = "v1"
-    #: None takes the queue's default (interactive: 1 retry from 2 s; background: 2 from 5 s).
+    #: None takes the queue's default (interactive: 1 retry from 2 s; background: 2 from 5 s;
+    #: analysis: 2 from 1 s).
     max_retries: int | None = None
     backoff_base_ms: int | None = None
     default_priority: int | None = None

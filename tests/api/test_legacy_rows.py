@@ -9,50 +9,30 @@ JOB_TYPE_UNKNOWN and an ``ai.job.failed`` event, and stop counting anywhere."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import grpc
 import pytest
-from sqlalchemy import text
 
 from devtools.harness.runtime_client import ClientRuntime, JobClient
-from scheduler_service.db.engine import create_engine
 from scheduler_service.jobs.stats import queue_stats
-from scheduler_service.migrate import migrate
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.status_details import error_reason
 from tests.conftest import DatabaseFactory
 from tests.support.db_checks import events, job_row
+from tests.support.legacy import legacy_database, run_sql, work
 from tests.support.schedulers import SchedulerFactory
 
 pytestmark = pytest.mark.mysql
 
-LEGACY_SQL = Path(__file__).resolve().parent.parent / "fixtures" / "legacy-schema.sql"
 #: The fixture's unfinished rows, all of owned types, as the upgrade maps them.
 OWNED = {"legacy-05": "queued", "legacy-06": "running", "legacy-09": "queued"}
 #: Rows of a retired type (neither registered nor owned), written after the upgrade.
 RETIRED = {"retired-1": "pending", "retired-2": "processing"}
 
 
-async def _sql(url: str, statement: str, **params: object) -> None:
-    engine = create_engine(url, pool_size=1)
-    try:
-        async with engine.begin() as conn:
-            await conn.execute(text(statement), params)
-    finally:
-        await engine.dispose()
-
-
 async def _legacy_database(mysql_database: DatabaseFactory) -> str:
-    url = await mysql_database()
-    body = re.sub(r"^--.*$", "", LEGACY_SQL.read_text(), flags=re.MULTILINE)
-    for statement in (s.strip() for s in body.split(";")):
-        if statement:
-            await _sql(url, statement)
-    await migrate(url)
+    url = await legacy_database(mysql_database)
     for job_id, status in RETIRED.items():
-        await _sql(
+        await run_sql(
             url,
             "INSERT INTO AiAnalysisJob (id, userId, jobType, status, progress, startedAt,"
             " createdAt, updatedAt) VALUES (:id, 'user-r', 'retired-type', :status, 0,"
@@ -86,7 +66,7 @@ async def test_owned_rows_are_left_to_the_legacy_worker_and_retired_types_fail(
 
     # The legacy worker runs its pending row while ten more sweeps pass over it.
     for status, sweeps in [("processing", 5), ("completed", 5)]:
-        await _sql(url, "UPDATE AiAnalysisJob SET status = :s WHERE id = 'legacy-05'", s=status)
+        await work(url, "legacy-05", status)
         for _ in range(sweeps):
             assert await app.reaper.reap_once() == 0
     row = await job_row(app.engine, "legacy-05")

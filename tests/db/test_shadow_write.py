@@ -12,7 +12,9 @@ from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service.lifecycle.state_machine import LIFECYCLE_OF_LEGACY, LegacyStatus
+from tests.support.db import create_job
 from tests.support.db_checks import job_row
+from tests.support.store import StoreCalls
 
 # As System A writes them: raw SQL that names no column of the engine's.
 _PRODUCE = text(
@@ -63,3 +65,22 @@ async def test_an_unknown_legacy_status_leaves_the_lifecycle_alone(engine: Async
     await _legacy(engine, _PRODUCE, id="odd", status="pending")
     await _legacy(engine, _WORK, id="odd", status="archived", progress=0)
     assert await _statuses(engine, "odd") == ("queued", "archived")
+
+
+async def test_legacy_writes_are_stamped_and_the_engines_are_not(
+    engine: AsyncEngine, repo: StoreCalls
+) -> None:
+    """The triggers record when legacy code last wrote a row (migration 0013): the contract
+    step's quiet period and the intake of adopted types read it."""
+    await _legacy(engine, _PRODUCE, id="legacy-b", status="pending")
+    inserted = (await job_row(engine, "legacy-b"))["legacyWrittenAt"]
+    assert inserted is not None
+    await _legacy(engine, _WORK, id="legacy-b", status="processing", progress=5)
+    assert (await job_row(engine, "legacy-b"))["legacyWrittenAt"] >= inserted
+    # A legacy write that leaves status as it was (progress only) is not told apart from the
+    # engine's: only status changes are stamped.
+
+    engine_job = await create_job(repo, engine)
+    await repo.lock(engine_job, "rt-1")
+    assert (await job_row(engine, engine_job))["legacyWrittenAt"] is None
+    assert await _statuses(engine, engine_job) == ("running", "processing")

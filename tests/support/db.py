@@ -24,6 +24,8 @@ def make_job(**overrides: Any) -> NewJob:
         "priority": 50,
         "max_attempts": 3,
         "timeout_ms": 30_000,
+        # Every engine insert names its prompt; a row without one is System A's (migration 0013).
+        "prompt_version": "v1",
     }
     values.update(overrides)
     return NewJob(**values)

@@ -8,6 +8,7 @@ from sqlalchemy import Table, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service.db.models import AiJob, AiJobArtifact, AiJobSnapshot, AiUsageLog, OutboxEvent
+from scheduler_service.legacy.sql import LEGACY_COLUMNS, has_legacy_status
 
 JOBS = cast(Table, AiJob.__table__)
 ARTIFACTS = cast(Table, AiJobArtifact.__table__)
@@ -17,8 +18,13 @@ OUTBOX = cast(Table, OutboxEvent.__table__)
 
 
 async def job_row(engine: AsyncEngine, job_id: str) -> dict[str, Any]:
+    """Every column of the job's row; System A's are absent once the contract step ran."""
     async with engine.connect() as conn:
-        return dict((await conn.execute(select(JOBS).where(JOBS.c.id == job_id))).one()._mapping)
+        expanded = await has_legacy_status(conn)
+        columns = [c for c in JOBS.c if expanded or c.name not in LEGACY_COLUMNS]
+        return dict(
+            (await conn.execute(select(*columns).where(JOBS.c.id == job_id))).one()._mapping
+        )
 
 
 async def count(engine: AsyncEngine, table: Table, **where: Any) -> int:

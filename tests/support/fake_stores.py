@@ -162,6 +162,9 @@ class FakeJobReads(FakeTables, JobReads):
     async def clock(self) -> datetime:
         return self.now
 
+    async def left_to_legacy(self, job_id: str) -> bool:
+        return False  # the in-memory tables hold no System A rows
+
 
 class FakeJobSweeps(FakeTables, JobSweeps):
     async def expired_leases(self, *, limit: int = 100) -> list[ExpiredLease]:

@@ -20,6 +20,8 @@ ECHO = next(d for d in BUILTIN_DEFINITIONS if d.job_type == "synthetic_echo")
 def test_builtins_register_with_the_design_queues() -> None:
     registry = default_registry()
     assert registry.job_types() == [
+        "active-recall",
+        "feynman-evaluation",
         "flashcard_generation",
         "learning_state_analysis",
         "next_action_planning",
@@ -32,6 +34,13 @@ def test_builtins_register_with_the_design_queues() -> None:
     assert queue["learning_state_analysis"] == "ai-background"
     assert registry.get("quiz_generation").execution.max_attempts == 2
     assert registry.get("weak_point_analysis").execution.max_attempts == 3
+    # System A's two, on its ai-analysis queue's terms (ADR-003): 30 s, 3 attempts, from 1 s.
+    for legacy in ("active-recall", "feynman-evaluation"):
+        definition = registry.get(legacy)
+        assert queue[legacy] == "ai-analysis"
+        assert definition.execution.timeout_ms == 30_000
+        assert definition.execution.max_attempts == 3
+        assert definition.execution.backoff.base_ms == 1_000
 
 
 def test_duplicate_is_refused() -> None:

@@ -256,3 +256,19 @@ class RedriveDeadEventsResponse(_message.Message):
     REDRIVEN_FIELD_NUMBER: _ClassVar[int]
     redriven: int
     def __init__(self, redriven: _Optional[int] = ...) -> None: ...
+
+class AdoptLegacyJobsRequest(_message.Message):
+    __slots__ = ("job_type", "dry_run")
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    job_type: str
+    dry_run: bool
+    def __init__(self, job_type: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class AdoptLegacyJobsResponse(_message.Message):
+    __slots__ = ("adopted", "left_to_legacy")
+    ADOPTED_FIELD_NUMBER: _ClassVar[int]
+    LEFT_TO_LEGACY_FIELD_NUMBER: _ClassVar[int]
+    adopted: int
+    left_to_legacy: int
+    def __init__(self, adopted: _Optional[int] = ..., left_to_legacy: _Optional[int] = ...) -> None: ...

@@ -92,6 +92,11 @@ class AdminServiceStub:
                 request_serializer=aijob_dot_v1_dot_admin__service__pb2.GetUserUsageRequest.SerializeToString,
                 response_deserializer=aijob_dot_v1_dot_admin__service__pb2.GetUserUsageResponse.FromString,
                 _registered_method=True)
+        self.AdoptLegacyJobs = channel.unary_unary(
+                '/aijob.v1.AdminService/AdoptLegacyJobs',
+                request_serializer=aijob_dot_v1_dot_admin__service__pb2.AdoptLegacyJobsRequest.SerializeToString,
+                response_deserializer=aijob_dot_v1_dot_admin__service__pb2.AdoptLegacyJobsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -180,6 +185,17 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AdoptLegacyJobs(self, request, context):
+        """AdoptLegacyJobs hands one of System A's job types (active-recall, feynman-evaluation) to the
+        engine: from then on the engine owns its rows; its legacy pending rows are queued on the
+        engine (each by compare-and-set on its status, with its ai.job.enqueue event), rows the old
+        worker is running are left to finish there. dry_run changes nothing and counts what would
+        happen. INVALID_ARGUMENT JOB_TYPE_UNKNOWN for any other type.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -237,6 +253,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.GetUserUsage,
                     request_deserializer=aijob_dot_v1_dot_admin__service__pb2.GetUserUsageRequest.FromString,
                     response_serializer=aijob_dot_v1_dot_admin__service__pb2.GetUserUsageResponse.SerializeToString,
+            ),
+            'AdoptLegacyJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.AdoptLegacyJobs,
+                    request_deserializer=aijob_dot_v1_dot_admin__service__pb2.AdoptLegacyJobsRequest.FromString,
+                    response_serializer=aijob_dot_v1_dot_admin__service__pb2.AdoptLegacyJobsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -537,6 +558,33 @@ class AdminService:
             '/aijob.v1.AdminService/GetUserUsage',
             aijob_dot_v1_dot_admin__service__pb2.GetUserUsageRequest.SerializeToString,
             aijob_dot_v1_dot_admin__service__pb2.GetUserUsageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AdoptLegacyJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/aijob.v1.AdminService/AdoptLegacyJobs',
+            aijob_dot_v1_dot_admin__service__pb2.AdoptLegacyJobsRequest.SerializeToString,
+            aijob_dot_v1_dot_admin__service__pb2.AdoptLegacyJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,

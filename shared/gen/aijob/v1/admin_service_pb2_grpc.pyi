@@ -66,6 +66,13 @@ class AdminServiceStub:
     """GetUserUsage totals a user's model usage from the ledger over a range of UTC days, with a
     breakdown per model key, and their budget and spend of today.
     """
+    AdoptLegacyJobs: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.AdoptLegacyJobsRequest, _admin_service_pb2.AdoptLegacyJobsResponse]
+    """AdoptLegacyJobs hands one of System A's job types (active-recall, feynman-evaluation) to the
+    engine: from then on the engine owns its rows; its legacy pending rows are queued on the
+    engine (each by compare-and-set on its status, with its ai.job.enqueue event), rows the old
+    worker is running are left to finish there. dry_run changes nothing and counts what would
+    happen. INVALID_ARGUMENT JOB_TYPE_UNKNOWN for any other type.
+    """
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -102,6 +109,13 @@ class AdminServiceAsyncStub(AdminServiceStub):
     GetUserUsage: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.GetUserUsageRequest, _admin_service_pb2.GetUserUsageResponse]  # type: ignore[assignment]
     """GetUserUsage totals a user's model usage from the ledger over a range of UTC days, with a
     breakdown per model key, and their budget and spend of today.
+    """
+    AdoptLegacyJobs: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.AdoptLegacyJobsRequest, _admin_service_pb2.AdoptLegacyJobsResponse]  # type: ignore[assignment]
+    """AdoptLegacyJobs hands one of System A's job types (active-recall, feynman-evaluation) to the
+    engine: from then on the engine owns its rows; its legacy pending rows are queued on the
+    engine (each by compare-and-set on its status, with its ai.job.enqueue event), rows the old
+    worker is running are left to finish there. dry_run changes nothing and counts what would
+    happen. INVALID_ARGUMENT JOB_TYPE_UNKNOWN for any other type.
     """
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -202,6 +216,19 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_admin_service_pb2.GetUserUsageResponse, _abc.Awaitable[_admin_service_pb2.GetUserUsageResponse]]:
         """GetUserUsage totals a user's model usage from the ledger over a range of UTC days, with a
         breakdown per model key, and their budget and spend of today.
+        """
+
+    @_abc_1.abstractmethod
+    def AdoptLegacyJobs(
+        self,
+        request: _admin_service_pb2.AdoptLegacyJobsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_service_pb2.AdoptLegacyJobsResponse, _abc.Awaitable[_admin_service_pb2.AdoptLegacyJobsResponse]]:
+        """AdoptLegacyJobs hands one of System A's job types (active-recall, feynman-evaluation) to the
+        engine: from then on the engine owns its rows; its legacy pending rows are queued on the
+        engine (each by compare-and-set on its status, with its ai.job.enqueue event), rows the old
+        worker is running are left to finish there. dry_run changes nothing and counts what would
+        happen. INVALID_ARGUMENT JOB_TYPE_UNKNOWN for any other type.
         """
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
