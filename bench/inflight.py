@@ -61,13 +61,14 @@ async def _insert_jobs(conn: Any, count: int) -> None:
             ids = [str(uuid.uuid4()) for _ in range(min(500, count - start))]
             rows = ", ".join(
                 "(%s, 'bench', 'synthetic_echo', 'pending', 0, 'ai-interactive', 'queued',"
-                " 50, 0, 3, 600000,"
+                " 50, 0, 3, 600000, 'v1',"
                 " UTC_TIMESTAMP(3), UTC_TIMESTAMP(3), UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))"
                 for _ in ids
             )
             await cur.execute(
                 "INSERT INTO AiAnalysisJob (id, userId, jobType, status, progress, queueName,"
-                " lifecycleStatus, priority, attemptCount, maxAttempts, timeoutMs, availableAt,"
+                " lifecycleStatus, priority, attemptCount, maxAttempts, timeoutMs, promptVersion,"
+                " availableAt,"
                 f" queuedAt, createdAt, updatedAt) VALUES {rows}",
                 ids,
             )

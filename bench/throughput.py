@@ -35,9 +35,10 @@ RUNTIMES, SLOTS, CONNECTIONS = 4, 32, 20
 
 _CREATE = [
     "INSERT INTO AiAnalysisJob (id, userId, jobType, status, progress, queueName, lifecycleStatus,"
-    " priority, attemptCount, maxAttempts, timeoutMs, availableAt, queuedAt, createdAt, updatedAt)"
-    " VALUES (%s, 'bench', 'synthetic_echo', 'pending', 0, 'ai-interactive', 'queued', 50, 0, 3,"
-    " 30000, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3), UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))",
+    " priority, attemptCount, maxAttempts, timeoutMs, promptVersion, availableAt, queuedAt,"
+    " createdAt, updatedAt) VALUES (%s, 'bench', 'synthetic_echo', 'pending', 0, 'ai-interactive',"
+    " 'queued', 50, 0, 3, 30000, 'v1', UTC_TIMESTAMP(3), UTC_TIMESTAMP(3), UTC_TIMESTAMP(3),"
+    " UTC_TIMESTAMP(3))",
     "INSERT INTO AiJobSnapshot (id, jobId, content, params, createdAt)"
     " VALUES (%s, %s, '{\"text\": \"hi\"}', '{}', UTC_TIMESTAMP(3))",
     "INSERT INTO OutboxEvent (eventType, aggregateType, aggregateId, dedupeKey, payload, status,"

@@ -112,6 +112,10 @@ class RoundLoop(ABC):
         self.streak = FailureStreak(name, interval_s)
         self._halt = asyncio.Event()
 
+    @property
+    def name(self) -> str:
+        return self._name
+
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=self._name)
 

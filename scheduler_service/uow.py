@@ -23,9 +23,15 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from scheduler_service.billing.sql_store import SqlSpendStore
-from scheduler_service.db.retry import is_retryable_conflict, is_unavailable, mysql_errno
+from scheduler_service.db.retry import (
+    is_missing_legacy_status,
+    is_retryable_conflict,
+    is_unavailable,
+    mysql_errno,
+)
 from scheduler_service.errors import DatabaseBusyError, DatabaseUnavailableError, DuplicateKeyError
 from scheduler_service.flow.sql_store import SqlModelKeyStore
+from scheduler_service.lifecycle import sql as lifecycle_sql
 from scheduler_service.lifecycle.sql_gates import SqlGateStore
 from scheduler_service.lifecycle.sql_store import LeaseTimes, SqlJobReads, SqlJobStore, SqlJobSweeps
 from scheduler_service.outbox.writer import SqlOutboxStore
@@ -103,6 +109,12 @@ class SqlUnitOfWork:
             try:
                 return await self._attempt(work)
             except DBAPIError as exc:
+                if lifecycle_sql.shadow_write() and is_missing_legacy_status(exc):
+                    # The contract step dropped ``status`` under this replica: stop writing it
+                    # and run the work again, before the next sweep would have noticed.
+                    lifecycle_sql.set_shadow_write(False)
+                    log.warning("legacy status column gone", extra={"action": "db_contracted"})
+                    return await self.run(work)
                 if not is_retryable_conflict(exc):
                     raise
                 if attempt == self._attempts:

@@ -13,6 +13,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 __all__ = [
     "DEADLOCK",
     "LOCK_WAIT_TIMEOUT",
+    "is_missing_legacy_status",
     "is_retryable_conflict",
     "is_unavailable",
     "mysql_errno",
@@ -52,3 +53,18 @@ def is_unavailable(exc: BaseException) -> bool:
     ):
         return True
     return isinstance(exc, OperationalError) and mysql_errno(exc) in _UNAVAILABLE_MYSQL_ERRORS
+
+
+#: "Unknown column": MySQL/MariaDB's errno for a column the statement names and the table lacks.
+UNKNOWN_COLUMN = 1054
+
+
+def is_missing_legacy_status(exc: BaseException) -> bool:
+    """Whether ``exc`` says the legacy ``status`` column is gone: the contract step ran while
+    this replica still wrote it (docs/operations/legacy-migration.md)."""
+    if not isinstance(exc, DBAPIError):
+        return False
+    text = str(exc.orig)
+    if mysql_errno(exc) == UNKNOWN_COLUMN:
+        return "'status'" in text or ".status'" in text
+    return "no such column: status" in text or "has no column named status" in text

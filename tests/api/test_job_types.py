@@ -70,6 +70,6 @@ async def test_the_checked_in_schemas_and_the_readme_table_match_the_registry(
         assert (ROOT / "schemas" / name).read_text() == text, name
     served = json.loads(types["synthetic_echo"].snapshot_schema_json)
     assert served == json.loads(files["synthetic_echo.snapshot.schema.json"])
-    table = re.findall(r"^\| `([a-z_]+)` \| (ai-[a-z]+) \|", README, re.MULTILINE)
+    table = re.findall(r"^\| `([a-z_-]+)` \| (ai-[a-z]+) \|", README, re.MULTILINE)
     registry = {d.job_type: d.routing.queue_name for d in default_registry()}
     assert dict(table) == registry

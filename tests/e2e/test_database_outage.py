@@ -167,6 +167,7 @@ def _every_rpc_request(job_id: str) -> dict[str, Message]:
         "AdminService/GetQueueStats": admin_pb.GetQueueStatsRequest(),
         "AdminService/CancelUserJobs": admin_pb.CancelUserJobsRequest(user_id="user-1"),
         "AdminService/RedriveDeadEvents": admin_pb.RedriveDeadEventsRequest(),
+        "AdminService/AdoptLegacyJobs": admin_pb.AdoptLegacyJobsRequest(job_type="active-recall"),
         "AdminService/PutModelLimit": admin_pb.PutModelLimitRequest(
             limit=admin_pb.ModelLimit(
                 provider="deepseek", model="deepseek-chat", credential_scope="platform"

@@ -94,6 +94,10 @@ async def test_contract_refuses_each_blocker_then_the_engine_runs_on_the_contrac
     assert code == 1 and len(lines) == 2 and "legacy code wrote a job row" in lines[1]
 
     # A week and a day later, by the test's clock: nothing blocks it.
+    # This replica's sweeps stop here, so that only its writes can notice the contract.
+    for loop in scheduler.app.loops:
+        if loop.name == "reaper":
+            await loop.stop()
     later = await db_now_value(scheduler.app.engine) + timedelta(days=8)
     assert await contract(mysql_url, check=True, as_of=later) == (
         0,
@@ -108,11 +112,14 @@ async def test_contract_refuses_each_blocker_then_the_engine_runs_on_the_contrac
         "already contracted: the legacy columns are gone"
     ]
 
-    # The running replica notices by its next sweep and stops writing status.
-    async def noticed() -> bool:
-        return not lifecycle_sql.shadow_write()
-
-    await eventually(noticed)
+    # A replica that has not noticed yet: its first write finds the column gone, stops writing
+    # it and runs again; the next sweep would have noticed too.
+    assert lifecycle_sql.shadow_write()
+    noticed_by_write = await JobClient(scheduler.channel, "user-after").create()
+    assert not lifecycle_sql.shadow_write()
+    lifecycle_sql.set_shadow_write(True)
+    assert await scheduler.app.legacy.take_in_recent() == 0
+    assert not lifecycle_sql.shadow_write()
 
     # The job flow on the contracted schema: creates, runs, a cancel and a retry, on this
     # replica and on one started afresh.
@@ -121,7 +128,7 @@ async def test_contract_refuses_each_blocker_then_the_engine_runs_on_the_contrac
     outcome = await JobClient(fresh.channel, "user-after").cancel(cancelled.job_id)
     assert outcome.job.lifecycle_status == "cancelled"
     runtimes("rt-contracted")
-    created = []
+    created = [noticed_by_write.job_id]
     for channel in (scheduler.channel, fresh.channel):
         jobs = JobClient(channel, "user-after")
         created.append((await jobs.create()).job_id)

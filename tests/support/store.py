@@ -49,6 +49,10 @@ class UnitCalls:
         assert job is not None, job_id
         return {f.name: getattr(job, f.name) for f in dataclasses.fields(job)}
 
+    async def legacy_status(self, job_id: str) -> str | None:
+        """System A's ``status`` column, where there is one (None in memory)."""
+        return None
+
     async def create(self, job: NewJob) -> None:
         async def work(tx: Transaction) -> None:
             places = await tx.gates.fair_places([job])
@@ -158,6 +162,11 @@ class StoreCalls(UnitCalls):
             )
         )
         self.engine = engine
+
+    async def legacy_status(self, job_id: str) -> str | None:
+        async with self.engine.connect() as conn:
+            found = await conn.execute(select(sql.jobs.c.status).where(sql.jobs.c.id == job_id))
+            return str(found.scalar_one())
 
     async def find_by_status(
         self,
