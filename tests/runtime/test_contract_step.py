@@ -9,12 +9,14 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
+from google.protobuf import struct_pb2
 from sqlalchemy import text
 
 from devtools.harness.runtime_client import JobClient
 from devtools.harness.waiting import eventually
 from scheduler_service.legacy.contract import contract
 from scheduler_service.lifecycle import sql as lifecycle_sql
+from scheduler_service.registry import default_registry
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
 from tests.conftest import DatabaseFactory
@@ -59,6 +61,26 @@ async def _triggers(scheduler: RunningScheduler) -> int:
             )
         )
         return int(found.scalar_one())
+
+
+async def _every_type(*replicas: RunningScheduler) -> list[str]:
+    """One job of every type, through the replicas in turn, each by a user of its own."""
+    created = []
+    answer = {"answerId": "a-1", "question": "What do cells do?", "answer": "Cells make energy"}
+    for index, job_type in enumerate(default_registry().job_types()):
+        params = struct_pb2.Struct()
+        if job_type in ("quiz_generation", "flashcard_generation"):
+            params.update({"count": 3})
+        snapshot = (
+            answer
+            if job_type in ("active-recall", "feynman-evaluation")
+            else {"text": "hi"}
+            if job_type == "synthetic_echo"
+            else SNAPSHOT
+        )
+        jobs = JobClient(replicas[index % len(replicas)].channel, f"user-after-{index}")
+        created.append((await jobs.create(job_type, snapshot=snapshot, params=params)).job_id)
+    return created
 
 
 async def test_contract_refuses_each_blocker_then_the_engine_runs_on_the_contracted_schema(
@@ -128,19 +150,7 @@ async def test_contract_refuses_each_blocker_then_the_engine_runs_on_the_contrac
     outcome = await JobClient(fresh.channel, "user-after").cancel(cancelled.job_id)
     assert outcome.job.lifecycle_status == "cancelled"
     runtimes("rt-contracted")
-    created = [noticed_by_write.job_id]
-    for channel in (scheduler.channel, fresh.channel):
-        jobs = JobClient(channel, "user-after")
-        created.append((await jobs.create()).job_id)
-        created.append((await jobs.create("learning_state_analysis", snapshot=SNAPSHOT)).job_id)
-    recall = JobClient(fresh.channel, "user-after")
-    created.append(
-        (
-            await recall.create(
-                "active-recall", snapshot={"answerId": "a-1", "answer": "Cells make energy"}
-            )
-        ).job_id
-    )
+    created = [noticed_by_write.job_id, *await _every_type(scheduler, fresh)]
 
     async def all_succeeded() -> bool:
         rows = [await job_row(fresh.app.engine, job_id) for job_id in created]
