@@ -38,6 +38,8 @@ STATE_DIR = Path(".aijob")
 LOG_DIR = STATE_DIR / "logs"
 #: The development credential key (``make run`` without AIJOB_CREDENTIAL_KEY).
 DEV_CREDENTIAL_KEY_FILE = STATE_DIR / "dev-credential-key"
+#: The development secret model calls' user_id pseudonyms are made with.
+DEV_PROVIDER_USER_ID_KEY_FILE = STATE_DIR / "dev-provider-user-id-key"
 RUNTIMES = 2
 
 DEMO_SNAPSHOT: dict[str, Any] = {
@@ -103,7 +105,10 @@ class Stack:
         if not self.env.get("AIJOB_CREDENTIAL_KEY") and not self.env.get("AIJOB_CREDENTIAL_KEYS"):
             # Users' keys stored through the API need an encryption key: a development one,
             # kept beside the development tokens (a real deployment sets its own).
-            self.env["AIJOB_CREDENTIAL_KEY"] = _dev_credential_key()
+            self.env["AIJOB_CREDENTIAL_KEY"] = _dev_secret(DEV_CREDENTIAL_KEY_FILE)
+        if not self.env.get("AIJOB_PROVIDER_USER_ID_KEY"):
+            # DeepSeek's user_id is a pseudonym of the job's user under this secret.
+            self.env["AIJOB_PROVIDER_USER_ID_KEY"] = _dev_secret(DEV_PROVIDER_USER_ID_KEY_FILE)
         subprocess.run(
             [sys.executable, "-m", "scheduler_service", "migrate"],
             env=self.env,
@@ -153,8 +158,7 @@ class Stack:
                     proc.wait()
 
 
-def _dev_credential_key() -> str:
-    path = DEV_CREDENTIAL_KEY_FILE
+def _dev_secret(path: Path) -> str:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(base64.b64encode(os.urandom(32)).decode())

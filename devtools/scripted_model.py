@@ -40,7 +40,14 @@ yet, else as the body or the stream's last event, the way a provider that alread
 once, at most), ``in_progress``, ``held`` (calls ever held open), ``holding`` (held now),
 ``max_open`` (in progress and held at once, at most), ``overloaded`` (held too long),
 ``abandoned`` (held, and the caller left), per-fault counts,
-and ``keys``: the same per key, each key shown as a fingerprint (:func:`key_label`).
+``keys``: the same per key, each key shown as a fingerprint (:func:`key_label`), and
+``user_ids``: each ``user_id`` seen, with its count.
+
+DeepSeek today (*Rate Limit & Isolation*): ``--account-concurrency N`` caps calls at once across
+every API key (the account), ``--user-concurrency N`` the calls of one ``user_id`` (a request
+without one counts as the empty id); past either, 429 (``max_account_concurrent`` and
+``max_user_concurrent`` in the stats). A ``user_id`` outside ``[A-Za-z0-9_-]`` or over 512 bytes
+is refused with 400 (``bad_user_id``).
 """
 
 from __future__ import annotations
@@ -63,7 +70,7 @@ from typing import Any
 
 from devtools.scripted_limits import KeyLimits, ProviderLimits
 
-__all__ = ["Overload", "ScriptedModelServer", "answer_for", "key_label"]
+__all__ = ["AccountLimits", "Overload", "ScriptedModelServer", "answer_for", "key_label"]
 
 MODEL = "scripted-deepseek"
 _JOB_TYPE = re.compile(r"^job_type: ([\w-]+)$", re.MULTILINE)
@@ -233,6 +240,20 @@ def key_label(api_key: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class AccountLimits:
+    """DeepSeek's limits today (*Rate Limit & Isolation*): calls at once per account, across
+    every API key, and, for accounts with raised quotas, per ``user_id`` (a request without one
+    counts as the empty id). 0 is no limit; beyond a limit, HTTP 429."""
+
+    concurrency: int = 0
+    per_user: int = 0
+
+
+#: DeepSeek's ``user_id``: letters, digits, ``_`` and ``-``, at most 512 bytes.
+_USER_ID = re.compile(r"^[A-Za-z0-9_-]{1,512}$")
+
+
+@dataclass(frozen=True, slots=True)
 class Overload:
     """Hold calls past ``places`` in progress; a hold longer than ``hold_s`` ends in a 503."""
 
@@ -243,9 +264,19 @@ class Overload:
 
 class _State:
     def __init__(
-        self, default_fault: str, limits: KeyLimits | None = None, overload: Overload | None = None
+        self,
+        default_fault: str,
+        limits: KeyLimits | None = None,
+        overload: Overload | None = None,
+        account: AccountLimits | None = None,
     ) -> None:
         self.default_fault = default_fault
+        self.account = account or AccountLimits()
+        #: Calls at once on the account, and per user id (the empty id too).
+        self.account_in_progress = 0
+        self.user_in_progress: Counter[str] = Counter()
+        #: Every user_id seen, with how many calls carried it.
+        self.user_ids: Counter[str] = Counter()
         self.queued: deque[str] = deque()
         self.counts: Counter[str] = Counter()
         self.lock = threading.Lock()
@@ -260,6 +291,32 @@ class _State:
         #: Digests of the prompts answered: a repeat hits the context cache.
         self.prompts: set[bytes] = set()
         self.keys: dict[str, Counter[str]] = {}
+
+    def enter_account(self, user_id: str) -> bool:
+        """Take a place on the account (and the user id's); False past either limit."""
+        with self.lock:
+            account = self.account
+            if account.concurrency and self.account_in_progress >= account.concurrency:
+                return False
+            if account.per_user and self.user_in_progress[user_id] >= account.per_user:
+                return False
+            self.account_in_progress += 1
+            self.user_in_progress[user_id] += 1
+            self.counts["max_account_concurrent"] = max(
+                self.counts["max_account_concurrent"], self.account_in_progress
+            )
+            most = max(self.counts["max_user_concurrent"], self.user_in_progress[user_id])
+            self.counts["max_user_concurrent"] = most
+            return True
+
+    def leave_account(self, user_id: str) -> None:
+        with self.lock:
+            self.account_in_progress -= 1
+            self.user_in_progress[user_id] -= 1
+
+    def saw_user_id(self, user_id: str) -> None:
+        with self.lock:
+            self.user_ids[user_id] += 1
 
     def must_hold(self) -> bool:
         with self.lock:
@@ -333,6 +390,7 @@ class _State:
             stats["in_progress"] = self.in_progress
             stats["holding"] = self.holding
             stats["keys"] = {label: dict(counts) for label, counts in self.keys.items()}
+            stats["user_ids"] = dict(self.user_ids)
             return stats
 
     def cached(self, prompt: str) -> bool:
@@ -406,12 +464,33 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
             return
         request = self._body()
+        state = self.server.state
+        user_id = request.get("user_id")
+        if user_id is not None and not (
+            isinstance(user_id, str) and _USER_ID.match(user_id) and len(user_id.encode()) <= 512
+        ):
+            state.count("bad_user_id")
+            error = {"message": "Invalid user_id.", "type": "invalid_request_error"}
+            self._send(400, {"error": error})
+            return
+        if user_id is not None:
+            state.saw_user_id(user_id)
+        if not state.enter_account(user_id or ""):
+            state.rate_limited("account", admitted=False)
+            error = {"message": "Concurrency limit reached.", "type": "rate_limit_error"}
+            self._send(429, {"error": error}, {"Retry-After": "1"})
+            return
+        try:
+            self._completion(request, state)
+        finally:
+            state.leave_account(user_id or "")
+
+    def _completion(self, request: dict[str, Any], state: _State) -> None:
         messages = request.get("messages") or []
         prompt = "\n".join(str(m.get("content", "")) for m in messages)
-        fault = self.server.state.next_fault(prompt)
+        fault = state.next_fault(prompt)
         key = self.headers.get("Authorization", "").removeprefix("Bearer ").strip()
         tokens = len(prompt) // 4 + int(request.get("max_tokens") or 256)
-        state = self.server.state
         admission = state.limits.admit(key, tokens, time.monotonic())
         if not admission.admitted:
             state.rate_limited(key, admitted=False)
@@ -672,9 +751,11 @@ class ScriptedModelServer(ThreadingHTTPServer):
         fault: str = "",
         limits: KeyLimits | None = None,
         overload: Overload | None = None,
+        *,
+        account: AccountLimits | None = None,
     ) -> None:
         super().__init__((host, port), _Handler)
-        self.state = _State(fault, limits, overload)
+        self.state = _State(fault, limits, overload, account)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client hanging up mid-answer is routine here (a cancelled or stalled stream, a
@@ -703,6 +784,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tpm", type=int, default=0, help="tokens per minute per key")
     parser.add_argument("--concurrency", type=int, default=0, help="calls at once per key")
     parser.add_argument(
+        "--account-concurrency", type=int, default=0, help="calls at once across every key"
+    )
+    parser.add_argument("--user-concurrency", type=int, default=0, help="calls at once per user_id")
+    parser.add_argument(
         "--overload", type=int, default=0, help="hold calls past this many in progress"
     )
     parser.add_argument("--overload-hold-s", type=float, default=600.0)
@@ -712,7 +797,10 @@ def main(argv: list[str] | None = None) -> int:
     overload = (
         Overload(args.overload, args.overload_hold_s, args.keepalive_s) if args.overload else None
     )
-    server = ScriptedModelServer(args.host, args.port, args.fault, limits, overload)
+    account = AccountLimits(args.account_concurrency, args.user_concurrency)
+    server = ScriptedModelServer(
+        args.host, args.port, args.fault, limits, overload, account=account
+    )
     print(f"scripted model serving the OpenAI API at {server.base_url}", flush=True)
     try:
         server.serve_forever()

@@ -45,6 +45,9 @@ class LeaseInput:
     max_output_tokens: int = 0
     #: W3C traceparent of the job's CreateJob span: this attempt's spans join that trace.
     traceparent: str = ""
+    #: The job's user as the provider is told of them (DeepSeek's ``user_id``): the
+    #: scheduler's pseudonym, never the raw id; empty: none sent.
+    provider_user_id: str = ""
 
 
 @dataclass

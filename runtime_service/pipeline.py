@@ -76,6 +76,8 @@ class _Running:
     usage: Usage | None = None
     #: The key this attempt called the model with, to scrub from what it reports.
     api_key: str = field(default="", repr=False)
+    #: DeepSeek's ``user_id`` for every call of the attempt (repairs too); empty: none.
+    provider_user_id: str = ""
 
 
 #: Why a job stopped when it was cancelled from outside, as the failure reported for it.
@@ -97,7 +99,10 @@ class JobRunner:
         progress_every_s: float = 1.0,
         stall_s: float = 60.0,
         queue_slots: Mapping[str, int] | None = None,
+        send_user_id: bool = True,
     ) -> None:
+        #: Whether calls carry the lease's pseudonymous user id (AIJOB_PROVIDER_USER_ID).
+        self._send_user_id = send_user_id
         self._scheduler = scheduler
         self._lanes = QueueLanes(DEFAULT_QUEUE_SLOTS if queue_slots is None else queue_slots)
         self._schema_repairs = schema_repairs
@@ -150,7 +155,7 @@ class JobRunner:
 
     async def _attempt(self, lease: LeaseInput) -> str:
         key = (lease.job_id, lease.attempt_no)
-        running = _Running()
+        running = _Running(provider_user_id=lease.provider_user_id if self._send_user_id else "")
         # Created inside the attempt's span: the task's context carries it to the model call.
         work = asyncio.ensure_future(self._execute(lease, running))
         running.task = work
@@ -384,6 +389,9 @@ class JobRunner:
         answer = Answer(model)
         cap = lease.max_output_tokens if lease is not None else 0
         extra: dict[str, Any] = {"max_tokens": cap} if cap > 0 else {}
+        if running.provider_user_id:
+            # Not an OpenAI parameter: DeepSeek reads it from the body (its docs: extra_body).
+            extra["extra_body"] = {"user_id": running.provider_user_id}
         try:
             raw = await client.chat.completions.with_raw_response.create(
                 model=model,

@@ -49,6 +49,7 @@ def lease_input(lease: types_pb2.Lease) -> LeaseInput:
         lease_token=lease.lease_token,
         max_output_tokens=lease.max_output_tokens,
         traceparent=lease.traceparent,
+        provider_user_id=lease.provider_user_id,
     )
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from runtime_service.lanes import DEFAULT_QUEUE_SLOTS
 from shared.config import DEV_TOKENS_FILE, comma_list, pattern_list
+from shared.model_catalogue import DEFAULT_MODEL
 
 DEEPSEEK_BASE_URL = "https://api.deepseek.com"
 
@@ -31,6 +32,8 @@ class RuntimeSettings(BaseSettings):
     runtime_slots: int = Field(default=4, ge=1, le=1_000)
     #: Job types to serve; empty serves every type this runtime knows.
     runtime_job_types: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    #: ``off``: model calls carry no ``user_id``, even when the lease names one.
+    provider_user_id: Literal["on", "off"] = "on"
     #: Queues whose jobs run at most this many at a time here (JSON, e.g. {"ai-analysis": 2}).
     runtime_queue_slots: dict[str, Annotated[int, Field(ge=1, le=1_000)]] = Field(
         default_factory=lambda: dict(DEFAULT_QUEUE_SLOTS)
@@ -39,7 +42,7 @@ class RuntimeSettings(BaseSettings):
         default=SecretStr(""), validation_alias=AliasChoices("DEEPSEEK_API_KEY", "deepseek_api_key")
     )
     model_base_url: str = DEEPSEEK_BASE_URL
-    model_name: str = "deepseek-chat"
+    model_name: str = DEFAULT_MODEL
     #: Seconds between heartbeats of a running job (progress; on the Poll stream the stream
     #: itself keeps the lease alive).
     heartbeat_s: float = Field(default=20.0, gt=0)

@@ -85,6 +85,7 @@ class Runtime:
             stall_s=settings.model_stall_s,
             schema_repairs=settings.schema_repairs,
             queue_slots=settings.runtime_queue_slots,
+            send_user_id=settings.provider_user_id == "on",
         )
         self._tasks: set[asyncio.Task[str]] = set()
         self._outgoing: asyncio.Queue[rt.PollRequest] | None = None

@@ -121,6 +121,7 @@ class SchedulerApp:
             user_key_runtimes=settings.user_key_runtimes,
             report_window_s=settings.reports.window_s,
             report_batch_max=settings.reports.max_batch,
+            provider_user_ids=settings.provider_user_ids,
         )
         watch_hub = WatchHub(uow, interval_s=settings.streams.watch_poll_s)
         dispatcher = Dispatcher(

@@ -9,16 +9,18 @@ duration is in seconds, converted once here whatever unit its variable is writte
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from scheduler_service.billing.budgets import Budget
+from scheduler_service.billing.peak_hours import DEEPSEEK_PEAK_HOURS, PeakHours
 from scheduler_service.billing.prices import DEFAULT_PRICES, PriceTable
 from scheduler_service.flow.keys import FlowPolicy, Limits
 from scheduler_service.lifecycle.fairness import RunningCaps
 from scheduler_service.lifecycle.retry_policy import MAX_WAIVED_ATTEMPTS
+from scheduler_service.provider_ids import ProviderUserIds
 from scheduler_service.registry.definitions import USER_KEY_MODE
 from shared.config import DEV_TOKENS_FILE, comma_list, split_commas
 
@@ -98,9 +100,21 @@ class SchedulerSettings(BaseSettings):
     model_tokens_per_minute: int = Field(default=0, ge=0)
     #: A platform-wide cap on what one model key may cost per UTC day (micro-units; 0: none).
     model_daily_cost_micros: int = Field(default=0, ge=0)
-    #: The price table, ``model=prompt/cached/completion`` in micro-units per million tokens
-    #: (prompt tokens that missed the context cache, that hit it, completion tokens).
+    #: The price table, ``model=prompt/cached/completion[:peak prompt/cached/completion]`` in
+    #: micro-units per million tokens (prompt tokens that missed the context cache, that hit it,
+    #: completion tokens), off-peak then peak.
     model_prices: str = DEFAULT_PRICES
+    #: The provider's peak windows (billing/peak_hours.py): days, times, ``@`` time zone; empty:
+    #: no peak. A call is priced by the window its attempt started in.
+    peak_hours: str = DEEPSEEK_PEAK_HOURS
+    #: Local dates (YYYY-MM-DD, comma-separated) with no peak window: the provider's holidays.
+    off_peak_dates: str = ""
+    #: The secret a job's user id is pseudonymised under for the model provider (DeepSeek's
+    #: user_id, scheduler_service/provider_ids.py); the same on every replica. Unset: calls
+    #: carry no user id (make run generates one).
+    provider_user_id_key: SecretStr = SecretStr("")
+    #: ``off``: never send a user id, even with a key.
+    provider_user_id: Literal["on", "off"] = "on"
     #: Each user's daily budget, unless an operator set theirs (AdminService.PutUserBudget):
     #: tokens (prompt plus completion) and cost in micro-units; 0 is no limit.
     user_daily_tokens: int = Field(default=0, ge=0)
@@ -209,9 +223,30 @@ class SchedulerSettings(BaseSettings):
         PriceTable.parse(value)
         return value
 
+    @field_validator("peak_hours")
+    @classmethod
+    def _peak_hours(cls, value: str) -> str:
+        PeakHours.parse(value)
+        return value
+
+    @field_validator("off_peak_dates")
+    @classmethod
+    def _off_peak_dates(cls, value: str) -> str:
+        PeakHours.parse("", value)
+        return value
+
+    @property
+    def provider_user_ids(self) -> ProviderUserIds:
+        key = self.provider_user_id_key.get_secret_value().encode()
+        return ProviderUserIds(key if self.provider_user_id == "on" else b"")
+
+    @property
+    def peak(self) -> PeakHours:
+        return PeakHours.parse(self.peak_hours, self.off_peak_dates)
+
     @property
     def prices(self) -> PriceTable:
-        return PriceTable.parse(self.model_prices)
+        return PriceTable.parse(self.model_prices, self.peak)
 
     @property
     def budget(self) -> Budget:

@@ -14,6 +14,8 @@ SETTINGS: dict[str, Any] = {
     "runtime_tokens": RUNTIME_TOKEN,
     "service_tokens": SERVICE_TOKEN,
     "admin_tokens": ADMIN_TOKEN,
+    # Model calls carry a pseudonymous user_id, as in production (scheduler_service/provider_ids).
+    "provider_user_id_key": "test-provider-user-id-key",
 }
 ENV = {f"AIJOB_{key.upper()}": value for key, value in SETTINGS.items()}
 

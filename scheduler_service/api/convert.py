@@ -118,6 +118,7 @@ def lease(payload: LeasePayload) -> types_pb2.Lease:
         lease_token=payload.lease_token,
         max_output_tokens=payload.max_output_tokens,
         traceparent=payload.traceparent,
+        provider_user_id=payload.provider_user_id,
     )
 
 

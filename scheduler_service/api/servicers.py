@@ -369,6 +369,9 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
             jobs=total.jobs,
             attempts=total.attempts,
             cached_prompt_tokens=total.cached_prompt_tokens,
+            peak_cost_micros=total.peak_cost_micros,
+            off_peak_cost_micros=total.off_peak_cost_micros,
+            saved_cost_micros=total.saved_cost_micros,
             from_date=report.first_day.isoformat(),
             to_date=report.last_day.isoformat(),
             model_keys=[

@@ -32,7 +32,7 @@ from scheduler_service.billing.usage import Usage, UsageLine
 from scheduler_service.db.clock import db_now, db_today
 from scheduler_service.db.models import AiJob, AiModelKey, AiUsageLog, AiUserBudget, AiUserSpend
 from scheduler_service.db.multirow import insert_rows
-from scheduler_service.flow.keys import ModelKey, scope_of
+from scheduler_service.flow.keys import ModelKey, key_model, scope_of
 from scheduler_service.lifecycle.records import JobRecord
 from scheduler_service.lifecycle.sql import engine_owned
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
@@ -88,7 +88,9 @@ async def record_spend(
         spent[0] += usage.prompt_tokens + usage.completion_tokens
         spent[1] += usage.cost_micros
         key = ModelKey(
-            job.modelProvider, job.modelName, scope_of(job.credentialMode, user_key_mode)
+            job.modelProvider,
+            key_model(job.modelName),
+            scope_of(job.credentialMode, user_key_mode),
         )
         keys[key] += usage.cost_micros
     await insert_rows(
@@ -269,17 +271,27 @@ def _totals() -> list[Any]:
         func.coalesce(func.sum(_usage.c.costMicros), 0).label("cost"),
         func.count(func.distinct(_usage.c.jobId)).label("jobs"),
         func.count().label("attempts"),
+        func.coalesce(func.sum(case((_usage.c.atPeak, _usage.c.costMicros), else_=0)), 0).label(
+            "peak"
+        ),
+        func.coalesce(
+            func.sum(func.coalesce(_usage.c.peakCostMicros, _usage.c.costMicros)), 0
+        ).label("at_peak_rate"),
     ]
 
 
 def _line(row: Any) -> UsageLine:
+    cost, peak = int(row.cost), int(row.peak)
     return UsageLine(
         int(row.prompt),
         int(row.cached),
         int(row.completion),
-        int(row.cost),
+        cost,
         int(row.jobs),
         int(row.attempts),
+        peak_cost_micros=peak,
+        off_peak_cost_micros=cost - peak,
+        saved_cost_micros=int(row.at_peak_rate) - cost,
     )
 
 
@@ -302,7 +314,9 @@ async def usage_report(
     keys: dict[ModelKey, UsageLine] = {}
     for row in per_key:
         key = ModelKey(
-            row.modelProvider or "", row.model or "", scope_of(row.credentialMode, user_key_mode)
+            row.modelProvider or "",
+            key_model(row.model or ""),
+            scope_of(row.credentialMode, user_key_mode),
         )
         keys[key] = _merged(keys.get(key), _line(row))
     return _line(total), keys
@@ -318,6 +332,9 @@ def _merged(first: UsageLine | None, second: UsageLine) -> UsageLine:
         first.cost_micros + second.cost_micros,
         first.jobs + second.jobs,
         first.attempts + second.attempts,
+        first.peak_cost_micros + second.peak_cost_micros,
+        first.off_peak_cost_micros + second.off_peak_cost_micros,
+        first.saved_cost_micros + second.saved_cost_micros,
     )
 
 

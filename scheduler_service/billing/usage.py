@@ -27,6 +27,11 @@ class Usage:
     first_token_ms: int | None = None
     #: Prompt tokens the provider served from its context cache (billed lower).
     cached_prompt_tokens: int = 0
+    #: Set by the scheduler's price table: whether the call started in a peak window, and what
+    #: its tokens cost at the peak rate (``peak_cost_micros - cost_micros`` is what waiting for
+    #: the off-peak hours saved).
+    at_peak: bool = False
+    peak_cost_micros: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +44,9 @@ class UsageLine:
     cost_micros: int = 0
     jobs: int = 0
     attempts: int = 0
+    peak_cost_micros: int = 0
+    off_peak_cost_micros: int = 0
+    saved_cost_micros: int = 0
 
 
 #: One reported model call: the job, its attempt, the usage, and the attempt's error code.

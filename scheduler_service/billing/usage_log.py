@@ -66,4 +66,6 @@ def _row(job: JobRecord, attempt_no: int, usage: Usage, error_code: str | None) 
         "latencyMs": usage.latency_ms,
         "firstTokenMs": usage.first_token_ms,
         "errorCode": error_code,
+        "atPeak": usage.at_peak,
+        "peakCostMicros": usage.peak_cost_micros,
     }

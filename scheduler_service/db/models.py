@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     DateTime,
     Float,
     ForeignKey,
@@ -171,6 +172,8 @@ class AiJob(Base):
     #: When legacy code last wrote the row; stamped by the shadow-write triggers (migration
     #: 0013), never written by the engine.
     legacyWrittenAt: Mapped[datetime | None] = mapped_column(Timestamp)
+    #: ``immediate``, or ``off_peak``: waits for the provider's cheap hours (migration 0014).
+    costPolicy: Mapped[str] = mapped_column(String(16), server_default="immediate")
 
 
 def _job_fk(ondelete: str, name: str) -> ForeignKey:
@@ -288,6 +291,9 @@ class AiUsageLog(Base):
     cachedPromptTokens: Mapped[int] = mapped_column(Integer, server_default="0")
     errorCode: Mapped[str | None] = mapped_column(String(100))
     createdAt: Mapped[datetime] = mapped_column(Timestamp)
+    # The window the call's attempt started in, and its tokens at the peak rate (0014).
+    atPeak: Mapped[bool] = mapped_column(Boolean, server_default="0")
+    peakCostMicros: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class UserModelCredential(Base):
@@ -442,6 +448,7 @@ class AiModelKey(Base):
     model: Mapped[str] = mapped_column(String(128), primary_key=True)
     credentialScope: Mapped[str] = mapped_column(String(16), primary_key=True)
     maxConcurrency: Mapped[int | None] = mapped_column(Integer)
+    maxConcurrencyPerUser: Mapped[int | None] = mapped_column(Integer)  # one user's calls at once
     requestsPerMinute: Mapped[int | None] = mapped_column(Integer)
     tokensPerMinute: Mapped[int | None] = mapped_column(BigInteger)
     pausedUntil: Mapped[datetime | None] = mapped_column(Timestamp)

@@ -30,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from shared.model_catalogue import canonical_model
+
 __all__ = [
     "Answered",
     "FlowPolicy",
@@ -43,6 +45,7 @@ __all__ = [
     "baseline_ms",
     "claim_locks",
     "estimate_tokens",
+    "key_model",
     "paused",
     "restricts",
     "scope_of",
@@ -109,6 +112,12 @@ def scope_of(credential_mode: str, user_key_mode: str) -> str:
     return USER if credential_mode == user_key_mode else PLATFORM
 
 
+def key_model(model: str) -> str:
+    """The model a key counts calls of: an alias counts with the model that serves it (DeepSeek
+    limits concurrency per model, whichever name the request used)."""
+    return canonical_model(model)
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """0 is no limit."""
@@ -161,7 +170,7 @@ class FlowPolicy:
         return float(self.initial_concurrency)
 
     def key(self, provider: str, model: str, credential_mode: str) -> ModelKey:
-        return ModelKey(provider, model, scope_of(credential_mode, self.user_key_mode))
+        return ModelKey(provider, key_model(model), scope_of(credential_mode, self.user_key_mode))
 
 
 @dataclass(frozen=True, slots=True)

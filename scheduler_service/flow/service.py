@@ -5,7 +5,15 @@ from __future__ import annotations
 import re
 
 from scheduler_service.errors import InvalidRequestError
-from scheduler_service.flow.keys import PLATFORM, USER, FlowPolicy, KeyStats, Limits, ModelKey
+from scheduler_service.flow.keys import (
+    PLATFORM,
+    USER,
+    FlowPolicy,
+    KeyStats,
+    Limits,
+    ModelKey,
+    key_model,
+)
 from scheduler_service.ports import UnitOfWork
 
 __all__ = ["ModelKeys", "checked_key", "checked_limits"]
@@ -27,7 +35,8 @@ def checked_key(provider: str, model: str, scope: str) -> ModelKey:
         raise InvalidRequestError(
             'limit.credential_scope must be "platform" or "user"', field="limit.credential_scope"
         )
-    return ModelKey(_name(provider, "limit.provider", 64), _name(model, "limit.model", 128), scope)
+    model = key_model(_name(model, "limit.model", 128))
+    return ModelKey(_name(provider, "limit.provider", 64), model, scope)
 
 
 def checked_limits(concurrency: int, rpm: int, tpm: int, daily_cost: int = 0) -> Limits:

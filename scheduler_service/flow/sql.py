@@ -21,6 +21,7 @@ from scheduler_service.flow.keys import (
     ModelKey,
     Window,
     claim_locks,
+    key_model,
     scope_of,
 )
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
@@ -206,7 +207,7 @@ async def running_by_key(
     """Jobs running per key, for ``keys``."""
     found: dict[ModelKey, int] = {}
     for provider, model, mode, count in await conn.execute(_RUNNING_BY_KEY):
-        key = ModelKey(provider, model, scope_of(mode, user_key_mode))
+        key = ModelKey(provider, key_model(model), scope_of(mode, user_key_mode))
         if key in keys:
             found[key] = found.get(key, 0) + int(count)
     return found

@@ -126,6 +126,7 @@ _CANCEL_REQUESTED_HELD = select(_c.id, _c.attemptCount, _c.lockedBy).where(
 )
 _PAYLOAD_COLUMNS = [
     _c.jobType,
+    _c.userId,
     _c.timeoutMs,
     _c.promptKey,
     _c.promptVersion,
@@ -337,6 +338,7 @@ def payload_of(grant: LeaseGrant, row: Any) -> LeasePayload:
         max_output_tokens=row.maxOutputTokens or 0,
         traceparent=row.traceParent or "",
         lease_token=grant.lease_token,
+        user_id=row.userId,
     )
 
 

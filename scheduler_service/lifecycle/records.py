@@ -12,6 +12,7 @@ from typing import Any
 
 from scheduler_service.lifecycle.state_machine import LifecycleStatus, is_terminal, parse_status
 from shared.canonical_json import canonical_json
+from shared.model_catalogue import DEFAULT_MODEL
 
 __all__ = [
     "RECORD_FIELDS",
@@ -68,7 +69,7 @@ class NewJob:
     #: W3C traceparent of the CreateJob span.
     trace_parent: str | None = None
     credential_id: str | None = None
-    model_name: str = "deepseek-chat"
+    model_name: str = DEFAULT_MODEL
     prompt_key: str | None = None
     prompt_version: str | None = None
     input_schema_version: str | None = None
@@ -242,6 +243,10 @@ class LeasePayload:
     traceparent: str = ""
     #: The lease's token, handed to its runtime only (never logged, stored as a digest).
     lease_token: str = field(default="", repr=False)
+    #: The job's user, as the model provider is told of them (scheduler_service/provider_ids.py);
+    #: the raw id stays in ``user_id``, which no lease carries.
+    provider_user_id: str = ""
+    user_id: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 
 from scheduler_service import metrics, validation
 from scheduler_service.billing.budgets import Budget
@@ -55,6 +56,7 @@ from scheduler_service.protocol.reports import (
     trace_leases,
 )
 from scheduler_service.protocol.user_keys import UserKeyRights
+from scheduler_service.provider_ids import ProviderUserIds
 from scheduler_service.registry import JobRegistry
 from scheduler_service.registry.definitions import USER_KEY_MODE, Backoff
 from shared import tracing
@@ -97,7 +99,10 @@ class RuntimeProtocol:
         rng: random.Random | None = None,
         report_window_s: float = 0.002,
         report_batch_max: int = 200,
+        provider_user_ids: ProviderUserIds | None = None,
     ) -> None:
+        #: How a lease names its job's user to the model provider (never the raw id).
+        self._provider_user_ids = provider_user_ids or ProviderUserIds()
         #: Users' default daily budget: dispatch skips the jobs of users who spent theirs.
         self._budget = budget
         #: What calls cost: every reported usage is priced here, so budgets and the usage API
@@ -127,7 +132,10 @@ class RuntimeProtocol:
     def priced(self, job: JobRecord, usage: Usage | None) -> Usage | None:
         """The usage with its cost from the price table (the runtime's own when the table
         does not list the model)."""
-        return None if usage is None else self._prices.priced(usage, job.modelName)
+        if usage is None:
+            return None
+        # Priced by the window the attempt started in (its lease): its calls start with it.
+        return self._prices.priced(usage, job.modelName, job.lockedAt)
 
     # -- leases -------------------------------------------------------------------------------
 
@@ -156,7 +164,13 @@ class RuntimeProtocol:
         if isinstance(payload, JobError):
             raise UnleasableJobError(job_id, ErrorCode(payload.code), payload.public_message)
         count_leases([grant])
-        return payload
+        return self._named(payload)
+
+    def _named(self, lease: LeasePayload) -> LeasePayload:
+        """``lease`` with its user's pseudonym for the model provider."""
+        if not self._provider_user_ids.enabled:
+            return lease
+        return replace(lease, provider_user_id=self._provider_user_ids.of(lease.user_id))
 
     async def claim(
         self, runtime_instance_id: str, job_types: Sequence[str], limit: int
@@ -201,7 +215,7 @@ class RuntimeProtocol:
         for lease in leases:
             error = judging.unleasable_error(lease)
             if error is None:
-                kept.append(lease)
+                kept.append(self._named(lease))
                 continue
             failed = FailedAttempt(
                 lease.job_id,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from shared.job_types import JOB_TYPES, JobTypeSpec
+from shared.model_catalogue import ALIASES, DEFAULT_MODEL, PRO
 
 QueueName = Literal["ai-interactive", "ai-background", "ai-analysis"]
 CredentialMode = Literal["platform_key", "user_deepseek_key"]
@@ -83,9 +84,10 @@ class JobDefinition:
     projector: str
     credential: CredentialPolicy = field(default_factory=CredentialPolicy)
     security: Security = field(default_factory=Security)
-    model_name: str = "deepseek-chat"
-    #: Models a create may choose instead of ``model_name`` (same provider).
-    allowed_models: tuple[str, ...] = ("deepseek-reasoner",)
+    model_name: str = DEFAULT_MODEL
+    #: Models a create may choose instead of ``model_name`` (same provider): V4 Pro, and the
+    #: names DeepSeek serves with V4 Flash (``deepseek-reasoner`` with thinking).
+    allowed_models: tuple[str, ...] = (PRO, *ALIASES)
     #: The provider whose limits the model's calls spend (with the model and whose key pays).
     model_provider: str = "deepseek"
     #: The answer's token cap, counted against a tokens-per-minute limit before the call.

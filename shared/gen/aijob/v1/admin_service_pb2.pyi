@@ -42,7 +42,7 @@ class GetUserUsageRequest(_message.Message):
     def __init__(self, user_id: _Optional[str] = ..., from_date: _Optional[str] = ..., to_date: _Optional[str] = ...) -> None: ...
 
 class GetUserUsageResponse(_message.Message):
-    __slots__ = ("prompt_tokens", "completion_tokens", "cost_micros", "jobs", "attempts", "cached_prompt_tokens", "from_date", "to_date", "model_keys", "daily_tokens_budget", "daily_cost_budget_micros", "tokens_today", "cost_today_micros")
+    __slots__ = ("prompt_tokens", "completion_tokens", "cost_micros", "jobs", "attempts", "cached_prompt_tokens", "from_date", "to_date", "model_keys", "daily_tokens_budget", "daily_cost_budget_micros", "tokens_today", "cost_today_micros", "peak_cost_micros", "off_peak_cost_micros", "saved_cost_micros")
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     COST_MICROS_FIELD_NUMBER: _ClassVar[int]
@@ -56,6 +56,9 @@ class GetUserUsageResponse(_message.Message):
     DAILY_COST_BUDGET_MICROS_FIELD_NUMBER: _ClassVar[int]
     TOKENS_TODAY_FIELD_NUMBER: _ClassVar[int]
     COST_TODAY_MICROS_FIELD_NUMBER: _ClassVar[int]
+    PEAK_COST_MICROS_FIELD_NUMBER: _ClassVar[int]
+    OFF_PEAK_COST_MICROS_FIELD_NUMBER: _ClassVar[int]
+    SAVED_COST_MICROS_FIELD_NUMBER: _ClassVar[int]
     prompt_tokens: int
     completion_tokens: int
     cost_micros: int
@@ -69,7 +72,10 @@ class GetUserUsageResponse(_message.Message):
     daily_cost_budget_micros: int
     tokens_today: int
     cost_today_micros: int
-    def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cost_micros: _Optional[int] = ..., jobs: _Optional[int] = ..., attempts: _Optional[int] = ..., cached_prompt_tokens: _Optional[int] = ..., from_date: _Optional[str] = ..., to_date: _Optional[str] = ..., model_keys: _Optional[_Iterable[_Union[ModelKeyUsage, _Mapping]]] = ..., daily_tokens_budget: _Optional[int] = ..., daily_cost_budget_micros: _Optional[int] = ..., tokens_today: _Optional[int] = ..., cost_today_micros: _Optional[int] = ...) -> None: ...
+    peak_cost_micros: int
+    off_peak_cost_micros: int
+    saved_cost_micros: int
+    def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cost_micros: _Optional[int] = ..., jobs: _Optional[int] = ..., attempts: _Optional[int] = ..., cached_prompt_tokens: _Optional[int] = ..., from_date: _Optional[str] = ..., to_date: _Optional[str] = ..., model_keys: _Optional[_Iterable[_Union[ModelKeyUsage, _Mapping]]] = ..., daily_tokens_budget: _Optional[int] = ..., daily_cost_budget_micros: _Optional[int] = ..., tokens_today: _Optional[int] = ..., cost_today_micros: _Optional[int] = ..., peak_cost_micros: _Optional[int] = ..., off_peak_cost_micros: _Optional[int] = ..., saved_cost_micros: _Optional[int] = ...) -> None: ...
 
 class ModelKeyUsage(_message.Message):
     __slots__ = ("provider", "model", "credential_scope", "prompt_tokens", "completion_tokens", "cost_micros", "jobs", "attempts", "cached_prompt_tokens")
