@@ -48,6 +48,11 @@ _EXIT_OF_STATUS = {
 }
 _EXIT_OF_TERMINAL = {"succeeded": 0, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
 TIMEOUT_S = 30
+#: aijob create --cost-policy
+_COST_POLICIES = {
+    "immediate": types_pb2.COST_POLICY_IMMEDIATE,
+    "off_peak": types_pb2.COST_POLICY_OFF_PEAK,
+}
 
 
 def _json_arg(text: str) -> dict[str, Any]:
@@ -77,6 +82,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     create.add_argument("--target-type", default="")
     create.add_argument("--target-id", default="")
+    create.add_argument(
+        "--cost-policy",
+        choices=sorted(_COST_POLICIES),
+        default="",
+        help="off_peak waits for the provider's cheap hours (default: the job type's)",
+    )
     many = commands.add_parser(
         "create-many",
         help="create the jobs of a JSON-lines file (one CreateJobRequest per line, in its JSON "
@@ -172,6 +183,8 @@ def _job_line(job: types_pb2.Job) -> str:
 
 def _job_details(job: types_pb2.Job) -> str:
     lines = [_job_line(job)]
+    if job.HasField("deferred_until"):
+        lines.append(f"  waits for the cheap hours until {job.deferred_until.ToDatetime()} UTC")
     if job.HasField("result"):
         kinds = ", ".join(sorted({a.artifact_type for a in job.result.artifacts}))
         lines.append(f"  artifacts: {job.result.artifact_count} ({kinds})")
@@ -209,6 +222,7 @@ class Cli:
             target_type=a.target_type,
             target_id=a.target_id,
             model=a.model,
+            cost_policy=_COST_POLICIES.get(a.cost_policy, types_pb2.COST_POLICY_UNSPECIFIED),
         )
         json_format.ParseDict(a.snapshot, request.snapshot)
         json_format.ParseDict(a.params, request.params)
@@ -478,6 +492,7 @@ def _stats(stats: admin_pb.QueueStats) -> str:
         for d in stats.depths
     ]
     lines += [f"oldest queued on {a.queue_name}: {a.age_seconds:.1f}s" for a in stats.oldest_queued]
+    lines += [f"waiting for the cheap hours on {d.queue_name}: {d.count}" for d in stats.deferred]
     lines.append(
         f"running {stats.running_count}; outbox pending {stats.pending_outbox_events}, "
         f"dead {stats.dead_outbox_events}, lag {stats.outbox_lag_seconds:.1f}s"

@@ -201,8 +201,12 @@ async def _demo(address: str) -> int:
         stub = job_grpc.JobServiceStub(channel)
         created = []
         for job_type, params in DEMO_JOBS:
+            # The demo waits for its answers: no job waits for the provider's cheap hours.
             request = job_pb.CreateJobRequest(
-                job_type=job_type, target_type="material", target_id="cells-101"
+                job_type=job_type,
+                target_type="material",
+                target_id="cells-101",
+                cost_policy=types_pb2.COST_POLICY_IMMEDIATE,
             )
             json_format.ParseDict(DEMO_SNAPSHOT, request.snapshot)
             json_format.ParseDict(params, request.params)

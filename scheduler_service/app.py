@@ -15,7 +15,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service import metrics
+from scheduler_service.billing.cheap_hours import CheapHours
 from scheduler_service.credentials import CredentialCipher, CredentialStore
+from scheduler_service.db.clock import DatabaseClock
 from scheduler_service.db.engine import create_engine, is_sqlite
 from scheduler_service.db.failover import WriterChoice, parse_nodes
 from scheduler_service.errors import SchedulerError
@@ -67,6 +69,8 @@ class SchedulerApp:
     outbox: OutboxDispatcher
     event_hub: EventHub
     legacy: LegacyAdoption
+    #: The database's now without a query (sampled each reaper sweep).
+    db_clock: DatabaseClock = field(default_factory=DatabaseClock)
     #: Told whether the database answers (the gRPC health service listens).
     on_health: Callable[[bool], Awaitable[None]] | None = None
     #: The ordered database nodes, when failover is configured.
@@ -108,6 +112,8 @@ class SchedulerApp:
                 grace_ms=round(settings.lease.grace_s * 1000),
             ),
         )
+        #: The database's now, sampled by the reaper: when peak windows begin and end.
+        db_clock = DatabaseClock()
         protocol = RuntimeProtocol(
             uow,
             registry,
@@ -122,6 +128,7 @@ class SchedulerApp:
             report_window_s=settings.reports.window_s,
             report_batch_max=settings.reports.max_batch,
             provider_user_ids=settings.provider_user_ids,
+            cheap_hours=CheapHours(settings.peak, db_clock.now),
         )
         watch_hub = WatchHub(uow, interval_s=settings.streams.watch_poll_s)
         dispatcher = Dispatcher(
@@ -160,11 +167,13 @@ class SchedulerApp:
                 max_active_jobs_per_user=settings.limits.max_active_jobs_per_user,
                 daily_job_quota_per_user=settings.limits.daily_job_quota_per_user,
                 max_snapshot_bytes=settings.limits.max_snapshot_bytes,
+                off_peak_deadline_s=settings.off_peak_deadline_s,
             ),
             handoff=dispatcher.offer_within,
             budget=settings.budget,
             create_window_s=settings.create_batch_window_ms / 1000,
             create_batch_max=settings.create_batch_max,
+            clock=db_clock.now,
         )
         reports = protocol.reports
         polls = PollSessions(
@@ -209,6 +218,7 @@ class SchedulerApp:
             LegacyAdoption(uow, registry, answer_query=settings.legacy_answer_query),
         )
         app.writer = writer
+        app.db_clock = db_clock
         # Its own connection: a pool that load has exhausted must not read as an outage.
         app.health_engine = create_engine(db.url, pool_size=1, writer=writer, **timeouts)
         return app
@@ -234,9 +244,11 @@ class SchedulerApp:
         ]
 
     async def start(self) -> None:
-        # Which schema the writes are built for (the legacy status column, or contracted).
+        # Which schema the writes are built for (the legacy status column, or contracted), and
+        # the database's clock (peak windows).
         with contextlib.suppress(SchedulerError):
             await self.legacy.notice_schema()
+            await self._sample_db_clock()
         self.loops = self._background()
         for loop in self.loops:
             loop.start()
@@ -307,10 +319,15 @@ class SchedulerApp:
         every fraction of a second (failover), and counting there would tax every node."""
         if not self.polls.database_reachable:
             return
-        metrics.publish_stats(await live_queue_stats(self.uow))
+        defer_ms = self.protocol.cheap_hours.defer_ms()
+        metrics.publish_stats(await live_queue_stats(self.uow, defer_ms))
         metrics.publish_model_keys(await ModelKeys(self.uow, self.protocol.flow).stats())
 
+    async def _sample_db_clock(self) -> None:
+        self.db_clock.sampled(await self.uow.read(lambda tx: tx.reads.clock()))
+
     async def _reap(self) -> None:
+        await self._sample_db_clock()
         await self.reaper.reap_once()
         await self.legacy.take_in_recent()
 

@@ -23,6 +23,9 @@ JOBS = Gauge(
 )
 QUEUE_DEPTH = Gauge("aijob_queue_depth", "Queued jobs per queue", ["queue"])
 OLDEST_QUEUED = Gauge("aijob_queue_oldest_age_seconds", "Age of the oldest queued job", ["queue"])
+DEFERRED = Gauge(
+    "aijob_jobs_deferred", "Off-peak jobs waiting out a peak window (the cheap hours)", ["queue"]
+)
 OUTBOX_LAG = Gauge("aijob_outbox_lag_seconds", "Age of the oldest pending outbox event")
 OUTBOX_DEAD = Gauge("aijob_outbox_dead_events", "Outbox events that exhausted their attempts")
 LEASE_LATENCY = Histogram(
@@ -92,5 +95,8 @@ def publish_stats(stats: QueueStats) -> None:
     OLDEST_QUEUED.clear()
     for queue, age in stats.oldest_queued_s.items():
         OLDEST_QUEUED.labels(queue).set(age)
+    DEFERRED.clear()
+    for queue, count in stats.deferred.items():
+        DEFERRED.labels(queue).set(count)
     OUTBOX_LAG.set(stats.outbox_lag_s)
     OUTBOX_DEAD.set(stats.dead_events)

@@ -115,6 +115,8 @@ class SchedulerSettings(BaseSettings):
     provider_user_id_key: SecretStr = SecretStr("")
     #: ``off``: never send a user id, even with a key.
     provider_user_id: Literal["on", "off"] = "on"
+    #: An off-peak job's schedule-to-start deadline when its create names none (seconds).
+    off_peak_deadline_s: float = Field(default=6 * 3600, gt=0, le=30 * 86_400)
     #: Each user's daily budget, unless an operator set theirs (AdminService.PutUserBudget):
     #: tokens (prompt plus completion) and cost in micro-units; 0 is no limit.
     user_daily_tokens: int = Field(default=0, ge=0)

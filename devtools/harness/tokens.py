@@ -1,4 +1,4 @@
-"""The bearer tokens tests configure their schedulers with."""
+"""The bearer tokens and settings tests configure their schedulers with."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ SETTINGS: dict[str, Any] = {
     "admin_tokens": ADMIN_TOKEN,
     # Model calls carry a pseudonymous user_id, as in production (scheduler_service/provider_ids).
     "provider_user_id_key": "test-provider-user-id-key",
+    # No peak window: prices and off-peak jobs must not depend on the hour a test runs at; the
+    # tests of peak hours set their own (tests/protocol/test_cheap_hours.py, bench/cost.py).
+    "peak_hours": "",
 }
 ENV = {f"AIJOB_{key.upper()}": value for key, value in SETTINGS.items()}
 

@@ -9,6 +9,7 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from scheduler_service import validation
+from scheduler_service.billing.cheap_hours import IMMEDIATE, OFF_PEAK
 from scheduler_service.billing.usage import Usage
 from scheduler_service.errors import InvalidRequestError
 from scheduler_service.jobs.commands import CreateJobCommand
@@ -60,6 +61,7 @@ def create_command(request: job_service_pb2.CreateJobRequest, user_id: str) -> C
         credential_id=request.credential_id,
         deadline=from_timestamp(request.deadline, request.HasField("deadline"), "deadline"),
         model=request.model,
+        cost_policy=cost_policy(request.cost_policy),
     )
 
 
@@ -180,8 +182,30 @@ def exhausted_for_ms(limits: types_pb2.ProviderRateLimits) -> int | None:
     return max(waits) if waits else None
 
 
+_POLICY_OF_ENUM: dict[int, str] = {
+    types_pb2.COST_POLICY_UNSPECIFIED: "",
+    types_pb2.COST_POLICY_IMMEDIATE: IMMEDIATE,
+    types_pb2.COST_POLICY_OFF_PEAK: OFF_PEAK,
+}
+_ENUM_OF_POLICY = {
+    IMMEDIATE: types_pb2.COST_POLICY_IMMEDIATE,
+    OFF_PEAK: types_pb2.COST_POLICY_OFF_PEAK,
+}
+
+
+def cost_policy(value: int) -> str:
+    """A create's cost policy ("" takes the job type's default)."""
+    if value not in _POLICY_OF_ENUM:
+        raise InvalidRequestError("cost_policy is not a known policy", field="cost_policy")
+    return _POLICY_OF_ENUM[value]
+
+
 def job(
-    record: JobRecord, artifacts: list[ArtifactRow] | None = None, *, internal: bool = False
+    record: JobRecord,
+    artifacts: list[ArtifactRow] | None = None,
+    *,
+    internal: bool = False,
+    deferred_until: datetime | None = None,
 ) -> types_pb2.Job:
     message = types_pb2.Job(
         job_id=record.id,
@@ -207,6 +231,8 @@ def job(
         retried_from_job_id=record.retriedFromJobId or "",
         cancel_requested_at=timestamp(record.cancelRequestedAt),
         deadline_at=timestamp(record.deadlineAt),
+        cost_policy=_ENUM_OF_POLICY.get(record.costPolicy, types_pb2.COST_POLICY_IMMEDIATE),
+        deferred_until=timestamp(deferred_until),
     )
     if record.lifecycleStatus is LifecycleStatus.QUEUED:
         message.available_at.CopyFrom(timestamp(record.availableAt) or timestamp_pb2.Timestamp())

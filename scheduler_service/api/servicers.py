@@ -24,6 +24,8 @@ from scheduler_service.flow.service import ModelKeys, checked_key, checked_limit
 from scheduler_service.jobs.commands import CreateJobCommand, JobFilter
 from scheduler_service.jobs.service import MAX_BULK_CREATE, Created
 from scheduler_service.jobs.stats import queue_stats, redrive_dead_events
+from scheduler_service.lifecycle.records import ArtifactRow, JobRecord
+from scheduler_service.lifecycle.state_machine import LifecycleStatus
 from scheduler_service.outbox.events import EventType
 from scheduler_service.outbox.log import latest_position
 from scheduler_service.registry.catalog import describe
@@ -78,6 +80,24 @@ def _failed(exc: SchedulerError) -> job_pb.CreateJobsResult:
     return job_pb.CreateJobsResult(status=status)
 
 
+def _job(
+    app: SchedulerApp,
+    record: JobRecord,
+    artifacts: list[ArtifactRow] | None = None,
+    *,
+    internal: bool = False,
+) -> types_pb.Job:
+    """The job as the API shows it, with when an off-peak job stops waiting, if it waits."""
+    waits = app.protocol.cheap_hours.deferred_until(
+        record.costPolicy,
+        record.lifecycleStatus is LifecycleStatus.QUEUED,
+        record.deadlineAt,
+        record.maxAttempts * record.timeoutMs,
+        app.db_clock.now(),
+    )
+    return convert.job(record, artifacts, internal=internal, deferred_until=waits)
+
+
 class JobServicer(job_grpc.JobServiceServicer):
     def __init__(self, app: SchedulerApp) -> None:
         self._app = app
@@ -93,7 +113,7 @@ class JobServicer(job_grpc.JobServiceServicer):
             command = dataclasses.replace(command, traceparent=traceparent)
             record, created = await self._app.jobs.create(command)
             span.set_attribute("aijob.job_id", record.id)
-        return job_pb.CreateJobResponse(job=convert.job(record, []), created=created)
+        return job_pb.CreateJobResponse(job=_job(self._app, record, []), created=created)
 
     async def CreateJobs(
         self, request: job_pb.CreateJobsRequest, context: Context
@@ -123,7 +143,7 @@ class JobServicer(job_grpc.JobServiceServicer):
             if isinstance(result, Created):
                 answers[index] = job_pb.CreateJobsResult(
                     status=status_pb2.Status(code=0),
-                    job=convert.job(result.job, []),
+                    job=_job(self._app, result.job, []),
                     created=result.created,
                 )
             else:
@@ -132,13 +152,13 @@ class JobServicer(job_grpc.JobServiceServicer):
 
     async def GetJob(self, request: job_pb.GetJobRequest, context: Context) -> types_pb.Job:
         record, artifacts = await self._app.jobs.get(_user_id(context), request.job_id)
-        return convert.job(record, artifacts)
+        return _job(self._app, record, artifacts)
 
     async def CancelJob(
         self, request: job_pb.CancelJobRequest, context: Context
     ) -> job_pb.CancelJobResponse:
         record, outcome = await self._app.jobs.cancel(_user_id(context), request.job_id)
-        return job_pb.CancelJobResponse(job=convert.job(record), outcome=outcome)
+        return job_pb.CancelJobResponse(job=_job(self._app, record), outcome=outcome)
 
     async def WatchJob(
         self, request: job_pb.WatchJobRequest, context: Context
@@ -150,7 +170,7 @@ class JobServicer(job_grpc.JobServiceServicer):
             ):
                 terminal = record.is_terminal
                 artifacts = await hub.artifacts(record.id) if terminal else None
-                yield convert.job(record, artifacts)
+                yield _job(self._app, record, artifacts)
 
     async def ListJobs(
         self, request: job_pb.ListJobsRequest, context: Context
@@ -164,7 +184,7 @@ class JobServicer(job_grpc.JobServiceServicer):
             filters, request.page_size, request.page_token
         )
         return job_pb.ListJobsResponse(
-            jobs=[convert.job(r) for r in records], next_page_token=token
+            jobs=[_job(self._app, r) for r in records], next_page_token=token
         )
 
     async def ListJobTypes(
@@ -267,12 +287,12 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
             filters, request.page_size, request.page_token
         )
         return job_pb.ListJobsResponse(
-            jobs=[convert.job(r, internal=True) for r in records], next_page_token=token
+            jobs=[_job(self._app, r, internal=True) for r in records], next_page_token=token
         )
 
     async def GetJob(self, request: job_pb.GetJobRequest, context: Context) -> types_pb.Job:
         record, artifacts = await self._app.jobs.get_any(request.job_id)
-        return convert.job(record, artifacts, internal=True)
+        return _job(self._app, record, artifacts, internal=True)
 
     async def RetryJob(self, request: admin_pb.RetryJobRequest, context: Context) -> types_pb.Job:
         record = await self._app.jobs.retry(request.job_id)
@@ -280,12 +300,12 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
             "admin retried a job",
             extra={"action": "admin_retry", "jobId": request.job_id, "newJobId": record.id},
         )
-        return convert.job(record, internal=True)
+        return _job(self._app, record, internal=True)
 
     async def GetQueueStats(
         self, request: admin_pb.GetQueueStatsRequest, context: Context
     ) -> admin_pb.QueueStats:
-        stats = await queue_stats(self._app.uow)
+        stats = await queue_stats(self._app.uow, self._app.protocol.cheap_hours.defer_ms())
         return admin_pb.QueueStats(
             depths=[
                 admin_pb.QueueDepth(queue_name=q, job_type=t, lifecycle_status=s, count=n)
@@ -300,6 +320,10 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
             pending_outbox_events=stats.pending_events,
             outbox_lag_seconds=stats.outbox_lag_s,
             model_keys=[_key_stats(k) for k in await self._model_keys().stats()],
+            deferred=[
+                admin_pb.QueueDeferred(queue_name=q, count=n)
+                for q, n in sorted(stats.deferred.items())
+            ],
         )
 
     def _model_keys(self) -> ModelKeys:

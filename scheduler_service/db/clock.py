@@ -8,7 +8,9 @@ back the same on both.
 
 from __future__ import annotations
 
-from datetime import datetime
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, Integer, bindparam
@@ -18,7 +20,7 @@ from sqlalchemy.sql.functions import FunctionElement
 
 from scheduler_service.db.models import Timestamp
 
-__all__ = ["db_now", "db_today"]
+__all__ = ["DatabaseClock", "db_now", "db_today"]
 
 
 class db_now(FunctionElement[datetime]):
@@ -45,7 +47,9 @@ def _offset(element: db_now, compiler: SQLCompiler, **kw: Any) -> str:
 @compiles(db_now, "mariadb")
 def _db_now_mysql(element: db_now, compiler: SQLCompiler, **kw: Any) -> str:
     # Microsecond intervals keep fractional seconds; DATETIME(3) columns round them to ms.
-    return f"(UTC_TIMESTAMP(3) + INTERVAL ({_offset(element, compiler, **kw)} * 1000) MICROSECOND)"
+    return (
+        f"(UTC_TIMESTAMP(3) + INTERVAL (({_offset(element, compiler, **kw)}) * 1000) MICROSECOND)"
+    )
 
 
 @compiles(db_now, "sqlite")
@@ -76,3 +80,22 @@ def _db_today_mysql(element: db_today, compiler: SQLCompiler, **kw: Any) -> str:
 @compiles(db_today, "sqlite")
 def _db_today_sqlite(element: db_today, compiler: SQLCompiler, **kw: Any) -> str:
     return "(date('now') || ' 00:00:00.000000')"
+
+
+class DatabaseClock:
+    """The database's now without a query each time: a sample of ``db_now()`` carried forward by
+    the monotonic clock (never the host's wall clock, reliability S8). The reaper samples it
+    every sweep; ``now()`` is None before the first sample."""
+
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._monotonic = monotonic
+        self._base: tuple[datetime, float] | None = None
+
+    def sampled(self, db_time: datetime) -> None:
+        self._base = (db_time, self._monotonic())
+
+    def now(self) -> datetime | None:
+        if self._base is None:
+            return None
+        at, mono = self._base
+        return at + timedelta(seconds=self._monotonic() - mono)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +18,8 @@ class Limits:
     max_active_jobs_per_user: int = 100
     daily_job_quota_per_user: int = 10_000
     max_snapshot_bytes: int = 1024 * 1024
+    #: An off-peak job's schedule-to-start deadline when its create names none.
+    off_peak_deadline_s: float = 6 * 3600
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,6 +37,8 @@ class CreateJobCommand:
     deadline: datetime | None = None
     #: A model the job type allows instead of its default ("": the default).
     model: str = ""
+    #: ``immediate`` or ``off_peak`` ("": the job type's default).
+    cost_policy: str = ""
     #: W3C traceparent of the create's span (not part of the request: a retry of the same
     #: create in another trace is the same request).
     traceparent: str = ""
@@ -54,6 +58,8 @@ class CreateJobCommand:
         del fields["traceparent"]
         if not self.model:
             del fields["model"]  # the default model: the fingerprint rows written before had
+        if not self.cost_policy:
+            del fields["cost_policy"]  # likewise the default cost policy
         return hashlib.sha256(canonical_json(fields)).hexdigest()
 
 
@@ -65,3 +71,5 @@ class QueueStats:
     dead_events: int
     pending_events: int
     outbox_lag_s: float
+    #: Off-peak jobs waiting out a peak window, per queue.
+    deferred: dict[str, int] = field(default_factory=dict)

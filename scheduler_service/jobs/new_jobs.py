@@ -5,9 +5,11 @@ defaults of its type applied, and the request's fingerprint that makes a repeat 
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime, timedelta
 from typing import Any
 
 from scheduler_service import validation
+from scheduler_service.billing.cheap_hours import OFF_PEAK, POLICIES
 from scheduler_service.errors import IdempotencyKeyReusedError, InvalidRequestError
 from scheduler_service.flow.keys import estimate_tokens
 from scheduler_service.ids import new_id
@@ -24,10 +26,11 @@ MAX_ID_FIELD = 191
 
 
 def new_job_of(
-    cmd: CreateJobCommand, registry: JobRegistry, limits: Limits
+    cmd: CreateJobCommand, registry: JobRegistry, limits: Limits, now: datetime | None = None
 ) -> tuple[NewJob, dict[str, Any], dict[str, Any]]:
     """The job ``cmd`` asks for, validated against its type, with its snapshot and params as
-    stored: every check that needs no database, raising the error CreateJob answers."""
+    stored: every check that needs no database, raising the error CreateJob answers. ``now``
+    (the database's) dates an off-peak job's default deadline."""
     definition = registry.get(cmd.job_type)
     validation.user_id(cmd.user_id)
     validation.idempotency_key(cmd.idempotency_key)
@@ -67,6 +70,12 @@ def new_job_of(
     model = cmd.model or definition.model_name
     if model != definition.model_name and model not in definition.allowed_models:
         raise InvalidRequestError("model is not allowed for this job type", field="model")
+    policy = cmd.cost_policy or definition.cost_policy
+    if policy not in POLICIES:
+        raise InvalidRequestError("cost_policy is not a known policy", field="cost_policy")
+    deadline = cmd.deadline
+    if deadline is None and policy == OFF_PEAK and now is not None:
+        deadline = now + timedelta(seconds=limits.off_peak_deadline_s)
     new_job = NewJob(
         job_id=new_id(),
         user_id=cmd.user_id,
@@ -100,7 +109,8 @@ def new_job_of(
         prompt_version=definition.prompt_version,
         input_schema_version=definition.input.version,
         output_schema_version=definition.output.version,
-        deadline_at=cmd.deadline,
+        deadline_at=deadline,
+        cost_policy=policy,
         retried_from_job_id=cmd.retried_from_job_id or None,
     )
     return new_job, snapshot.model_dump(mode="json"), params.model_dump(mode="json")

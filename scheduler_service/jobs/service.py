@@ -95,7 +95,10 @@ class JobService:
         create_window_s: float = 0.0,
         create_batch_max: int = 64,
         create_batches_in_flight: int = 2,
+        clock: Callable[[], datetime | None] = lambda: None,
     ) -> None:
+        #: The database's now (db/clock.py): dates off-peak jobs' default deadlines.
+        self._clock = clock
         self._uow = uow
         self._registry = registry
         self._limits = limits or Limits()
@@ -182,7 +185,7 @@ class JobService:
         prepared: dict[int, tuple[NewJob, dict[str, Any], dict[str, Any]]] = {}
         for index, cmd in enumerate(commands):
             try:
-                prepared[index] = new_job_of(cmd, self._registry, self._limits)
+                prepared[index] = new_job_of(cmd, self._registry, self._limits, self._clock())
             except SchedulerError as exc:
                 results[index] = exc
         for _ in range(3):

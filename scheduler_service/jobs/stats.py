@@ -6,12 +6,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import cast
 
-from sqlalchemy import Table, func, select, update
+from sqlalchemy import Table, func, not_, select, update
 
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import AiJob, OutboxEvent
 from scheduler_service.jobs.commands import QueueStats
-from scheduler_service.lifecycle.sql import engine_owned
+from scheduler_service.lifecycle.sql import engine_owned, not_waiting_for_cheap_hours
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 from scheduler_service.outbox.events import OutboxStatus
 from scheduler_service.uow import SqlTransaction, SqlUnitOfWork
@@ -30,18 +30,38 @@ _LIVE_JOBS = (LifecycleStatus.QUEUED.value, LifecycleStatus.RUNNING.value)
 _LIVE_EVENTS = (OutboxStatus.PENDING.value, OutboxStatus.PROCESSING.value, OutboxStatus.DEAD.value)
 
 
-async def queue_stats(uow: SqlUnitOfWork) -> QueueStats:
-    """Every status, finished jobs and published events included (GetQueueStats, on demand)."""
-    return await uow.read(lambda tx: _queue_stats(tx, live_only=False))
+async def queue_stats(uow: SqlUnitOfWork, defer_ms: int = 0) -> QueueStats:
+    """Every status, finished jobs and published events included (GetQueueStats, on demand);
+    ``defer_ms``: how long the current peak window lasts (0: off-peak)."""
+    return await uow.read(lambda tx: _queue_stats(tx, live_only=False, defer_ms=defer_ms))
 
 
-async def live_queue_stats(uow: SqlUnitOfWork) -> QueueStats:
+async def live_queue_stats(uow: SqlUnitOfWork, defer_ms: int = 0) -> QueueStats:
     """Jobs queued or running and events not yet published only (the gauges, refreshed on a
     period): ``depths`` holds no finished jobs; ``aijob_job_outcomes_total`` counts those."""
-    return await uow.read(lambda tx: _queue_stats(tx, live_only=True))
+    return await uow.read(lambda tx: _queue_stats(tx, live_only=True, defer_ms=defer_ms))
 
 
-async def _queue_stats(tx: SqlTransaction, *, live_only: bool) -> QueueStats:
+#: Off-peak jobs that dispatch leaves queued now (the claim's clause, negated), per queue.
+_DEFERRED = (
+    select(_jobs.c.queueName, func.count())
+    .where(
+        _jobs.c.lifecycleStatus == LifecycleStatus.QUEUED.value,
+        engine_owned(),
+        not_(not_waiting_for_cheap_hours()),
+    )
+    .group_by(_jobs.c.queueName)
+)
+
+
+async def _deferred(tx: SqlTransaction, defer_ms: int) -> dict[str, int]:
+    if defer_ms <= 0:
+        return {}
+    found = await tx.conn.execute(_DEFERRED, {"b_defer_ms": defer_ms})
+    return {str(queue): int(count) for queue, count in found}
+
+
+async def _queue_stats(tx: SqlTransaction, *, live_only: bool, defer_ms: int) -> QueueStats:
     j, o = _jobs.c, _outbox.c
     conn = tx.conn
     now = (await conn.execute(select(db_now()))).scalar_one()
@@ -85,6 +105,7 @@ async def _queue_stats(tx: SqlTransaction, *, live_only: bool) -> QueueStats:
         dead_events=int(events.get(OutboxStatus.DEAD.value, 0)),
         pending_events=int(events.get(OutboxStatus.PENDING.value, 0)),
         outbox_lag_s=_age_s(now, lag_from),
+        deferred=await _deferred(tx, defer_ms),
     )
 
 

@@ -32,6 +32,7 @@ async def claim_batches(
     running_caps: RunningCaps | None = None,
     flow: FlowPolicy | None = None,
     budget: Budget | None = None,
+    defer_ms: int = 0,
 ) -> list[list[LeaseGrant]]:
     """Lease available queued jobs of ``job_types`` to several runtimes.
 
@@ -51,6 +52,8 @@ async def claim_batches(
     skipped, not leased.
     With a ``budget``, jobs of users whose spend of today reached their budget are skipped too
     (one read by primary key); the reaper then fails them BUDGET_EXCEEDED.
+    While ``defer_ms`` > 0 (a peak window lasts that long), off-peak jobs stay queued unless
+    their deadline cannot wait (billing/cheap_hours.py).
     """
     wanted = sum(max(0, want) for _, want in demands)
     if wanted <= 0 or not job_types:
@@ -67,10 +70,12 @@ async def claim_batches(
             flow=flow,
             budget=budget,
             locked=(now, states),
+            defer_ms=defer_ms,
         )
     else:
         select = sql.SELECT_CLAIMABLE_PLATFORM_KEY if platform_key_only else sql.SELECT_CLAIMABLE
-        found = await conn.execute(select, {"b_types": sorted(job_types), "b_limit": wanted})
+        bound = {"b_types": sorted(job_types), "b_limit": wanted, "b_defer_ms": defer_ms}
+        found = await conn.execute(select, bound)
         ids = list(found.scalars())
     shares = deal(ids, [want for _, want in demands])
     if not ids:
@@ -114,13 +119,15 @@ async def _filtered_candidates(
     flow: FlowPolicy | None,
     budget: Budget | None,
     locked: tuple[datetime | None, dict[ModelKey, KeyState]],
+    defer_ms: int,
 ) -> list[str]:
     select = (
         sql.SELECT_CLAIMABLE_DETAIL_PLATFORM_KEY
         if platform_key_only
         else sql.SELECT_CLAIMABLE_DETAIL
     )
-    found = await conn.execute(select, {"b_types": sorted(job_types), "b_limit": 2 * wanted})
+    bound = {"b_types": sorted(job_types), "b_limit": 2 * wanted, "b_defer_ms": defer_ms}
+    found = await conn.execute(select, bound)
     rows = list(found)
     if not rows:
         return []

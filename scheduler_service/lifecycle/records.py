@@ -76,6 +76,7 @@ class NewJob:
     output_schema_version: str | None = None
     snapshot_id: str | None = None
     deadline_at: datetime | None = None
+    cost_policy: str = "immediate"
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +191,7 @@ class JobRecord:
     checkpoint: bytes | None
     leaseTokenHash: str | None
     traceParent: str | None
+    costPolicy: str
 
     @classmethod
     def from_mapping(cls, row: Mapping[str, Any]) -> JobRecord:

@@ -31,6 +31,7 @@ from sqlalchemy import (
     update,
 )
 
+from scheduler_service.billing.cheap_hours import OFF_PEAK
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.legacy_models import AiLegacyJobType
 from scheduler_service.db.models import AiJob
@@ -62,6 +63,7 @@ __all__ = [
     "engine_owned",
     "jobs",
     "lock_many",
+    "not_waiting_for_cheap_hours",
     "overdue",
     "set_shadow_write",
     "shadow_write",
@@ -90,6 +92,18 @@ def taken_in() -> ColumnElement[bool]:
     inserted for an adopted type does once the intake has built its snapshot
     (scheduler_service/legacy/)."""
     return _c.promptVersion.is_not(None)
+
+
+def not_waiting_for_cheap_hours() -> ColumnElement[bool]:
+    """Not an off-peak job that waits out the peak window lasting ``b_defer_ms`` more (0:
+    off-peak hours): one waits unless its deadline comes before the window's end plus its
+    attempts' time (billing/cheap_hours.py)."""
+    wait = bindparam("b_defer_ms", type_=Integer)
+    return or_(
+        _c.costPolicy != OFF_PEAK,
+        wait <= 0,
+        _c.deadlineAt <= db_now(wait + _c.maxAttempts * _c.timeoutMs),
+    )
 
 
 def status_in(statuses: Iterable[LifecycleStatus]) -> ColumnElement[bool]:
@@ -311,6 +325,7 @@ def _claimable(*extra: ColumnElement[bool], columns: Sequence[Any] = (_c.id,)) -
             _available_now(),
             engine_owned(),
             taken_in(),
+            not_waiting_for_cheap_hours(),
             *extra,
         )
         # Users in turn within a priority (lifecycle/fairness.py), on idx_fair_dispatch.

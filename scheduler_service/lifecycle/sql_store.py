@@ -134,6 +134,7 @@ class SqlJobStore(JobStore):
         running_caps: RunningCaps | None = None,
         flow: FlowPolicy | None = None,
         budget: Budget | None = None,
+        defer_ms: int = 0,
     ) -> list[list[LeaseGrant]]:
         return await claims.claim_batches(
             self._conn,
@@ -145,6 +146,7 @@ class SqlJobStore(JobStore):
             running_caps=running_caps,
             flow=flow,
             budget=budget,
+            defer_ms=defer_ms,
         )
 
     async def keep_alive(self, holders: Collection[str]) -> int:
@@ -343,4 +345,5 @@ def _insert_values(job: NewJob, fair_seq: int) -> dict[str, Any]:
         "outputSchemaVersion": job.output_schema_version,
         "snapshotId": job.snapshot_id,
         "deadlineAt": job.deadline_at,
+        "costPolicy": job.cost_policy,
     }

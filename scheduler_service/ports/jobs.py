@@ -170,13 +170,15 @@ class JobStore(ABC):
         running_caps: RunningCaps | None = None,
         flow: FlowPolicy | None = None,
         budget: Budget | None = None,
+        defer_ms: int = 0,
     ) -> list[list[LeaseGrant]]:
         """Lease the best available jobs of ``job_types`` to several runtimes: ``demands`` are
         (runtime instance id, how many); the answer holds each one's grants, in order. With
         ``platform_key_only``, jobs that run on a user's key are left for other runtimes; with
         ``running_caps``, jobs of users at their cap of running jobs stay queued; with ``flow``,
         jobs whose model key has no budget (scheduler_service/flow/keys.py) stay queued; with
-        ``budget``, jobs of users who spent theirs stay queued."""
+        ``budget``, jobs of users who spent theirs stay queued; while ``defer_ms`` > 0 (a peak
+        window lasts that long), off-peak jobs whose deadline can wait stay queued."""
 
     @abstractmethod
     async def keep_alive(self, holders: Collection[str]) -> int:

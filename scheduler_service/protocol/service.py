@@ -10,6 +10,8 @@ from dataclasses import replace
 
 from scheduler_service import metrics, validation
 from scheduler_service.billing.budgets import Budget
+from scheduler_service.billing.cheap_hours import CheapHours
+from scheduler_service.billing.peak_hours import PeakHours
 from scheduler_service.billing.prices import DEFAULT_PRICES, PriceTable
 from scheduler_service.billing.usage import Usage
 from scheduler_service.errors import (
@@ -100,7 +102,10 @@ class RuntimeProtocol:
         report_window_s: float = 0.002,
         report_batch_max: int = 200,
         provider_user_ids: ProviderUserIds | None = None,
+        cheap_hours: CheapHours | None = None,
     ) -> None:
+        #: When off-peak jobs wait (billing/cheap_hours.py); by default there is no peak.
+        self.cheap_hours = cheap_hours or CheapHours(PeakHours.parse(""), lambda: None)
         #: How a lease names its job's user to the model provider (never the raw id).
         self._provider_user_ids = provider_user_ids or ProviderUserIds()
         #: Users' default daily budget: dispatch skips the jobs of users who spent theirs.
@@ -239,9 +244,15 @@ class RuntimeProtocol:
         job only goes to a runtime allowed to run it; shares in the order of ``demands``."""
         allowed = [self.may_use_user_keys(instance) for instance, _ in demands]
         caps = self._running_caps
+        defer_ms = self.cheap_hours.defer_ms()
         if all(allowed):
             return await tx.jobs.claim_batches(
-                job_types, demands, running_caps=caps, flow=self.flow, budget=self._budget
+                job_types,
+                demands,
+                running_caps=caps,
+                flow=self.flow,
+                budget=self._budget,
+                defer_ms=defer_ms,
             )
         shares: list[list[LeaseGrant]] = [[] for _ in demands]
         for flag in (True, False):
@@ -255,6 +266,7 @@ class RuntimeProtocol:
                 running_caps=caps,
                 flow=self.flow,
                 budget=self._budget,
+                defer_ms=defer_ms,
             )
             for index, share in zip(indexes, claimed, strict=True):
                 shares[index] = share

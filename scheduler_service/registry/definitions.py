@@ -92,6 +92,8 @@ class JobDefinition:
     model_provider: str = "deepseek"
     #: The answer's token cap, counted against a tokens-per-minute limit before the call.
     max_output_tokens: int = 2_000
+    #: ``immediate`` or ``off_peak`` (billing/cheap_hours.py): a create's default.
+    cost_policy: str = "immediate"
 
 
 # Queue defaults (docs/architecture.md, *Job types*): interactive — 2 attempts, backoff from 2 s;
@@ -124,6 +126,7 @@ def definition_of(spec: JobTypeSpec) -> JobDefinition:
         prompt_version=spec.version,
         projector=spec.projector,
         security=Security(content_safety_check=spec.content_safety_check),
+        cost_policy=spec.cost_policy,
     )
 
 

@@ -33,6 +33,7 @@ SPEC = JobTypeSpec(
     snapshot=LearningSnapshot,
     params=NoParams,
     output=LearningStateAnalysisOutput,
+    cost_policy="off_peak",
     instructions=(
         "Summarise the learner's current state of learning: a short summary, a mastery level, "
         "their strengths and weaknesses."

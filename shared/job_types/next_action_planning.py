@@ -36,5 +36,6 @@ SPEC = JobTypeSpec(
     snapshot=LearningSnapshot,
     params=NoParams,
     output=NextActionPlanningOutput,
+    cost_policy="off_peak",
     instructions=("Recommend the learner's next steps, most useful first."),
 )

@@ -38,6 +38,9 @@ class JobTypeSpec:
     backoff_base_ms: int | None = None
     default_priority: int | None = None
     content_safety_check: bool = True
+    #: ``off_peak``: waits for the provider's cheap hours unless its deadline cannot wait
+    #: (the background analyses); ``immediate``: runs as soon as there is room.
+    cost_policy: Literal["immediate", "off_peak"] = "immediate"
 
 
 def render_v1(

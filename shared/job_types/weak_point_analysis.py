@@ -38,6 +38,7 @@ SPEC = JobTypeSpec(
     snapshot=LearningSnapshot,
     params=NoParams,
     output=WeakPointAnalysisOutput,
+    cost_policy="off_peak",
     instructions=(
         "Find the knowledge points the learner struggles with, with the evidence from their "
         "answers, a severity and a confidence from 0 to 100."

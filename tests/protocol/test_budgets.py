@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from datetime import datetime
 from typing import Any, cast
 
 import grpc
 import pytest
-from sqlalchemy import Table, func, select
+from sqlalchemy import Table, func, select, update
 
 from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from devtools.harness.tokens import ADMIN_TOKEN, bearer
+from scheduler_service.billing.peak_hours import DEEPSEEK_PEAK_HOURS
 from scheduler_service.db.models import AiJob, AiUsageLog
 from scheduler_service.registry import JobRegistry
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
@@ -30,13 +32,15 @@ pytestmark = pytest.mark.mysql
 LEDGER = cast(Table, AiUsageLog.__table__)
 LEARNING = {"learner": {"id": "l-1"}, "material": {"id": "m-1", "title": "Cells"}}
 #: One call's usage: 400 prompt tokens (128 of them cache hits) and 200 completion tokens.
-#: Its cost under the default deepseek-chat prices (0.27 / 0.07 cached / 1.10 per million).
-CALL_COST = -(-(272 * 270_000 + 128 * 70_000 + 200 * 1_100_000) // 1_000_000)
+#: Its cost under the default V4 Flash prices, off-peak (0.15 / 0.003 cached / 0.60 per
+#: million), and at peak (twice that).
+CALL_COST = -(-(272 * 150_000 + 128 * 3_000 + 200 * 600_000) // 1_000_000)
+PEAK_CALL_COST = -(-(272 * 300_000 + 128 * 6_000 + 200 * 1_200_000) // 1_000_000)
 
 
 def _usage() -> types_pb2.Usage:
     return types_pb2.Usage(
-        model_name="deepseek-chat",
+        model_name="deepseek-v4-flash",
         prompt_tokens=400,
         cached_prompt_tokens=128,
         completion_tokens=200,
@@ -174,13 +178,50 @@ async def test_usage_totals_are_the_ledgers_with_failures_and_retries(
     (key,) = report.model_keys
     assert (key.provider, key.model, key.credential_scope) == (
         "deepseek",
-        "deepseek-chat",
+        "deepseek-v4-flash",
         "platform",
     )
     assert (key.attempts, key.cost_micros) == (3, cost)
     assert report.from_date == report.to_date and len(report.from_date) == 10
     for job_id in created:
         assert (await job_row(scheduler.app.engine, job_id))["lifecycleStatus"] == "succeeded"
+
+
+async def test_a_call_that_started_at_peak_is_priced_at_the_peak_rate(
+    mysql_url: str, start_scheduler: SchedulerFactory
+) -> None:
+    """Priced by the window the attempt started in (its lease): the test dates each lease by
+    hand, a Thursday in DeepSeek's morning window (10:30 Beijing time) and one after it."""
+    scheduler = await start_scheduler(mysql_url, peak_hours=DEEPSEEK_PEAK_HOURS)
+    jobs = JobClient(scheduler.channel, "peak-user")
+    runtime = ClientRuntime(scheduler.channel, "rt-peak", slots=1)
+    await jobs.create()
+    await jobs.create()
+    await runtime.connect()
+    try:
+        for started in (datetime(2026, 12, 3, 2, 30), datetime(2026, 12, 3, 4, 30)):
+            lease = await runtime.next_lease()
+            await _leased_at(scheduler, lease.job_id, started)
+            await _succeed(runtime, lease)
+            runtime.credit()
+    finally:
+        await runtime.close()
+    report = await _usage_of(scheduler, "peak-user")
+    assert (report.cost_micros, report.peak_cost_micros, report.off_peak_cost_micros) == (
+        PEAK_CALL_COST + CALL_COST,
+        PEAK_CALL_COST,
+        CALL_COST,
+    )
+    # What the off-peak call saved against the peak rate; the peak call saved nothing.
+    assert report.saved_cost_micros == PEAK_CALL_COST - CALL_COST
+
+
+async def _leased_at(scheduler: RunningScheduler, job_id: str, when: datetime) -> None:
+    """A test fixture, not a lifecycle write: the lease's start moved to ``when``."""
+    async with scheduler.app.engine.begin() as conn:
+        await conn.execute(
+            update(JOBS_TABLE).where(JOBS_TABLE.c.id == job_id).values(lockedAt=when)
+        )
 
 
 async def test_a_bad_usage_range_is_refused(scheduler: RunningScheduler) -> None:
@@ -206,7 +247,7 @@ async def test_a_bad_usage_range_is_refused(scheduler: RunningScheduler) -> None
 async def test_a_model_keys_daily_cost_cap_stops_dispatch_on_that_key(
     mysql_url: str, start_scheduler: SchedulerFactory
 ) -> None:
-    models = {"synthetic_echo": "deepseek-chat", "quiz_generation": "other-model"}
+    models = {"synthetic_echo": "deepseek-v4-flash", "quiz_generation": "other-model"}
     registry = JobRegistry(
         dataclasses.replace(d, model_name=models.get(d.job_type, d.model_name))
         for d in fast_registry()
@@ -214,7 +255,7 @@ async def test_a_model_keys_daily_cost_cap_stops_dispatch_on_that_key(
     scheduler = await start_scheduler(mysql_url, registry=registry)
     limit = admin_pb.ModelLimit(
         provider="deepseek",
-        model="deepseek-chat",
+        model="deepseek-v4-flash",
         credential_scope="platform",
         daily_cost_micros=CALL_COST,
     )
@@ -238,7 +279,7 @@ async def test_a_model_keys_daily_cost_cap_stops_dispatch_on_that_key(
     stats = await _admin(scheduler).GetQueueStats(
         admin_pb.GetQueueStatsRequest(), metadata=bearer(ADMIN_TOKEN), timeout=30
     )
-    (key,) = [k for k in stats.model_keys if k.limit.model == "deepseek-chat"]
+    (key,) = [k for k in stats.model_keys if k.limit.model == "deepseek-v4-flash"]
     assert (key.cost_today_micros, key.limit.daily_cost_micros) == (CALL_COST, CALL_COST)
     assert (await job_row(scheduler.app.engine, capped))["lifecycleStatus"] == "queued"
 

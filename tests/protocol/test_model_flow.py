@@ -123,7 +123,7 @@ async def test_operators_set_and_read_model_limits(scheduler: RunningScheduler) 
     admin, metadata = _admin(scheduler), bearer(ADMIN_TOKEN)
     limit = admin_pb.ModelLimit(
         provider="deepseek",
-        model="deepseek-chat",
+        model="deepseek-v4-flash",
         credential_scope="platform",
         max_concurrency=8,
         requests_per_minute=600,
@@ -143,7 +143,7 @@ async def test_operators_set_and_read_model_limits(scheduler: RunningScheduler) 
         admin_pb.ListModelLimitsRequest(), metadata=metadata, timeout=30
     )
     assert list(listed.limits) == [changed]
-    (stats,) = (await _key_stats(scheduler, "deepseek-chat"),)
+    (stats,) = (await _key_stats(scheduler, "deepseek-v4-flash"),)
     assert (stats.in_flight, stats.effective_concurrency, stats.HasField("paused_until")) == (
         0,
         8,
@@ -152,7 +152,7 @@ async def test_operators_set_and_read_model_limits(scheduler: RunningScheduler) 
     metrics.publish_model_keys(
         await ModelKeys(scheduler.app.uow, scheduler.app.protocol.flow).stats()
     )
-    labels = {"provider": "deepseek", "model": "deepseek-chat", "scope": "platform"}
+    labels = {"provider": "deepseek", "model": "deepseek-v4-flash", "scope": "platform"}
     assert REGISTRY.get_sample_value("aijob_model_limit", labels) == 8
     assert REGISTRY.get_sample_value("aijob_model_paused", labels) == 0
     assert REGISTRY.get_sample_value("aijob_model_inflight", labels) == 0
@@ -212,7 +212,7 @@ async def test_headers_saying_none_remain_pause_the_key_before_a_429(
         else:
             await runtime.stub.SubmitResult(request, metadata=runtime.metadata, timeout=30)
         row = await job_row(scheduler.app.engine, lease.job_id)
-        stats = await _key_stats(scheduler, "deepseek-chat")
+        stats = await _key_stats(scheduler, "deepseek-v4-flash")
         after = await db_now_value(scheduler.app.engine)
     finally:
         await runtime.close()
@@ -249,16 +249,16 @@ async def test_an_unlimited_key_starts_slow_and_a_slow_first_token_halves_it(
     try:
         first = await _slots_fill(runtime, 4)
         # One claim statement would have leased all 20 at once without the window.
-        stats = await _key_stats(scheduler, "deepseek-chat")
+        stats = await _key_stats(scheduler, "deepseek-v4-flash")
         assert (stats.in_flight, stats.effective_concurrency) == (4, 4)
         for lease in first:
             await _answer(runtime, lease, first_token_ms=100)
         second = await _slots_fill(runtime, 8)  # slow start: 4 answers, 4 more places
-        stats = await _key_stats(scheduler, "deepseek-chat")
+        stats = await _key_stats(scheduler, "deepseek-v4-flash")
         assert (stats.in_flight, stats.effective_concurrency) == (8, 8)
         for lease in second:
             await _answer(runtime, lease, first_token_ms=400)  # 4 x the baseline
-        stats = await _key_stats(scheduler, "deepseek-chat")
+        stats = await _key_stats(scheduler, "deepseek-v4-flash")
     finally:
         await runtime.close()
     # Halved by the first slow answer; the seven leased before that halving judged nothing.
@@ -275,25 +275,25 @@ async def test_a_create_may_choose_an_allowed_model_and_the_lease_carries_it(
     # A starting window: every key met gets its row, so each shows in the stats.
     scheduler = await start_scheduler(mysql_url, model_initial_concurrency=4)
     jobs = JobClient(scheduler.channel)
-    chosen = await jobs.create(model="deepseek-reasoner", idempotency_key="k-reasoner")
+    chosen = await jobs.create(model="deepseek-v4-pro", idempotency_key="k-pro")
     default = await jobs.create(idempotency_key="k-default")
-    assert (chosen.model_name, chosen.model_provider) == ("deepseek-reasoner", "deepseek")
-    assert default.model_name == "deepseek-chat"
+    assert (chosen.model_name, chosen.model_provider) == ("deepseek-v4-pro", "deepseek")
+    assert default.model_name == "deepseek-v4-flash"
     # Naming the default model is the same request as naming none; another model is not.
-    again = await jobs.create(model="deepseek-chat", idempotency_key="k-default")
+    again = await jobs.create(model="deepseek-v4-flash", idempotency_key="k-default")
     assert again.job_id == default.job_id
     with pytest.raises(grpc.aio.AioRpcError) as reused:
-        await jobs.create(model="deepseek-reasoner", idempotency_key="k-default")
+        await jobs.create(model="deepseek-v4-pro", idempotency_key="k-default")
     assert error_reason(reused.value) == "IDEMPOTENCY_KEY_REUSED"
     runtime = ClientRuntime(scheduler.channel, "rt-models", slots=2)
     await runtime.connect()
     try:
         leases = {lease.job_id: lease for lease in [await runtime.next_lease() for _ in range(2)]}
-        chosen_stats = await _key_stats(scheduler, "deepseek-reasoner")
+        chosen_stats = await _key_stats(scheduler, "deepseek-v4-pro")
     finally:
         await runtime.close()
-    assert leases[chosen.job_id].model_name == "deepseek-reasoner"
-    assert leases[default.job_id].model_name == "deepseek-chat"
+    assert leases[chosen.job_id].model_name == "deepseek-v4-pro"
+    assert leases[default.job_id].model_name == "deepseek-v4-flash"
     assert chosen_stats.in_flight == 1  # its own model key
 
 
@@ -307,4 +307,4 @@ async def test_a_model_the_job_type_does_not_allow_is_refused_and_writes_nothing
     assert error_reason(caught.value) == "INVALID_ARGUMENT"
     assert "model" in (caught.value.details() or "")
     created = await jobs.create(idempotency_key="k-refused")  # the key was never taken
-    assert created.model_name == "deepseek-chat"
+    assert created.model_name == "deepseek-v4-flash"

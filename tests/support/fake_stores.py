@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from scheduler_service.billing.budgets import Budget, admit_within_budgets
+from scheduler_service.billing.cheap_hours import OFF_PEAK
 from scheduler_service.errors import DuplicateKeyError
 from scheduler_service.flow.keys import FlowPolicy
 from scheduler_service.lifecycle.claims import deal
@@ -48,6 +49,17 @@ from scheduler_service.registry.definitions import USER_KEY_MODE
 from tests.support.fake_state import QUEUED as _Q
 from tests.support.fake_state import RUNNING as _R
 from tests.support.fake_state import FakeTables, Row
+
+
+def _waits(row: Row, defer_ms: int, now: datetime) -> bool:
+    """As the SQL claim: an off-peak job waits out a peak window lasting ``defer_ms`` more
+    unless its deadline comes before the window's end plus its attempts' time."""
+    if row["costPolicy"] != OFF_PEAK or defer_ms <= 0:
+        return False
+    room = timedelta(milliseconds=defer_ms + row["maxAttempts"] * row["timeoutMs"])
+    deadline = row["deadlineAt"]
+    return deadline is None or deadline > now + room
+
 
 __all__ = ["FakeJobReads", "FakeJobStore", "FakeJobSweeps"]
 
@@ -303,6 +315,7 @@ class FakeJobStore(FakeTables, JobStore):
             createdAt=self.now,
             updatedAt=self.now,
             deadlineAt=job.deadline_at,
+            costPolicy=job.cost_policy,
             targetType=job.target_type,
             targetId=job.target_id,
             idempotencyKey=job.idempotency_key,
@@ -330,6 +343,7 @@ class FakeJobStore(FakeTables, JobStore):
         running_caps: RunningCaps | None = None,
         flow: FlowPolicy | None = None,
         budget: Budget | None = None,
+        defer_ms: int = 0,
     ) -> list[list[LeaseGrant]]:
         """As the SQL claim: best first, then those of users over budget, of users at their cap
         of running jobs and of model keys without budget stay queued."""
@@ -342,6 +356,7 @@ class FakeJobStore(FakeTables, JobStore):
                 and r["jobType"] in job_types
                 and holds(Guard.AVAILABLE, r, {}, self.moment)
                 and not (platform_key_only and r["credentialMode"] == USER_KEY_MODE)
+                and not _waits(r, defer_ms, self.now)
             ),
             key=lambda r: (r["priority"], r["fairSeq"], r["createdAt"], r["id"]),
         )

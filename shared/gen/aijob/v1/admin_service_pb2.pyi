@@ -200,7 +200,7 @@ class GetQueueStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class QueueStats(_message.Message):
-    __slots__ = ("depths", "oldest_queued", "running_count", "dead_outbox_events", "pending_outbox_events", "outbox_lag_seconds", "model_keys")
+    __slots__ = ("depths", "oldest_queued", "running_count", "dead_outbox_events", "pending_outbox_events", "outbox_lag_seconds", "model_keys", "deferred")
     DEPTHS_FIELD_NUMBER: _ClassVar[int]
     OLDEST_QUEUED_FIELD_NUMBER: _ClassVar[int]
     RUNNING_COUNT_FIELD_NUMBER: _ClassVar[int]
@@ -208,6 +208,7 @@ class QueueStats(_message.Message):
     PENDING_OUTBOX_EVENTS_FIELD_NUMBER: _ClassVar[int]
     OUTBOX_LAG_SECONDS_FIELD_NUMBER: _ClassVar[int]
     MODEL_KEYS_FIELD_NUMBER: _ClassVar[int]
+    DEFERRED_FIELD_NUMBER: _ClassVar[int]
     depths: _containers.RepeatedCompositeFieldContainer[QueueDepth]
     oldest_queued: _containers.RepeatedCompositeFieldContainer[QueueAge]
     running_count: int
@@ -215,7 +216,16 @@ class QueueStats(_message.Message):
     pending_outbox_events: int
     outbox_lag_seconds: float
     model_keys: _containers.RepeatedCompositeFieldContainer[ModelKeyStats]
-    def __init__(self, depths: _Optional[_Iterable[_Union[QueueDepth, _Mapping]]] = ..., oldest_queued: _Optional[_Iterable[_Union[QueueAge, _Mapping]]] = ..., running_count: _Optional[int] = ..., dead_outbox_events: _Optional[int] = ..., pending_outbox_events: _Optional[int] = ..., outbox_lag_seconds: _Optional[float] = ..., model_keys: _Optional[_Iterable[_Union[ModelKeyStats, _Mapping]]] = ...) -> None: ...
+    deferred: _containers.RepeatedCompositeFieldContainer[QueueDeferred]
+    def __init__(self, depths: _Optional[_Iterable[_Union[QueueDepth, _Mapping]]] = ..., oldest_queued: _Optional[_Iterable[_Union[QueueAge, _Mapping]]] = ..., running_count: _Optional[int] = ..., dead_outbox_events: _Optional[int] = ..., pending_outbox_events: _Optional[int] = ..., outbox_lag_seconds: _Optional[float] = ..., model_keys: _Optional[_Iterable[_Union[ModelKeyStats, _Mapping]]] = ..., deferred: _Optional[_Iterable[_Union[QueueDeferred, _Mapping]]] = ...) -> None: ...
+
+class QueueDeferred(_message.Message):
+    __slots__ = ("queue_name", "count")
+    QUEUE_NAME_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    queue_name: str
+    count: int
+    def __init__(self, queue_name: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class QueueDepth(_message.Message):
     __slots__ = ("queue_name", "job_type", "lifecycle_status", "count")

@@ -111,7 +111,7 @@ class DeleteUserCredentialResponse(_message.Message):
     def __init__(self, credential_id: _Optional[str] = ...) -> None: ...
 
 class CreateJobRequest(_message.Message):
-    __slots__ = ("job_type", "target_type", "target_id", "snapshot", "params", "idempotency_key", "priority", "credential_mode", "credential_id", "deadline", "model", "snapshot_json", "params_json")
+    __slots__ = ("job_type", "target_type", "target_id", "snapshot", "params", "idempotency_key", "priority", "credential_mode", "credential_id", "deadline", "model", "snapshot_json", "params_json", "cost_policy")
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     TARGET_TYPE_FIELD_NUMBER: _ClassVar[int]
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
@@ -125,6 +125,7 @@ class CreateJobRequest(_message.Message):
     MODEL_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_JSON_FIELD_NUMBER: _ClassVar[int]
     PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    COST_POLICY_FIELD_NUMBER: _ClassVar[int]
     job_type: str
     target_type: str
     target_id: str
@@ -138,7 +139,8 @@ class CreateJobRequest(_message.Message):
     model: str
     snapshot_json: str
     params_json: str
-    def __init__(self, job_type: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., snapshot: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ..., credential_mode: _Optional[str] = ..., credential_id: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model: _Optional[str] = ..., snapshot_json: _Optional[str] = ..., params_json: _Optional[str] = ...) -> None: ...
+    cost_policy: _types_pb2.CostPolicy
+    def __init__(self, job_type: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., snapshot: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ..., credential_mode: _Optional[str] = ..., credential_id: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model: _Optional[str] = ..., snapshot_json: _Optional[str] = ..., params_json: _Optional[str] = ..., cost_policy: _Optional[_Union[_types_pb2.CostPolicy, str]] = ...) -> None: ...
 
 class CreateJobResponse(_message.Message):
     __slots__ = ("job", "created")

@@ -4,6 +4,7 @@ from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
@@ -11,8 +12,17 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class CostPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    COST_POLICY_UNSPECIFIED: _ClassVar[CostPolicy]
+    COST_POLICY_IMMEDIATE: _ClassVar[CostPolicy]
+    COST_POLICY_OFF_PEAK: _ClassVar[CostPolicy]
+COST_POLICY_UNSPECIFIED: CostPolicy
+COST_POLICY_IMMEDIATE: CostPolicy
+COST_POLICY_OFF_PEAK: CostPolicy
+
 class Job(_message.Message):
-    __slots__ = ("job_id", "job_type", "lifecycle_status", "queue_name", "priority", "progress", "attempt_count", "max_attempts", "user_id", "target_type", "target_id", "created_at", "started_at", "finished_at", "error_code", "public_error_message", "internal_error_message", "retried_from_job_id", "result", "cancel_requested_at", "available_at", "deadline_at", "waived_attempts", "model_name", "model_provider")
+    __slots__ = ("job_id", "job_type", "lifecycle_status", "queue_name", "priority", "progress", "attempt_count", "max_attempts", "user_id", "target_type", "target_id", "created_at", "started_at", "finished_at", "error_code", "public_error_message", "internal_error_message", "retried_from_job_id", "result", "cancel_requested_at", "available_at", "deadline_at", "waived_attempts", "model_name", "model_provider", "cost_policy", "deferred_until")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     LIFECYCLE_STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -38,6 +48,8 @@ class Job(_message.Message):
     WAIVED_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
     MODEL_PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    COST_POLICY_FIELD_NUMBER: _ClassVar[int]
+    DEFERRED_UNTIL_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_type: str
     lifecycle_status: str
@@ -63,7 +75,9 @@ class Job(_message.Message):
     waived_attempts: int
     model_name: str
     model_provider: str
-    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lifecycle_status: _Optional[str] = ..., queue_name: _Optional[str] = ..., priority: _Optional[int] = ..., progress: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., user_id: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error_code: _Optional[str] = ..., public_error_message: _Optional[str] = ..., internal_error_message: _Optional[str] = ..., retried_from_job_id: _Optional[str] = ..., result: _Optional[_Union[JobResult, _Mapping]] = ..., cancel_requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., available_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadline_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waived_attempts: _Optional[int] = ..., model_name: _Optional[str] = ..., model_provider: _Optional[str] = ...) -> None: ...
+    cost_policy: CostPolicy
+    deferred_until: _timestamp_pb2.Timestamp
+    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lifecycle_status: _Optional[str] = ..., queue_name: _Optional[str] = ..., priority: _Optional[int] = ..., progress: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., user_id: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error_code: _Optional[str] = ..., public_error_message: _Optional[str] = ..., internal_error_message: _Optional[str] = ..., retried_from_job_id: _Optional[str] = ..., result: _Optional[_Union[JobResult, _Mapping]] = ..., cancel_requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., available_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadline_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waived_attempts: _Optional[int] = ..., model_name: _Optional[str] = ..., model_provider: _Optional[str] = ..., cost_policy: _Optional[_Union[CostPolicy, str]] = ..., deferred_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class JobResult(_message.Message):
     __slots__ = ("artifact_count", "artifacts", "output_hash", "output_json")
