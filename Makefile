@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 
-.PHONY: install run demo test test-fast lint proto breaking bench bench-smoke bench-llm bench-galera bench-latency clean
+.PHONY: install run demo test test-fast lint proto breaking bench bench-smoke bench-llm bench-cost bench-galera bench-latency clean
 
 install: $(VENV)/.installed
 
@@ -58,6 +58,10 @@ bench-smoke: install
 bench-llm: install
 	$(PY) -m bench.llm_storm
 	$(PY) -m bench.llm_overload
+
+# Jobs that wait for the cheap hours (issue 30): what background jobs cost across a peak window.
+bench-cost: install
+	$(PY) -m bench.cost
 
 # Enqueue -> lease latency with one idle runtime (MariaDB at AIJOB_BENCH_MYSQL_URL).
 # Galera (issue 19): failover time, cluster drain against one MariaDB.

@@ -20,6 +20,7 @@ import psutil
 
 from bench import (
     api_scale,
+    cost,
     galera,
     inflight,
     lease_latency,
@@ -179,6 +180,20 @@ def table(f: Figures) -> str:
         _row(
             "  first token p95 / unloaded", f["llm_overload_ttft_p95_vs_unloaded"], "", "goal <= 2"
         ),
+        _row("cheap hours: jobs across a 1-minute peak window", f.get("cost_jobs"), ""),
+        _row(
+            "  background cost, off-peak / immediate",
+            f.get("cost_off_peak_vs_immediate"),
+            "",
+            "goal <= 0.55",
+        ),
+        _row("  deadline misses", f.get("cost_deadline_misses"), "", "goal 0"),
+        _row(
+            "  interactive create -> lease p95, / immediate",
+            f.get("cost_interactive_wait_p95_ratio"),
+            "",
+            "goal <= 1.2",
+        ),
         _row("galera: drain, 3-node cluster", f.get("galera_jobs_per_s"), "jobs/s"),
         _row("  / the same on one MariaDB", f.get("galera_vs_single"), "", "goal >= 0.8"),
         _row(
@@ -207,6 +222,7 @@ async def main() -> None:
         ("api_scale", api_scale.main),
         ("llm_storm", llm_storm.main),
         ("llm_overload", llm_overload.main),
+        ("cost", cost.main),
         ("galera", galera.main),
     ]
     for name, phase in phases:

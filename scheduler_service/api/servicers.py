@@ -339,6 +339,7 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
             limit.requests_per_minute,
             limit.tokens_per_minute,
             limit.daily_cost_micros,
+            limit.max_concurrency_per_user,
         )
         await self._model_keys().put(key, limits)
         log.info(
@@ -460,6 +461,7 @@ def _model_limit(key: ModelKey, limits: Limits) -> admin_pb.ModelLimit:
         requests_per_minute=limits.requests_per_minute,
         tokens_per_minute=limits.tokens_per_minute,
         daily_cost_micros=limits.daily_cost_micros,
+        max_concurrency_per_user=limits.max_concurrency_per_user,
     )
 
 

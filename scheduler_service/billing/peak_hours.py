@@ -8,9 +8,9 @@ are data — ``AIJOB_PEAK_HOURS`` and ``AIJOB_OFF_PEAK_DATES`` — in this form:
     mon-fri 09:00-12:00; sat 10:00-11:00 @Asia/Shanghai     (several day groups)
     (empty)                                                   (no peak: one price)
 
-Times are local to the zone after ``@``; a window's end is exclusive (a window does not cross
-midnight: write two). Off-peak dates are local
-dates (``2026-10-01,2026-10-02``) on which no window applies.
+Times (``HH:MM``, or ``HH:MM:SS``) are local to the zone after ``@``; a window's end is
+exclusive (a window does not cross midnight: write two). Off-peak dates are local dates
+(``2026-10-01,2026-10-02``) on which no window applies.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ __all__ = ["DEEPSEEK_PEAK_HOURS", "PeakHours"]
 DEEPSEEK_PEAK_HOURS = "mon-fri 09:00-12:00 14:00-18:00 @Asia/Shanghai"
 
 _DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-_SPAN = re.compile(r"^(\d{2}):(\d{2})-(\d{2}):(\d{2})$")
+_SPAN = re.compile(r"^(\d{2}):(\d{2})(?::(\d{2}))?-(\d{2}):(\d{2})(?::(\d{2}))?$")
 #: How far ahead a window's end or the next window's start is looked for.
 _HORIZON_DAYS = 15
 
@@ -116,10 +116,10 @@ def _weekdays(days: str) -> Iterable[int]:
 def _span(text: str) -> tuple[time, time]:
     match = _SPAN.match(text)
     if match is None:
-        raise ValueError(f"expected HH:MM-HH:MM, got {text!r}")
-    h1, m1, h2, m2 = (int(g) for g in match.groups())
+        raise ValueError(f"expected HH:MM-HH:MM (or HH:MM:SS), got {text!r}")
+    h1, m1, s1, h2, m2, s2 = (int(g or 0) for g in match.groups())
     try:
-        start, end = time(h1, m1), time(h2, m2)
+        start, end = time(h1, m1, s1), time(h2, m2, s2)
     except ValueError:
         raise ValueError(f"expected times of day (00:00-23:59), got {text!r}") from None
     if end <= start:

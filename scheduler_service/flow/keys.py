@@ -51,6 +51,7 @@ __all__ = [
     "scope_of",
     "spent",
     "trimmed",
+    "within_user_caps",
 ]
 
 PLATFORM, USER = "platform", "user"
@@ -127,6 +128,8 @@ class Limits:
     tokens_per_minute: int = 0
     #: What the key may cost per UTC day, platform-wide, in micro-units of the price table.
     daily_cost_micros: int = 0
+    #: Calls of one end user at once on the key.
+    max_concurrency_per_user: int = 0
 
     def over(self, default: Limits) -> Limits:
         """These limits, each unset (0) one taken from ``default``."""
@@ -135,6 +138,7 @@ class Limits:
             self.requests_per_minute or default.requests_per_minute,
             self.tokens_per_minute or default.tokens_per_minute,
             self.daily_cost_micros or default.daily_cost_micros,
+            self.max_concurrency_per_user or default.max_concurrency_per_user,
         )
 
     @property
@@ -144,6 +148,7 @@ class Limits:
             or self.requests_per_minute
             or self.tokens_per_minute
             or self.daily_cost_micros
+            or self.max_concurrency_per_user
         )
 
 
@@ -217,6 +222,27 @@ def claim_locks(state: KeyState, now: datetime) -> bool:
     will write its state (per-second counts left from a limit since removed, which ``admit``
     clears). A claim admits on any other key without the lock, and writes nothing to it."""
     return restricts(state, now) or bool(state.requests or state.tokens)
+
+
+def within_user_caps(
+    candidates: Sequence[tuple[str, ModelKey, int]],
+    users: Mapping[str, str],
+    caps: Mapping[ModelKey, int],
+    running: Mapping[tuple[str, ModelKey], int],
+) -> list[tuple[str, ModelKey, int]]:
+    """The candidates (job id, key, token estimate), in order, whose user stays within their
+    key's cap of calls at once per user (``caps``; 0: none), counting the jobs ``running`` per
+    (user, key) and those admitted before them; ``users`` maps job id to user."""
+    taken: Counter[tuple[str, ModelKey]] = Counter(running)
+    kept = []
+    for job_id, key, tokens in candidates:
+        slot = (users[job_id], key)
+        cap = caps.get(key, 0)
+        if cap and taken[slot] >= cap:
+            continue
+        taken[slot] += 1
+        kept.append((job_id, key, tokens))
+    return kept
 
 
 def admit(

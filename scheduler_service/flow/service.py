@@ -39,16 +39,19 @@ def checked_key(provider: str, model: str, scope: str) -> ModelKey:
     return ModelKey(_name(provider, "limit.provider", 64), model, scope)
 
 
-def checked_limits(concurrency: int, rpm: int, tpm: int, daily_cost: int = 0) -> Limits:
+def checked_limits(
+    concurrency: int, rpm: int, tpm: int, daily_cost: int = 0, per_user: int = 0
+) -> Limits:
     for value, field, top in (
         (concurrency, "limit.max_concurrency", _INT32),
         (rpm, "limit.requests_per_minute", _INT32),
         (tpm, "limit.tokens_per_minute", 2**63 - 1),
         (daily_cost, "limit.daily_cost_micros", 2**63 - 1),
+        (per_user, "limit.max_concurrency_per_user", _INT32),
     ):
         if not 0 <= value <= top:
             raise InvalidRequestError(f"{field} must be 0 or more", field=field)
-    return Limits(concurrency, rpm, tpm, daily_cost)
+    return Limits(concurrency, rpm, tpm, daily_cost, per_user)
 
 
 class ModelKeys:

@@ -4,6 +4,7 @@ claim under its lock so that all replicas spend one budget (scheduler_service/fl
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any, cast
@@ -102,6 +103,7 @@ def limits_of(row: Any) -> Limits:
         row.requestsPerMinute or 0,
         int(row.tokensPerMinute or 0),
         int(row.dailyCostMicros or 0),
+        int(row.maxConcurrencyPerUser or 0),
     )
 
 
@@ -213,6 +215,27 @@ async def running_by_key(
     return found
 
 
+_RUNNING_BY_USER_AND_KEY = (
+    select(_j.c.userId, _j.c.modelProvider, _j.c.modelName, _j.c.credentialMode, func.count())
+    .where(
+        _j.c.lifecycleStatus == LifecycleStatus.RUNNING.value,
+        _j.c.userId.in_(bindparam("b_users", expanding=True)),
+    )
+    .group_by(_j.c.userId, _j.c.modelProvider, _j.c.modelName, _j.c.credentialMode)
+)
+
+
+async def running_by_user_and_key(
+    conn: AsyncConnection, flow: FlowPolicy, users: Collection[str]
+) -> Counter[tuple[str, ModelKey]]:
+    """Jobs running per (user, key), for ``users``."""
+    found: Counter[tuple[str, ModelKey]] = Counter()
+    rows = await conn.execute(_RUNNING_BY_USER_AND_KEY, {"b_users": sorted(users)})
+    for user, provider, model, mode, count in rows:
+        found[(user, flow.key(provider, model, mode))] += int(count)
+    return found
+
+
 async def save_states(
     conn: AsyncConnection,
     states: Mapping[ModelKey, KeyState],
@@ -281,6 +304,7 @@ async def put_limits(conn: AsyncConnection, key: ModelKey, limits: Limits) -> No
             requestsPerMinute=limits.requests_per_minute or None,
             tokensPerMinute=limits.tokens_per_minute or None,
             dailyCostMicros=limits.daily_cost_micros or None,
+            maxConcurrencyPerUser=limits.max_concurrency_per_user or None,
             updatedAt=db_now(),
         )
     )

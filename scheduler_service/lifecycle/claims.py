@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from scheduler_service.billing import sql as billing_sql
 from scheduler_service.billing.budgets import Budget, admit_within_budgets
 from scheduler_service.flow import sql as flow_sql
-from scheduler_service.flow.keys import FlowPolicy, KeyState, ModelKey, admit
+from scheduler_service.flow.keys import FlowPolicy, KeyState, ModelKey, admit, within_user_caps
 from scheduler_service.lifecycle import queries, sql
 from scheduler_service.lifecycle.fairness import RunningCaps
 from scheduler_service.lifecycle.lease_tokens import digest, new_lease_token
@@ -156,6 +156,11 @@ async def _filtered_candidates(
         now, states = await flow_sql.lock_states(conn, flow, {k for _, k, _ in keyed})
     if now is None:  # no key has a row: nothing limits them
         return [job_id for job_id, _, _ in keyed[:wanted]]
+    per_user = {k: s.limits.max_concurrency_per_user for k, s in states.items()}
+    if any(per_user.values()):
+        owners = {row.id: row.userId for row in rows}
+        running_users = await flow_sql.running_by_user_and_key(conn, flow, set(owners.values()))
+        keyed = within_user_caps(keyed, owners, per_user, running_users)
     limited = {key for key, state in states.items() if state.concurrency()}
     running_keys = (
         await flow_sql.running_by_key(conn, flow.user_key_mode, limited) if limited else {}

@@ -112,7 +112,7 @@ class ReencryptCredentialsResponse(_message.Message):
     def __init__(self, reencrypted: _Optional[int] = ..., key_version: _Optional[int] = ...) -> None: ...
 
 class ModelLimit(_message.Message):
-    __slots__ = ("provider", "model", "credential_scope", "max_concurrency", "requests_per_minute", "tokens_per_minute", "daily_cost_micros")
+    __slots__ = ("provider", "model", "credential_scope", "max_concurrency", "requests_per_minute", "tokens_per_minute", "daily_cost_micros", "max_concurrency_per_user")
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     CREDENTIAL_SCOPE_FIELD_NUMBER: _ClassVar[int]
@@ -120,6 +120,7 @@ class ModelLimit(_message.Message):
     REQUESTS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
     TOKENS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
     DAILY_COST_MICROS_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONCURRENCY_PER_USER_FIELD_NUMBER: _ClassVar[int]
     provider: str
     model: str
     credential_scope: str
@@ -127,7 +128,8 @@ class ModelLimit(_message.Message):
     requests_per_minute: int
     tokens_per_minute: int
     daily_cost_micros: int
-    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., credential_scope: _Optional[str] = ..., max_concurrency: _Optional[int] = ..., requests_per_minute: _Optional[int] = ..., tokens_per_minute: _Optional[int] = ..., daily_cost_micros: _Optional[int] = ...) -> None: ...
+    max_concurrency_per_user: int
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., credential_scope: _Optional[str] = ..., max_concurrency: _Optional[int] = ..., requests_per_minute: _Optional[int] = ..., tokens_per_minute: _Optional[int] = ..., daily_cost_micros: _Optional[int] = ..., max_concurrency_per_user: _Optional[int] = ...) -> None: ...
 
 class PutModelLimitRequest(_message.Message):
     __slots__ = ("limit",)
