@@ -80,6 +80,11 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument(
         "--model", default="", help="a model the job type allows instead of its default"
     )
+    create.add_argument(
+        "--credential-id",
+        default="",
+        help="run on your stored model key (aijob credential list) instead of the platform's",
+    )
     create.add_argument("--target-type", default="")
     create.add_argument("--target-id", default="")
     create.add_argument(
@@ -105,7 +110,19 @@ def _parser() -> argparse.ArgumentParser:
 
     _credential_commands(commands)
     _admin_commands(commands)
+    _global_flags_after(parser)
     return parser
+
+
+def _global_flags_after(parser: argparse.ArgumentParser) -> None:
+    """``--json`` and ``--user`` after the command too (``aijob get ID --json``): given there,
+    they set the same value as before it; absent, they leave it as it is."""
+    for action in parser._actions:  # argparse keeps its subcommands nowhere public
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                command.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+                command.add_argument("--user", default=argparse.SUPPRESS)
+                _global_flags_after(command)
 
 
 def _credential_commands(commands: Any) -> None:
@@ -158,7 +175,7 @@ def _admin_commands(commands: Any) -> None:
     usage = admin_commands.add_parser("usage", help="a user's model usage, per model key")
     usage.add_argument("user_id")
     usage.add_argument("--from", dest="from_date", default="", help="first UTC day (today)")
-    usage.add_argument("--to", dest="to_date", default="", help="last UTC day (--from)")
+    usage.add_argument("--to", dest="to_date", default="", help="last UTC day (today)")
     admin_commands.add_parser(
         "reencrypt-credentials", help="move every stored user key under the newest credential key"
     )
@@ -223,6 +240,8 @@ class Cli:
             target_id=a.target_id,
             model=a.model,
             cost_policy=_COST_POLICIES.get(a.cost_policy, types_pb2.COST_POLICY_UNSPECIFIED),
+            credential_id=a.credential_id,
+            credential_mode="user_deepseek_key" if a.credential_id else "",
         )
         json_format.ParseDict(a.snapshot, request.snapshot)
         json_format.ParseDict(a.params, request.params)

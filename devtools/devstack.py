@@ -80,6 +80,16 @@ def _wait_serving(address: str, timeout_s: float = 60) -> None:
         )
 
 
+def already_serving(address: str) -> bool:
+    """Whether something accepts connections at ``address`` (another ``make run``, say)."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
 @dataclass
 class Stack:
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
@@ -282,6 +292,21 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
+    if already_serving(stack.listen):
+        # Starting a second stack would fail to bind and then talk to the first one.
+        if mode == "demo":
+            print(
+                f"a stack already serves {stack.listen}: the demo runs its jobs there",
+                flush=True,
+            )
+            return asyncio.run(_demo(stack.listen))
+        print(
+            f"a stack already serves {stack.listen} (make run in another terminal?): stop it, "
+            "or start this one elsewhere with AIJOB_LISTEN (and AIJOB_METRICS_LISTEN, "
+            "AIJOB_DATABASE_URL)",
+            file=sys.stderr,
+        )
+        return 1
     try:
         facts = stack.start()
         print(_banner(facts), flush=True)

@@ -57,14 +57,17 @@ class Billing:
 
     async def usage(self, user_id: str, first: str, last: str) -> UsageReport:
         """The user's usage over UTC days ``first`` to ``last`` (both included; empty first is
-        today, empty last is first), with their budget and today's spend."""
+        today, empty last is today or the first day, whichever is later), with their budget and
+        today's spend."""
         validation.user_id(user_id, "user_id")
 
         async def read(tx: Transaction) -> UsageReport:
             today_start = await tx.spend.today()
             today = today_start.date()
             first_day = _day(first, "from_date") if first else today
-            last_day = _day(last, "to_date") if last else first_day
+            # "Since D": an empty last day is today (it was the first day, which surprised every
+            # operator who asked for usage from a date).
+            last_day = _day(last, "to_date") if last else max(first_day, today)
             if last_day < first_day:
                 raise InvalidRequestError("to_date is before from_date", field="to_date")
             if (last_day - first_day).days >= MAX_DAYS:

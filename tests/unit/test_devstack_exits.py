@@ -3,7 +3,12 @@ scheduler ends or a runtime fails."""
 
 from __future__ import annotations
 
-from devtools.devstack import after_exits
+import socket
+from pathlib import Path
+
+import pytest
+
+from devtools.devstack import after_exits, already_serving, main
 
 RUNNING = ["scheduler", "runtime-1", "runtime-2"]
 
@@ -20,3 +25,20 @@ def test_a_failing_runtime_or_the_scheduler_ending_stops_everything() -> None:
     assert after_exits(RUNNING, {"runtime-2": 1}) == 1
     assert after_exits(RUNNING, {"scheduler": 0}) == 1
     assert after_exits(RUNNING, {"runtime-1": 0, "scheduler": -15}) == 1
+
+
+def test_a_second_make_run_names_the_stack_already_serving(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 32: it used to fail to bind, wait on the first stack's health, start runtimes and
+    report one "Address already in use" on its metrics port."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        monkeypatch.setenv("AIJOB_LISTEN", address)
+        monkeypatch.chdir(tmp_path)
+        assert already_serving(address)
+        assert main(["run"]) == 1
+    assert f"a stack already serves {address}" in capsys.readouterr().err
+    assert not (tmp_path / ".aijob" / "logs").exists()  # nothing was started
