@@ -150,6 +150,9 @@ def _admin_commands(commands: Any) -> None:
         "job_id"
     )
     admin_commands.add_parser("stats", help="queue depth, ages and outbox health")
+    audit = admin_commands.add_parser("audit", help="the audit log of admin actions, newest first")
+    audit.add_argument("--page-size", type=int, default=20)
+    audit.add_argument("--page-token", default="")
     adopt = admin_commands.add_parser(
         "adopt-legacy", help="hand a System A job type (active-recall, feynman-evaluation) over"
     )
@@ -429,6 +432,13 @@ class Cli:
                 timeout=TIMEOUT_S,
             )
             _print(report, a.json, _usage_table)
+        elif a.admin_command == "audit":
+            entries = await self.admin.ListAuditEntries(
+                admin_pb.ListAuditEntriesRequest(page_size=a.page_size, page_token=a.page_token),
+                metadata=metadata,
+                timeout=TIMEOUT_S,
+            )
+            _print(entries, a.json, _audit_lines)
         elif a.admin_command == "adopt-legacy":
             adoption = await self.admin.AdoptLegacyJobs(
                 admin_pb.AdoptLegacyJobsRequest(job_type=a.job_type, dry_run=a.dry_run),
@@ -528,6 +538,17 @@ def _stats(stats: admin_pb.QueueStats) -> str:
             f"429s {key.rate_limited_last_minute} in the last minute "
             f"({key.rate_limited_total} in all)"
         )
+    return "\n".join(lines)
+
+
+def _audit_lines(page: admin_pb.ListAuditEntriesResponse) -> str:
+    lines = [
+        f"{e.occurred_at.ToDatetime():%Y-%m-%d %H:%M:%S}  {e.actor:<20} {e.action:<20} "
+        f"{e.outcome:<18} {e.target_json}"
+        for e in page.entries
+    ]
+    if page.next_page_token:
+        lines.append(f"more: --page-token {page.next_page_token}")
     return "\n".join(lines)
 
 

@@ -57,6 +57,9 @@ class BoundCaller:
     instance_prefix: str | None = None
     #: This replica's instance-id owners (None: ownership is not checked).
     owners: InstanceOwners | None = None
+    #: The token's name (the audit log's actor) and role.
+    name: str = ""
+    role: str = ""
 
 
 _CALLER: ContextVar[BoundCaller | None] = ContextVar("aijob_runtime_caller", default=None)

@@ -76,6 +76,9 @@ class SchedulerSettings(BaseSettings):
     runtime_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
     service_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
     admin_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
+    #: Tokens that read every admin view and change nothing. Any token may be named:
+    #: ``name=token`` (the name is what the audit log records).
+    viewer_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
     dev_tokens_file: str = DEV_TOKENS_FILE
     #: Runtime tokens bound to an identity, comma-separated ``<instance-id prefix>=<token>``: a
     #: call with one acts only for runtime instances whose id starts with the prefix.
@@ -182,6 +185,7 @@ class SchedulerSettings(BaseSettings):
         "runtime_tokens",
         "service_tokens",
         "admin_tokens",
+        "viewer_tokens",
         "runtime_identities",
         "user_key_runtimes",
         "database_failover_hosts",

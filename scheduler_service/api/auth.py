@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import hmac
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ class Role(StrEnum):
     RUNTIME = "runtime"
     SERVICE = "service"
     ADMIN = "admin"
+    #: Reads every admin view, changes nothing (AIJOB_VIEWER_TOKENS).
+    VIEWER = "viewer"
 
 
 REQUIRED_ROLE: dict[str, Role] = {
@@ -48,6 +51,20 @@ REQUIRED_ROLE: dict[str, Role] = {
     "aijob.v1.JobService": Role.SERVICE,
     "aijob.v1.AdminService": Role.ADMIN,
 }
+#: The AdminService methods that change nothing: a viewer token may call these.
+VIEWER_METHODS = frozenset(
+    {
+        "ListJobs",
+        "GetJob",
+        "GetQueueStats",
+        "ListModelLimits",
+        "GetUserUsage",
+        "ListAuditEntries",
+    }
+)
+#: A token's name: ``name=token`` in the token settings (a token of 16 characters or more after
+#: the ``=``, so that a base64 token ending in ``=`` is never read as named).
+_NAMED = re.compile(r"^([a-z][a-z0-9_.-]{0,63})=(.{16,})$", re.DOTALL)
 OPEN_SERVICES = frozenset(
     {
         "grpc.health.v1.Health",
@@ -64,6 +81,20 @@ class Caller:
     token_key: str = ""
     #: For a runtime token bound to an identity: the instance-id prefix it may act for.
     instance_prefix: str | None = None
+    #: Who the token is, for the audit log: its name, else ``token-`` and its digest's start.
+    name: str = ""
+
+
+def named(entry: str) -> tuple[str, str]:
+    """(name, token) of a token setting's entry; an unnamed token gets an empty name."""
+    match = _NAMED.match(entry)
+    return (match.group(1), match.group(2)) if match else ("", entry)
+
+
+def _caller(role: Role, entry: str, prefix: str | None = None) -> tuple[Caller, bytes]:
+    name, token = named(entry)
+    key = _key_of(token)
+    return Caller(role, key, prefix, name or f"token-{key[:8]}"), token.encode()
 
 
 class TokenSet:
@@ -75,15 +106,8 @@ class TokenSet:
         """``tokens`` per role; ``bound_runtimes`` are (instance-id prefix, token) pairs of
         runtime tokens that act only for instances with that prefix."""
         self._tokens = [
-            (Caller(role, _key_of(t)), t.encode())
-            for role, values in tokens.items()
-            for t in values
-            if t
-        ] + [
-            (Caller(Role.RUNTIME, _key_of(t), prefix), t.encode())
-            for prefix, t in bound_runtimes
-            if t
-        ]
+            _caller(role, t) for role, values in tokens.items() for t in values if t
+        ] + [_caller(Role.RUNTIME, t, prefix) for prefix, t in bound_runtimes if t]
 
     def caller_of(self, token: str) -> Caller | None:
         presented = token.encode()
@@ -166,19 +190,21 @@ class AuthInterceptor(ServerInterceptor):
             return handler  # type: ignore[return-value]
         token = _bearer(handler_call_details.invocation_metadata)
         caller = self._tokens.caller_of(token)
-        refusal = _refusal(service, caller, token)
+        refusal = _refusal(service, method.rsplit("/", 1)[-1], caller, token)
         if refusal is not None:
             code, reason, message = refusal
             self._refusals.refused(code.name, method)
             return _refusing(handler, code, reason, message)
         if caller is None:
             return handler
-        bound = identity.BoundCaller(caller.token_key, caller.instance_prefix, self._owners)
+        bound = identity.BoundCaller(
+            caller.token_key, caller.instance_prefix, self._owners, caller.name, caller.role.value
+        )
         return _bound(handler, bound)
 
 
 def _refusal(
-    service: str, caller: Caller | None, token: str
+    service: str, method: str, caller: Caller | None, token: str
 ) -> tuple[grpc.StatusCode, ErrorCode, str] | None:
     required = REQUIRED_ROLE.get(service)
     if required is None:
@@ -191,6 +217,8 @@ def _refusal(
         )
     if caller is None:
         return grpc.StatusCode.UNAUTHENTICATED, ErrorCode.UNAUTHENTICATED, "unknown token"
+    if caller.role is Role.VIEWER and required is Role.ADMIN:
+        return _viewer_refusal(method)
     if caller.role is not required:
         return (
             grpc.StatusCode.PERMISSION_DENIED,
@@ -199,6 +227,16 @@ def _refusal(
             f" takes the {required.value} role",
         )
     return None
+
+
+def _viewer_refusal(method: str) -> tuple[grpc.StatusCode, ErrorCode, str] | None:
+    if method in VIEWER_METHODS:
+        return None
+    return (
+        grpc.StatusCode.PERMISSION_DENIED,
+        ErrorCode.PERMISSION_DENIED,
+        f"a viewer token reads the admin views and cannot call {method}",
+    )
 
 
 def _article(word: str) -> str:

@@ -14,14 +14,17 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 from prometheus_client import start_http_server
 
+from scheduler_service.api.admin_servicer import AdminServicer
+from scheduler_service.api.audit_interceptor import AuditInterceptor
 from scheduler_service.api.auth import AuthInterceptor
 from scheduler_service.api.capacity import CapacityInterceptor
 from scheduler_service.api.reflection import DocumentedReflection, TokenBucket
 from scheduler_service.api.runtime_servicer import RuntimeServicer
-from scheduler_service.api.servicers import AdminServicer, JobServicer
+from scheduler_service.api.servicers import JobServicer
 from scheduler_service.api.status import StatusInterceptor
 from scheduler_service.api.tokens import load_tokens
 from scheduler_service.app import SchedulerApp
+from scheduler_service.audit import AuditLog
 from scheduler_service.errors import ConfigurationError
 from scheduler_service.settings import SchedulerSettings
 from shared.gen.aijob.v1 import (
@@ -58,6 +61,7 @@ def build_server(
                 authenticated=settings.streams.max_concurrent_rpcs,
                 anonymous=settings.streams.max_anonymous_rpcs,
             ),
+            AuditInterceptor(AuditLog(app.uow)),
         ],
         options=_server_options(settings),
     )

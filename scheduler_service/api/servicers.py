@@ -16,24 +16,17 @@ from scheduler_service import validation
 from scheduler_service.api import convert
 from scheduler_service.api.status import status_of
 from scheduler_service.app import SchedulerApp
-from scheduler_service.billing.service import Billing
 from scheduler_service.credentials import checked_api_key, hint_of
 from scheduler_service.errors import InvalidRequestError, SchedulerError
-from scheduler_service.flow.keys import KeyStats, Limits, ModelKey
-from scheduler_service.flow.service import ModelKeys, checked_key, checked_limits
 from scheduler_service.jobs.commands import CreateJobCommand, JobFilter
 from scheduler_service.jobs.service import MAX_BULK_CREATE, Created
-from scheduler_service.jobs.stats import queue_stats, redrive_dead_events
 from scheduler_service.lifecycle.records import ArtifactRow, JobRecord
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 from scheduler_service.outbox.events import EventType
 from scheduler_service.outbox.log import latest_position
 from scheduler_service.registry.catalog import describe
-from scheduler_service.registry.definitions import USER_KEY_MODE
 from scheduler_service.stream_caps import StreamCap
 from shared import tracing
-from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
-from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.gen.aijob.v1 import job_service_pb2_grpc as job_grpc
 from shared.gen.aijob.v1 import types_pb2 as types_pb
@@ -80,7 +73,7 @@ def _failed(exc: SchedulerError) -> job_pb.CreateJobsResult:
     return job_pb.CreateJobsResult(status=status)
 
 
-def _job(
+def job_message(
     app: SchedulerApp,
     record: JobRecord,
     artifacts: list[ArtifactRow] | None = None,
@@ -113,7 +106,7 @@ class JobServicer(job_grpc.JobServiceServicer):
             command = dataclasses.replace(command, traceparent=traceparent)
             record, created = await self._app.jobs.create(command)
             span.set_attribute("aijob.job_id", record.id)
-        return job_pb.CreateJobResponse(job=_job(self._app, record, []), created=created)
+        return job_pb.CreateJobResponse(job=job_message(self._app, record, []), created=created)
 
     async def CreateJobs(
         self, request: job_pb.CreateJobsRequest, context: Context
@@ -143,7 +136,7 @@ class JobServicer(job_grpc.JobServiceServicer):
             if isinstance(result, Created):
                 answers[index] = job_pb.CreateJobsResult(
                     status=status_pb2.Status(code=0),
-                    job=_job(self._app, result.job, []),
+                    job=job_message(self._app, result.job, []),
                     created=result.created,
                 )
             else:
@@ -152,13 +145,13 @@ class JobServicer(job_grpc.JobServiceServicer):
 
     async def GetJob(self, request: job_pb.GetJobRequest, context: Context) -> types_pb.Job:
         record, artifacts = await self._app.jobs.get(_user_id(context), request.job_id)
-        return _job(self._app, record, artifacts)
+        return job_message(self._app, record, artifacts)
 
     async def CancelJob(
         self, request: job_pb.CancelJobRequest, context: Context
     ) -> job_pb.CancelJobResponse:
         record, outcome = await self._app.jobs.cancel(_user_id(context), request.job_id)
-        return job_pb.CancelJobResponse(job=_job(self._app, record), outcome=outcome)
+        return job_pb.CancelJobResponse(job=job_message(self._app, record), outcome=outcome)
 
     async def WatchJob(
         self, request: job_pb.WatchJobRequest, context: Context
@@ -170,7 +163,7 @@ class JobServicer(job_grpc.JobServiceServicer):
             ):
                 terminal = record.is_terminal
                 artifacts = await hub.artifacts(record.id) if terminal else None
-                yield _job(self._app, record, artifacts)
+                yield job_message(self._app, record, artifacts)
 
     async def ListJobs(
         self, request: job_pb.ListJobsRequest, context: Context
@@ -184,7 +177,7 @@ class JobServicer(job_grpc.JobServiceServicer):
             filters, request.page_size, request.page_token
         )
         return job_pb.ListJobsResponse(
-            jobs=[_job(self._app, r) for r in records], next_page_token=token
+            jobs=[job_message(self._app, r) for r in records], next_page_token=token
         )
 
     async def ListJobTypes(
@@ -264,217 +257,4 @@ class JobServicer(job_grpc.JobServiceServicer):
                 )
 
 
-class AdminServicer(admin_grpc.AdminServiceServicer):
-    def __init__(self, app: SchedulerApp) -> None:
-        self._app = app
-
-    async def ListJobs(
-        self, request: admin_pb.AdminListJobsRequest, context: Context
-    ) -> job_pb.ListJobsResponse:
-        filters = JobFilter(
-            user_id=validation.user_id(request.user_id, "user_id") if request.user_id else None,
-            job_type=request.job_type,
-            lifecycle_status=request.lifecycle_status,
-            queue_name=request.queue_name,
-            created_after=convert.from_timestamp(
-                request.created_after, request.HasField("created_after"), "created_after"
-            ),
-            created_before=convert.from_timestamp(
-                request.created_before, request.HasField("created_before"), "created_before"
-            ),
-        )
-        records, token = await self._app.jobs.list_jobs(
-            filters, request.page_size, request.page_token
-        )
-        return job_pb.ListJobsResponse(
-            jobs=[_job(self._app, r, internal=True) for r in records], next_page_token=token
-        )
-
-    async def GetJob(self, request: job_pb.GetJobRequest, context: Context) -> types_pb.Job:
-        record, artifacts = await self._app.jobs.get_any(request.job_id)
-        return _job(self._app, record, artifacts, internal=True)
-
-    async def RetryJob(self, request: admin_pb.RetryJobRequest, context: Context) -> types_pb.Job:
-        record = await self._app.jobs.retry(request.job_id)
-        log.info(
-            "admin retried a job",
-            extra={"action": "admin_retry", "jobId": request.job_id, "newJobId": record.id},
-        )
-        return _job(self._app, record, internal=True)
-
-    async def GetQueueStats(
-        self, request: admin_pb.GetQueueStatsRequest, context: Context
-    ) -> admin_pb.QueueStats:
-        stats = await queue_stats(self._app.uow, self._app.protocol.cheap_hours.defer_ms())
-        return admin_pb.QueueStats(
-            depths=[
-                admin_pb.QueueDepth(queue_name=q, job_type=t, lifecycle_status=s, count=n)
-                for q, t, s, n in stats.depths
-            ],
-            oldest_queued=[
-                admin_pb.QueueAge(queue_name=q, age_seconds=age)
-                for q, age in sorted(stats.oldest_queued_s.items())
-            ],
-            running_count=stats.running,
-            dead_outbox_events=stats.dead_events,
-            pending_outbox_events=stats.pending_events,
-            outbox_lag_seconds=stats.outbox_lag_s,
-            model_keys=[_key_stats(k) for k in await self._model_keys().stats()],
-            deferred=[
-                admin_pb.QueueDeferred(queue_name=q, count=n)
-                for q, n in sorted(stats.deferred.items())
-            ],
-        )
-
-    def _model_keys(self) -> ModelKeys:
-        return ModelKeys(self._app.uow, self._app.protocol.flow)
-
-    async def PutModelLimit(
-        self, request: admin_pb.PutModelLimitRequest, context: Context
-    ) -> admin_pb.PutModelLimitResponse:
-        limit = request.limit
-        key = checked_key(limit.provider, limit.model, limit.credential_scope)
-        limits = checked_limits(
-            limit.max_concurrency,
-            limit.requests_per_minute,
-            limit.tokens_per_minute,
-            limit.daily_cost_micros,
-            limit.max_concurrency_per_user,
-        )
-        await self._model_keys().put(key, limits)
-        log.info(
-            "admin set a model limit",
-            extra={"action": "admin_model_limit", "provider": key.provider, "model": key.model},
-        )
-        return admin_pb.PutModelLimitResponse(limit=_model_limit(key, limits))
-
-    async def ListModelLimits(
-        self, request: admin_pb.ListModelLimitsRequest, context: Context
-    ) -> admin_pb.ListModelLimitsResponse:
-        keys = await self._model_keys().stats()
-        return admin_pb.ListModelLimitsResponse(
-            limits=[_model_limit(k.key, k.limits) for k in keys]
-        )
-
-    async def ReencryptCredentials(
-        self, request: admin_pb.ReencryptCredentialsRequest, context: Context
-    ) -> admin_pb.ReencryptCredentialsResponse:
-        moved, version = await self._app.credentials.reencrypt_all()
-        log.info(
-            "admin re-encrypted credentials",
-            extra={"action": "admin_reencrypt", "count": moved, "key_version": version},
-        )
-        return admin_pb.ReencryptCredentialsResponse(reencrypted=moved, key_version=version)
-
-    def _billing(self) -> Billing:
-        return Billing(self._app.uow, self._app.settings.budget, USER_KEY_MODE)
-
-    async def PutUserBudget(
-        self, request: admin_pb.PutUserBudgetRequest, context: Context
-    ) -> admin_pb.PutUserBudgetResponse:
-        budget = await self._billing().put_budget(
-            request.user_id, request.daily_tokens, request.daily_cost_micros
-        )
-        log.info("admin set a user budget", extra={"action": "admin_user_budget"})
-        return admin_pb.PutUserBudgetResponse(
-            user_id=request.user_id,
-            daily_tokens=budget.daily_tokens,
-            daily_cost_micros=budget.daily_cost_micros,
-        )
-
-    async def GetUserUsage(
-        self, request: admin_pb.GetUserUsageRequest, context: Context
-    ) -> admin_pb.GetUserUsageResponse:
-        report = await self._billing().usage(request.user_id, request.from_date, request.to_date)
-        total = report.total
-        return admin_pb.GetUserUsageResponse(
-            prompt_tokens=total.prompt_tokens,
-            completion_tokens=total.completion_tokens,
-            cost_micros=total.cost_micros,
-            jobs=total.jobs,
-            attempts=total.attempts,
-            cached_prompt_tokens=total.cached_prompt_tokens,
-            peak_cost_micros=total.peak_cost_micros,
-            off_peak_cost_micros=total.off_peak_cost_micros,
-            saved_cost_micros=total.saved_cost_micros,
-            from_date=report.first_day.isoformat(),
-            to_date=report.last_day.isoformat(),
-            model_keys=[
-                admin_pb.ModelKeyUsage(
-                    provider=key.provider,
-                    model=key.model,
-                    credential_scope=key.scope,
-                    prompt_tokens=line.prompt_tokens,
-                    completion_tokens=line.completion_tokens,
-                    cost_micros=line.cost_micros,
-                    jobs=line.jobs,
-                    attempts=line.attempts,
-                    cached_prompt_tokens=line.cached_prompt_tokens,
-                )
-                for key, line in sorted(report.by_key.items())
-            ],
-            daily_tokens_budget=report.budget.daily_tokens,
-            daily_cost_budget_micros=report.budget.daily_cost_micros,
-            tokens_today=report.today.tokens,
-            cost_today_micros=report.today.cost_micros,
-        )
-
-    async def CancelUserJobs(
-        self, request: admin_pb.CancelUserJobsRequest, context: Context
-    ) -> admin_pb.CancelUserJobsResponse:
-        cancelled, requested = await self._app.jobs.cancel_user_jobs(request.user_id)
-        log.info(
-            "admin cancelled a user's jobs",
-            extra={"action": "admin_cancel_user", "cancelled": cancelled, "requested": requested},
-        )
-        return admin_pb.CancelUserJobsResponse(cancelled=cancelled, cancel_requested=requested)
-
-    async def RedriveDeadEvents(
-        self, request: admin_pb.RedriveDeadEventsRequest, context: Context
-    ) -> admin_pb.RedriveDeadEventsResponse:
-        try:
-            ids = [int(i) for i in request.event_ids]
-        except ValueError:
-            raise InvalidRequestError(
-                "event_ids must be outbox event ids", field="event_ids"
-            ) from None
-        redriven = await redrive_dead_events(self._app.uow, ids)
-        self._app.outbox.notify()
-        log.info("admin redrove dead events", extra={"action": "admin_redrive", "count": redriven})
-        return admin_pb.RedriveDeadEventsResponse(redriven=redriven)
-
-    async def AdoptLegacyJobs(
-        self, request: admin_pb.AdoptLegacyJobsRequest, context: Context
-    ) -> admin_pb.AdoptLegacyJobsResponse:
-        adoption = await self._app.legacy.adopt(request.job_type, dry_run=request.dry_run)
-        return admin_pb.AdoptLegacyJobsResponse(
-            adopted=adoption.adopted, left_to_legacy=adoption.left_to_legacy
-        )
-
-
-def _model_limit(key: ModelKey, limits: Limits) -> admin_pb.ModelLimit:
-    return admin_pb.ModelLimit(
-        provider=key.provider,
-        model=key.model,
-        credential_scope=key.scope,
-        max_concurrency=limits.max_concurrency,
-        requests_per_minute=limits.requests_per_minute,
-        tokens_per_minute=limits.tokens_per_minute,
-        daily_cost_micros=limits.daily_cost_micros,
-        max_concurrency_per_user=limits.max_concurrency_per_user,
-    )
-
-
-def _key_stats(stats: KeyStats) -> admin_pb.ModelKeyStats:
-    return admin_pb.ModelKeyStats(
-        limit=_model_limit(stats.key, stats.limits),
-        in_flight=stats.in_flight,
-        effective_concurrency=stats.effective_concurrency,
-        paused_until=convert.timestamp(stats.paused_until),
-        rate_limited_total=stats.rate_limited_total,
-        rate_limited_last_minute=stats.rate_limited_last_minute,
-        cost_today_micros=stats.cost_today_micros,
-    )
-
-
-__all__ = ["AdminServicer", "JobServicer"]
+__all__ = ["Context", "JobServicer", "job_message"]

@@ -33,6 +33,7 @@ def load_tokens(settings: SchedulerSettings) -> TokenSet:
         Role.RUNTIME: [t.get_secret_value() for t in settings.runtime_tokens],
         Role.SERVICE: [t.get_secret_value() for t in settings.service_tokens],
         Role.ADMIN: [t.get_secret_value() for t in settings.admin_tokens],
+        Role.VIEWER: [t.get_secret_value() for t in settings.viewer_tokens],
     }
     bound = [_binding(b.get_secret_value()) for b in settings.runtime_identities]
     if any(configured.values()) or bound:

@@ -70,7 +70,7 @@ async def test_every_rpc_refuses_missing_unknown_and_wrong_role_tokens(
 ) -> None:
     scheduler = await start_scheduler(mysql_url)
     rpcs = every_rpc()
-    assert len(rpcs) == 29
+    assert len(rpcs) == 30
     async with grpc.aio.insecure_channel(scheduler.address) as channel:
         for service, method in rpcs:
             required = SERVICES[service][2]
@@ -89,7 +89,7 @@ async def test_every_rpc_refuses_missing_unknown_and_wrong_role_tokens(
                     grpc.StatusCode.PERMISSION_DENIED,
                     "PERMISSION_DENIED",
                 )
-                for role in Role
+                for role in TOKEN_OF
                 if role is not required
             ]
             for metadata, code, reason in cases:

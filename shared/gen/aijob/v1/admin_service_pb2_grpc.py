@@ -97,6 +97,11 @@ class AdminServiceStub:
                 request_serializer=aijob_dot_v1_dot_admin__service__pb2.AdoptLegacyJobsRequest.SerializeToString,
                 response_deserializer=aijob_dot_v1_dot_admin__service__pb2.AdoptLegacyJobsResponse.FromString,
                 _registered_method=True)
+        self.ListAuditEntries = channel.unary_unary(
+                '/aijob.v1.AdminService/ListAuditEntries',
+                request_serializer=aijob_dot_v1_dot_admin__service__pb2.ListAuditEntriesRequest.SerializeToString,
+                response_deserializer=aijob_dot_v1_dot_admin__service__pb2.ListAuditEntriesResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -196,6 +201,15 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAuditEntries(self, request, context):
+        """ListAuditEntries reads the audit log, newest first: every admin action (from any client)
+        with who did it (the token's name), what it named, when and its outcome. A viewer token may
+        read it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -258,6 +272,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.AdoptLegacyJobs,
                     request_deserializer=aijob_dot_v1_dot_admin__service__pb2.AdoptLegacyJobsRequest.FromString,
                     response_serializer=aijob_dot_v1_dot_admin__service__pb2.AdoptLegacyJobsResponse.SerializeToString,
+            ),
+            'ListAuditEntries': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAuditEntries,
+                    request_deserializer=aijob_dot_v1_dot_admin__service__pb2.ListAuditEntriesRequest.FromString,
+                    response_serializer=aijob_dot_v1_dot_admin__service__pb2.ListAuditEntriesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -585,6 +604,33 @@ class AdminService:
             '/aijob.v1.AdminService/AdoptLegacyJobs',
             aijob_dot_v1_dot_admin__service__pb2.AdoptLegacyJobsRequest.SerializeToString,
             aijob_dot_v1_dot_admin__service__pb2.AdoptLegacyJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAuditEntries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/aijob.v1.AdminService/ListAuditEntries',
+            aijob_dot_v1_dot_admin__service__pb2.ListAuditEntriesRequest.SerializeToString,
+            aijob_dot_v1_dot_admin__service__pb2.ListAuditEntriesResponse.FromString,
             options,
             channel_credentials,
             insecure,

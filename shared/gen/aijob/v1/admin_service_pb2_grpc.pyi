@@ -73,6 +73,11 @@ class AdminServiceStub:
     worker is running are left to finish there. dry_run changes nothing and counts what would
     happen. INVALID_ARGUMENT JOB_TYPE_UNKNOWN for any other type.
     """
+    ListAuditEntries: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.ListAuditEntriesRequest, _admin_service_pb2.ListAuditEntriesResponse]
+    """ListAuditEntries reads the audit log, newest first: every admin action (from any client)
+    with who did it (the token's name), what it named, when and its outcome. A viewer token may
+    read it.
+    """
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -116,6 +121,11 @@ class AdminServiceAsyncStub(AdminServiceStub):
     engine (each by compare-and-set on its status, with its ai.job.enqueue event), rows the old
     worker is running are left to finish there. dry_run changes nothing and counts what would
     happen. INVALID_ARGUMENT JOB_TYPE_UNKNOWN for any other type.
+    """
+    ListAuditEntries: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.ListAuditEntriesRequest, _admin_service_pb2.ListAuditEntriesResponse]  # type: ignore[assignment]
+    """ListAuditEntries reads the audit log, newest first: every admin action (from any client)
+    with who did it (the token's name), what it named, when and its outcome. A viewer token may
+    read it.
     """
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -229,6 +239,17 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         engine (each by compare-and-set on its status, with its ai.job.enqueue event), rows the old
         worker is running are left to finish there. dry_run changes nothing and counts what would
         happen. INVALID_ARGUMENT JOB_TYPE_UNKNOWN for any other type.
+        """
+
+    @_abc_1.abstractmethod
+    def ListAuditEntries(
+        self,
+        request: _admin_service_pb2.ListAuditEntriesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_service_pb2.ListAuditEntriesResponse, _abc.Awaitable[_admin_service_pb2.ListAuditEntriesResponse]]:
+        """ListAuditEntries reads the audit log, newest first: every admin action (from any client)
+        with who did it (the token's name), what it named, when and its outcome. A viewer token may
+        read it.
         """
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

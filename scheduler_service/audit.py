@@ -1,0 +1,67 @@
+"""The audit log (issue 32): each admin action recorded in its own transaction once it is
+answered — who by (the token's name and role), what (the method and the request it named), when
+(the database's clock) and the outcome — and read newest first, a page at a time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import cast
+
+from sqlalchemy import Table, insert, select
+
+from scheduler_service.db.audit_models import AiAuditEntry
+from scheduler_service.db.clock import db_now
+from scheduler_service.uow import SqlTransaction, SqlUnitOfWork
+
+__all__ = ["MAX_TARGET_CHARS", "AuditEntry", "AuditLog"]
+
+_audit = cast(Table, AiAuditEntry.__table__)
+#: Most of a request the log keeps (a bulk request names many jobs).
+MAX_TARGET_CHARS = 16_000
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    entry_id: int
+    occurred_at: datetime
+    actor: str
+    role: str
+    action: str
+    target: str
+    outcome: str
+
+
+class AuditLog:
+    def __init__(self, uow: SqlUnitOfWork) -> None:
+        self._uow = uow
+
+    async def record(self, actor: str, role: str, action: str, target: str, outcome: str) -> None:
+        row = {
+            "occurredAt": db_now(),
+            "actor": actor[:128],
+            "role": role[:16],
+            "action": action[:64],
+            "target": target[:MAX_TARGET_CHARS],
+            "outcome": outcome[:32],
+        }
+
+        async def write(tx: SqlTransaction) -> None:
+            await tx.conn.execute(insert(_audit).values(row))
+
+        await self._uow.run(write)
+
+    async def page(self, size: int, before_id: int | None) -> list[AuditEntry]:
+        """Up to ``size`` entries, newest first, older than ``before_id`` when given."""
+        query = select(_audit).order_by(_audit.c.id.desc()).limit(size)
+        if before_id is not None:
+            query = query.where(_audit.c.id < before_id)
+
+        async def read(tx: SqlTransaction) -> list[AuditEntry]:
+            rows = await tx.conn.execute(query)
+            return [
+                AuditEntry(r.id, r.occurredAt, r.actor, r.role, r.action, r.target, r.outcome)
+                for r in rows
+            ]
+
+        return await self._uow.read(read)

@@ -1,0 +1,98 @@
+"""Roles and the audit log (issue 32): tokens may be named (``name=token``), a viewer token reads
+every admin view and changes nothing, and every admin action — whichever client sent it — is in
+the audit log with who did it, what it named and the outcome (``ListAuditEntries``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import message_factory
+
+from devtools.harness.tokens import ADMIN_TOKEN, bearer
+from scheduler_service.api.auth import VIEWER_METHODS
+from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
+from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
+from shared.status_details import error_reason
+from tests.support.schedulers import RunningScheduler, SchedulerFactory
+
+pytestmark = pytest.mark.mysql
+
+ALICE = "alice-admin-token-0123456789"
+BOB = "bob-viewer-token-0123456789ab"
+ADMIN_METHODS = admin_pb.DESCRIPTOR.services_by_name["AdminService"].methods
+
+
+@pytest.fixture
+async def scheduler(mysql_url: str, start_scheduler: SchedulerFactory) -> RunningScheduler:
+    return await start_scheduler(
+        mysql_url, admin_tokens=f"{ADMIN_TOKEN},ops-alice={ALICE}", viewer_tokens=f"bob={BOB}"
+    )
+
+
+async def _call(scheduler: RunningScheduler, method: Any, token: str) -> grpc.StatusCode:
+    request = message_factory.GetMessageClass(method.input_type)()
+    stub = admin_grpc.AdminServiceStub(scheduler.channel)
+    try:
+        await getattr(stub, method.name)(request, metadata=bearer(token), timeout=30)
+    except grpc.aio.AioRpcError as error:
+        return error.code()
+    return grpc.StatusCode.OK
+
+
+async def test_a_viewer_reads_every_admin_view_and_changes_nothing(
+    scheduler: RunningScheduler,
+) -> None:
+    assert {m.name for m in ADMIN_METHODS} >= VIEWER_METHODS
+    for method in ADMIN_METHODS:
+        code = await _call(scheduler, method, BOB)
+        if method.name in VIEWER_METHODS:
+            assert code is not grpc.StatusCode.PERMISSION_DENIED, method.name
+        else:
+            assert code is grpc.StatusCode.PERMISSION_DENIED, method.name
+    # Its refusals changed nothing, so nothing was recorded.
+    entries = await admin_grpc.AdminServiceStub(scheduler.channel).ListAuditEntries(
+        admin_pb.ListAuditEntriesRequest(), metadata=bearer(BOB)
+    )
+    assert list(entries.entries) == []
+
+
+async def test_every_admin_action_is_in_the_audit_log(scheduler: RunningScheduler) -> None:
+    stub = admin_grpc.AdminServiceStub(scheduler.channel)
+    alice = bearer(ALICE)
+    await stub.CancelUserJobs(admin_pb.CancelUserJobsRequest(user_id="u-gone"), metadata=alice)
+    limit = admin_pb.ModelLimit(
+        provider="deepseek", model="deepseek-v4-pro", credential_scope="platform", max_concurrency=3
+    )
+    await stub.PutModelLimit(admin_pb.PutModelLimitRequest(limit=limit), metadata=alice)
+    with pytest.raises(grpc.aio.AioRpcError) as missing:
+        await stub.RetryJob(admin_pb.RetryJobRequest(job_id="no-such-job"), metadata=alice)
+    assert error_reason(missing.value) == "JOB_NOT_FOUND"
+    # An unnamed token is recorded by its digest, never by the token itself.
+    await stub.RedriveDeadEvents(admin_pb.RedriveDeadEventsRequest(), metadata=bearer(ADMIN_TOKEN))
+    await stub.GetQueueStats(admin_pb.GetQueueStatsRequest(), metadata=alice)  # a read: not logged
+
+    first = await stub.ListAuditEntries(
+        admin_pb.ListAuditEntriesRequest(page_size=2), metadata=bearer(BOB)
+    )
+    rest = await stub.ListAuditEntries(
+        admin_pb.ListAuditEntriesRequest(page_size=2, page_token=first.next_page_token),
+        metadata=bearer(BOB),
+    )
+    assert rest.next_page_token == ""
+    entries = [*first.entries, *rest.entries]
+    assert [(e.action, e.outcome) for e in entries] == [
+        ("RedriveDeadEvents", "OK"),
+        ("RetryJob", "NOT_FOUND"),
+        ("PutModelLimit", "OK"),
+        ("CancelUserJobs", "OK"),
+    ]
+    assert [e.actor for e in entries[1:]] == ["ops-alice"] * 3
+    assert entries[0].actor.startswith("token-") and ADMIN_TOKEN not in entries[0].actor
+    assert all(e.role == "admin" for e in entries)
+    assert json.loads(entries[1].target_json) == {"jobId": "no-such-job"}
+    assert json.loads(entries[2].target_json)["limit"]["maxConcurrency"] == 3
+    ids = [int(e.entry_id) for e in entries]
+    assert ids == sorted(ids, reverse=True)
