@@ -12,7 +12,7 @@ import grpc
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from shared.config import DEV_TOKENS_FILE, client_channel, comma_list, dev_token
+from shared.config import DEV_TOKENS_FILE, client_channel, comma_list, dev_token, named_token
 
 __all__ = ["ClientSettings", "MissingTokenError"]
 
@@ -49,7 +49,7 @@ class ClientSettings(BaseSettings):
         if single.get_secret_value():
             return single.get_secret_value()
         if many:
-            return many[0].get_secret_value()
+            return named_token(many[0].get_secret_value())[1]
         token = dev_token(self.dev_tokens_file, role)
         if token is None:
             raise MissingTokenError(

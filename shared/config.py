@@ -7,6 +7,7 @@ readings of it identical.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,6 +18,7 @@ __all__ = [
     "client_channel",
     "comma_list",
     "dev_token",
+    "named_token",
     "pattern_list",
     "split_commas",
     "split_patterns",
@@ -70,6 +72,17 @@ def comma_list(value: object) -> object:
     """A pydantic ``mode="before"`` validator body: a comma-separated string becomes a list;
     anything else passes through to the field's own validation."""
     return split_commas(value) if isinstance(value, str) else value
+
+
+#: A token's name: ``name=token`` in a token setting (a token of 16 characters or more after the
+#: ``=``, so that a base64 token ending in ``=`` is never read as named).
+_NAMED = re.compile(r"^([a-z][a-z0-9_.-]{0,63})=(.{16,})$", re.DOTALL)
+
+
+def named_token(entry: str) -> tuple[str, str]:
+    """(name, token) of a token setting's entry; an unnamed token gets an empty name."""
+    match = _NAMED.match(entry)
+    return (match.group(1), match.group(2)) if match else ("", entry)
 
 
 def dev_token(path: str | Path, role: str) -> str | None:

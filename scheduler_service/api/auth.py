@@ -18,7 +18,6 @@ import contextlib
 import hashlib
 import hmac
 import logging
-import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from scheduler_service import identity, metrics
 from scheduler_service.api.handlers import rebuild
 from scheduler_service.api.status import Continuation, Handler, ServerInterceptor, abort_with
 from scheduler_service.log_throttle import LogThrottle
+from shared.config import named_token
 from shared.error_codes import ErrorCode
 
 __all__ = ["AuthInterceptor", "Caller", "RefusalLog", "Role", "TokenSet"]
@@ -62,9 +62,6 @@ VIEWER_METHODS = frozenset(
         "ListAuditEntries",
     }
 )
-#: A token's name: ``name=token`` in the token settings (a token of 16 characters or more after
-#: the ``=``, so that a base64 token ending in ``=`` is never read as named).
-_NAMED = re.compile(r"^([a-z][a-z0-9_.-]{0,63})=(.{16,})$", re.DOTALL)
 OPEN_SERVICES = frozenset(
     {
         "grpc.health.v1.Health",
@@ -85,14 +82,8 @@ class Caller:
     name: str = ""
 
 
-def named(entry: str) -> tuple[str, str]:
-    """(name, token) of a token setting's entry; an unnamed token gets an empty name."""
-    match = _NAMED.match(entry)
-    return (match.group(1), match.group(2)) if match else ("", entry)
-
-
 def _caller(role: Role, entry: str, prefix: str | None = None) -> tuple[Caller, bytes]:
-    name, token = named(entry)
+    name, token = named_token(entry)
     key = _key_of(token)
     return Caller(role, key, prefix, name or f"token-{key[:8]}"), token.encode()
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler_service.api.auth import Role, TokenSet, named
+from scheduler_service.api.auth import Role, TokenSet
+from shared.config import named_token as named
 
 
 @pytest.mark.parametrize(

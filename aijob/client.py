@@ -1,0 +1,501 @@
+"""The engine's public Python client: the job API and the admin API, async and blocking.
+
+    from aijob.client import JobsClient
+
+    async with JobsClient("127.0.0.1:50051", token="...", user_id="u-1") as jobs:
+        job = await jobs.create("quiz_generation", {"learner": {...}}, {"count": 3})
+        done = await jobs.wait(job.job_id, timeout_s=120)
+
+Every call has a deadline (``timeout_s``, 30 s by default); ``UNAVAILABLE`` (a scheduler
+restarting, a database away) and ``RESOURCE_EXHAUSTED`` (a cap, a stream limit) are retried with
+exponential backoff and full jitter — after the server's ``google.rpc.RetryInfo`` delay when it
+gives one — until the call's deadline. ``create`` makes an idempotency key when given none, so a
+retried create is one job. Errors are raised as :class:`AijobError` subclasses carrying the gRPC
+status, the public error code (``ErrorInfo.reason``, e.g. ``JOB_NOT_FOUND``) and its metadata.
+Settings and tokens come from the same ``AIJOB_*`` variables as the CLI when not given
+(:class:`aijob.connection.ClientSettings`). :class:`BlockingJobsClient` and
+:class:`BlockingAdminClient` are the same for code without an event loop. docs/client.md has more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import random
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Mapping
+from typing import Any, TypeVar, cast
+
+import grpc
+from google.protobuf import json_format
+from google.rpc import error_details_pb2, status_pb2
+
+from aijob.connection import ClientSettings
+from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
+from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
+from shared.gen.aijob.v1 import job_service_pb2 as job_pb
+from shared.gen.aijob.v1 import job_service_pb2_grpc as job_grpc
+from shared.gen.aijob.v1 import types_pb2
+
+__all__ = [
+    "AdminClient",
+    "AijobError",
+    "AlreadyExistsError",
+    "BlockingAdminClient",
+    "BlockingJobsClient",
+    "DeadlineExceededError",
+    "FailedPreconditionError",
+    "InternalError",
+    "InvalidArgumentError",
+    "JobsClient",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "ResourceExhaustedError",
+    "UnauthenticatedError",
+    "UnavailableError",
+]
+
+T = TypeVar("T")
+TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
+RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
+
+
+class AijobError(Exception):
+    """A call the engine refused or could not answer."""
+
+    def __init__(
+        self, code: grpc.StatusCode, reason: str, message: str, metadata: Mapping[str, str]
+    ) -> None:
+        super().__init__(
+            f"{code.name} {reason}: {message}" if reason else f"{code.name}: {message}"
+        )
+        #: The gRPC status.
+        self.code = code
+        #: The public error code (``ErrorInfo.reason``), e.g. ``JOB_NOT_FOUND``; "" when none.
+        self.reason = reason
+        self.message = message
+        #: ``ErrorInfo.metadata``: e.g. ``field`` for an invalid argument.
+        self.metadata = dict(metadata)
+
+
+class InvalidArgumentError(AijobError): ...
+
+
+class NotFoundError(AijobError): ...
+
+
+class AlreadyExistsError(AijobError): ...
+
+
+class FailedPreconditionError(AijobError): ...
+
+
+class ResourceExhaustedError(AijobError): ...
+
+
+class PermissionDeniedError(AijobError): ...
+
+
+class UnauthenticatedError(AijobError): ...
+
+
+class UnavailableError(AijobError): ...
+
+
+class DeadlineExceededError(AijobError): ...
+
+
+class InternalError(AijobError): ...
+
+
+_CLASSES: dict[grpc.StatusCode, type[AijobError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
+    grpc.StatusCode.NOT_FOUND: NotFoundError,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExistsError,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPreconditionError,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
+    grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
+    grpc.StatusCode.UNAVAILABLE: UnavailableError,
+    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
+}
+
+
+def _details(error: grpc.aio.AioRpcError) -> tuple[str, dict[str, str], float | None]:
+    """(reason, metadata, the server's retry delay) from an error's status details."""
+    reason, metadata, delay = "", {}, None
+    trailing = cast(tuple[tuple[str, Any], ...], error.trailing_metadata() or ())
+    for key, value in trailing:
+        if key != "grpc-status-details-bin" or not isinstance(value, bytes):
+            continue
+        for detail in status_pb2.Status.FromString(value).details:
+            info, retry = error_details_pb2.ErrorInfo(), error_details_pb2.RetryInfo()
+            if detail.Unpack(info):
+                reason, metadata = info.reason, dict(info.metadata)
+            elif detail.Unpack(retry):
+                delay = retry.retry_delay.ToTimedelta().total_seconds()
+    return reason, metadata, delay
+
+
+def error_of(error: grpc.aio.AioRpcError) -> AijobError:
+    """The exception for ``error``."""
+    reason, metadata, _ = _details(error)
+    kind = _CLASSES.get(error.code(), InternalError)
+    return kind(error.code(), reason, error.details() or "", metadata)
+
+
+class _Calls:
+    """Deadlines and retries around the stubs' calls."""
+
+    def __init__(self, timeout_s: float, max_backoff_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.max_backoff_s = max_backoff_s
+
+    async def call(
+        self, send: Callable[[float], Awaitable[T]], timeout_s: float | None = None
+    ) -> T:
+        """``send(remaining_s)`` until it answers, is refused for good, or the deadline passes."""
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        attempt = 0
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                return await send(max(0.001, remaining))
+            except grpc.aio.AioRpcError as error:
+                attempt += 1
+                _, _, server_delay = _details(error)
+                backoff = server_delay or random.uniform(
+                    0, min(self.max_backoff_s, 0.1 * 2**attempt)
+                )
+                if error.code() not in RETRIED or time.monotonic() + backoff >= deadline:
+                    raise error_of(error) from None
+                await asyncio.sleep(backoff)
+
+
+class _Client:
+    def __init__(
+        self,
+        address: str | None,
+        role: str,
+        *,
+        token: str | None,
+        settings: ClientSettings | None,
+        timeout_s: float,
+        max_backoff_s: float,
+    ) -> None:
+        self._settings = settings or ClientSettings()
+        self._channel = (
+            self._settings.channel()
+            if address is None
+            else ClientSettings(scheduler_addr=address, tls_ca=self._settings.tls_ca).channel()
+        )
+        self._token = token or self._settings.token(role)
+        self._calls = _Calls(timeout_s, max_backoff_s)
+
+    def _metadata(self, *extra: tuple[str, str]) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {self._token}"), *extra)
+
+    async def close(self) -> None:
+        await self._channel.close(None)
+
+    async def __aenter__(self: T) -> T:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+
+class JobsClient(_Client):
+    """The job API (a service token), acting for ``user_id``."""
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        token: str | None = None,
+        user_id: str | None = None,
+        settings: ClientSettings | None = None,
+        timeout_s: float = 30.0,
+        max_backoff_s: float = 5.0,
+    ) -> None:
+        super().__init__(
+            address,
+            "service",
+            token=token,
+            settings=settings,
+            timeout_s=timeout_s,
+            max_backoff_s=max_backoff_s,
+        )
+        self.user_id = user_id or self._settings.user_id
+        self._stub = job_grpc.JobServiceStub(self._channel)
+
+    def _user(self) -> tuple[tuple[str, str], ...]:
+        return self._metadata(("x-user-id", self.user_id))
+
+    async def create(
+        self,
+        job_type: str,
+        snapshot: Mapping[str, Any],
+        params: Mapping[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        **fields: Any,
+    ) -> types_pb2.Job:
+        """A new job (or the one an earlier call with the same idempotency key made); ``fields``
+        are CreateJobRequest's others (priority, model, cost_policy, deadline, target_type...)."""
+        request = job_pb.CreateJobRequest(
+            job_type=job_type, idempotency_key=idempotency_key or str(uuid.uuid4()), **fields
+        )
+        json_format.ParseDict(dict(snapshot), request.snapshot)
+        json_format.ParseDict(dict(params or {}), request.params)
+        reply: job_pb.CreateJobResponse = await self._calls.call(
+            lambda t: self._stub.CreateJob(request, metadata=self._user(), timeout=t)
+        )
+        return reply.job
+
+    async def create_many(
+        self, requests: list[job_pb.CreateJobsItem]
+    ) -> list[job_pb.CreateJobsResult]:
+        """Several creates in one call; each item has its own result (job or status)."""
+        for item in requests:
+            if not item.job.idempotency_key:
+                item.job.idempotency_key = str(uuid.uuid4())
+        reply: job_pb.CreateJobsResponse = await self._calls.call(
+            lambda t: self._stub.CreateJobs(
+                job_pb.CreateJobsRequest(items=requests), metadata=self._user(), timeout=t
+            )
+        )
+        return list(reply.results)
+
+    async def get(self, job_id: str) -> types_pb2.Job:
+        return await self._calls.call(
+            lambda t: self._stub.GetJob(
+                job_pb.GetJobRequest(job_id=job_id), metadata=self._user(), timeout=t
+            )
+        )
+
+    async def cancel(self, job_id: str) -> job_pb.CancelJobResponse:
+        return await self._calls.call(
+            lambda t: self._stub.CancelJob(
+                job_pb.CancelJobRequest(job_id=job_id), metadata=self._user(), timeout=t
+            )
+        )
+
+    async def watch(
+        self, job_id: str, timeout_s: float | None = None
+    ) -> AsyncIterator[types_pb2.Job]:
+        """The job now, then each change, until it ends (or ``timeout_s`` passes:
+        DeadlineExceededError)."""
+        call = self._stub.WatchJob(
+            job_pb.WatchJobRequest(job_id=job_id), metadata=self._user(), timeout=timeout_s
+        )
+        try:
+            async for job in call:
+                yield job
+        except grpc.aio.AioRpcError as error:
+            raise error_of(error) from None
+
+    async def wait(self, job_id: str, timeout_s: float) -> types_pb2.Job:
+        """The job once it has ended; DeadlineExceededError if it has not within ``timeout_s``."""
+        last = await self.get(job_id)
+        async for job in self.watch(job_id, timeout_s):
+            last = job
+        if last.lifecycle_status not in TERMINAL:
+            raise DeadlineExceededError(
+                grpc.StatusCode.DEADLINE_EXCEEDED, "", "the job did not end in time", {}
+            )
+        return last
+
+    async def list(
+        self, *, job_type: str = "", status: str = "", page_size: int = 50
+    ) -> AsyncIterator[types_pb2.Job]:
+        """The user's jobs, newest first, fetched a page at a time."""
+        token = ""
+        while True:
+            request = job_pb.ListJobsRequest(
+                job_type=job_type, lifecycle_status=status, page_size=page_size, page_token=token
+            )
+            page: job_pb.ListJobsResponse = await self._calls.call(
+                functools.partial(self._list_page, request)
+            )
+            for job in page.jobs:
+                yield job
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
+    async def _list_page(
+        self, request: job_pb.ListJobsRequest, timeout_s: float
+    ) -> job_pb.ListJobsResponse:
+        reply: job_pb.ListJobsResponse = await self._stub.ListJobs(
+            request, metadata=self._user(), timeout=timeout_s
+        )
+        return reply
+
+
+class AdminClient(_Client):
+    """The admin API (an admin token; a viewer token reads)."""
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        token: str | None = None,
+        settings: ClientSettings | None = None,
+        timeout_s: float = 30.0,
+        max_backoff_s: float = 5.0,
+    ) -> None:
+        super().__init__(
+            address,
+            "admin",
+            token=token,
+            settings=settings,
+            timeout_s=timeout_s,
+            max_backoff_s=max_backoff_s,
+        )
+        self._stub = admin_grpc.AdminServiceStub(self._channel)
+
+    async def _reply(self, kind: type[T], method: str, request: Any) -> T:
+        reply = await self._send(method, request)
+        assert isinstance(reply, kind)
+        return reply
+
+    async def _send(self, method: str, request: Any) -> Any:
+        rpc = getattr(self._stub, method)
+        return await self._calls.call(lambda t: rpc(request, metadata=self._metadata(), timeout=t))
+
+    async def get(self, job_id: str) -> types_pb2.Job:
+        return await self._reply(types_pb2.Job, "GetJob", job_pb.GetJobRequest(job_id=job_id))
+
+    async def retry(self, job_id: str) -> types_pb2.Job:
+        return await self._reply(types_pb2.Job, "RetryJob", admin_pb.RetryJobRequest(job_id=job_id))
+
+    async def stats(self) -> admin_pb.QueueStats:
+        return await self._reply(
+            admin_pb.QueueStats, "GetQueueStats", admin_pb.GetQueueStatsRequest()
+        )
+
+    async def cancel_user_jobs(self, user_id: str) -> admin_pb.CancelUserJobsResponse:
+        request = admin_pb.CancelUserJobsRequest(user_id=user_id)
+        return await self._reply(admin_pb.CancelUserJobsResponse, "CancelUserJobs", request)
+
+    async def redrive(self, event_ids: list[str] | None = None) -> int:
+        reply = await self._send(
+            "RedriveDeadEvents", admin_pb.RedriveDeadEventsRequest(event_ids=event_ids or [])
+        )
+        return int(reply.redriven)
+
+    async def put_model_limit(self, limit: admin_pb.ModelLimit) -> admin_pb.ModelLimit:
+        request = admin_pb.PutModelLimitRequest(limit=limit)
+        reply = await self._reply(admin_pb.PutModelLimitResponse, "PutModelLimit", request)
+        return reply.limit
+
+    async def usage(
+        self, user_id: str, from_date: str = "", to_date: str = ""
+    ) -> admin_pb.GetUserUsageResponse:
+        request = admin_pb.GetUserUsageRequest(
+            user_id=user_id, from_date=from_date, to_date=to_date
+        )
+        return await self._reply(admin_pb.GetUserUsageResponse, "GetUserUsage", request)
+
+    async def list(self, page_size: int = 50, **filters: Any) -> AsyncIterator[types_pb2.Job]:
+        """Every job the filters select (AdminListJobsRequest's fields), a page at a time."""
+        token = ""
+        while True:
+            page = await self._send(
+                "ListJobs",
+                admin_pb.AdminListJobsRequest(page_size=page_size, page_token=token, **filters),
+            )
+            for job in page.jobs:
+                yield job
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
+    async def audit(self, page_size: int = 50) -> AsyncIterator[admin_pb.AuditEntry]:
+        """The audit log, newest first."""
+        token = ""
+        while True:
+            page = await self._send(
+                "ListAuditEntries",
+                admin_pb.ListAuditEntriesRequest(page_size=page_size, page_token=token),
+            )
+            for entry in page.entries:
+                yield entry
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
+
+class _Loop:
+    """An event loop on a thread of its own, for the blocking clients."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def iterate(self, items: AsyncIterator[T]) -> Iterator[T]:
+        while True:
+            try:
+                yield self.run(items.__anext__())  # type: ignore[arg-type]
+            except StopAsyncIteration:
+                return
+
+    def stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+
+
+class _Blocking:
+    """The async client's methods, run to completion (iterators: one item at a time)."""
+
+    def __init__(self, make: Callable[[], _Client]) -> None:
+        self._loop = _Loop()
+        self._client = self._loop.run(_made(make))
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._client, name)
+        if not callable(method):
+            return method
+
+        def blocking(*args: Any, **kwargs: Any) -> Any:
+            result = method(*args, **kwargs)
+            if hasattr(result, "__anext__"):
+                return self._loop.iterate(result)
+            return self._loop.run(result)
+
+        return blocking
+
+    def close(self) -> None:
+        self._loop.run(self._client.close())
+        self._loop.stop()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+async def _made(make: Callable[[], _Client]) -> _Client:
+    return make()  # the channel belongs to the loop it is made on
+
+
+class BlockingJobsClient(_Blocking):
+    """:class:`JobsClient` for code without an event loop (same arguments and methods)."""
+
+    def __init__(self, address: str | None = None, **options: Any) -> None:
+        super().__init__(lambda: JobsClient(address, **options))
+
+
+class BlockingAdminClient(_Blocking):
+    """:class:`AdminClient` for code without an event loop (same arguments and methods)."""
+
+    def __init__(self, address: str | None = None, **options: Any) -> None:
+        super().__init__(lambda: AdminClient(address, **options))
