@@ -175,15 +175,17 @@ class _Calls:
 
 
 class _Client:
+    #: Whose token the client sends: "service" or "admin".
+    _role = "service"
+
     def __init__(
         self,
-        address: str | None,
-        role: str,
+        address: str | None = None,
         *,
-        token: str | None,
-        settings: ClientSettings | None,
-        timeout_s: float,
-        max_backoff_s: float,
+        token: str | None = None,
+        settings: ClientSettings | None = None,
+        timeout_s: float = 30.0,
+        max_backoff_s: float = 5.0,
     ) -> None:
         self._settings = settings or ClientSettings()
         self._channel = (
@@ -191,7 +193,7 @@ class _Client:
             if address is None
             else ClientSettings(scheduler_addr=address, tls_ca=self._settings.tls_ca).channel()
         )
-        self._token = token or self._settings.token(role)
+        self._token = token or self._settings.token(self._role)
         self._calls = _Calls(timeout_s, max_backoff_s)
 
     def _metadata(self, *extra: tuple[str, str]) -> tuple[tuple[str, str], ...]:
@@ -208,26 +210,13 @@ class _Client:
 
 
 class JobsClient(_Client):
-    """The job API (a service token), acting for ``user_id``."""
+    """The job API (a service token), acting for ``user_id``; ``options`` as :class:`_Client`
+    takes them (token, settings, timeout_s, max_backoff_s)."""
 
     def __init__(
-        self,
-        address: str | None = None,
-        *,
-        token: str | None = None,
-        user_id: str | None = None,
-        settings: ClientSettings | None = None,
-        timeout_s: float = 30.0,
-        max_backoff_s: float = 5.0,
+        self, address: str | None = None, *, user_id: str | None = None, **options: Any
     ) -> None:
-        super().__init__(
-            address,
-            "service",
-            token=token,
-            settings=settings,
-            timeout_s=timeout_s,
-            max_backoff_s=max_backoff_s,
-        )
+        super().__init__(address, **options)
         self.user_id = user_id or self._settings.user_id
         self._stub = job_grpc.JobServiceStub(self._channel)
 
@@ -338,23 +327,10 @@ class JobsClient(_Client):
 class AdminClient(_Client):
     """The admin API (an admin token; a viewer token reads)."""
 
-    def __init__(
-        self,
-        address: str | None = None,
-        *,
-        token: str | None = None,
-        settings: ClientSettings | None = None,
-        timeout_s: float = 30.0,
-        max_backoff_s: float = 5.0,
-    ) -> None:
-        super().__init__(
-            address,
-            "admin",
-            token=token,
-            settings=settings,
-            timeout_s=timeout_s,
-            max_backoff_s=max_backoff_s,
-        )
+    _role = "admin"
+
+    def __init__(self, address: str | None = None, **options: Any) -> None:
+        super().__init__(address, **options)
         self._stub = admin_grpc.AdminServiceStub(self._channel)
 
     async def _reply(self, kind: type[T], method: str, request: Any) -> T:
