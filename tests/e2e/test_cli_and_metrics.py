@@ -151,21 +151,22 @@ def test_cli_model_limits(stack: Stack) -> None:
         "600",
     )
     assert limit.returncode == 0
+    # deepseek-chat is a name of V4 Flash: the limit is set on that model's key.
     assert limit.stdout.strip() == (
-        "set deepseek/deepseek-chat (platform): concurrency 8, rpm 600, tpm default"
+        "set deepseek/deepseek-v4-flash (platform): concurrency 8, rpm 600, tpm default"
     )
     listed = json.loads(aijob(stack, "--json", "admin", "model-limits").stdout)
     assert listed["limits"] == [
         {
             "provider": "deepseek",
-            "model": "deepseek-chat",
+            "model": "deepseek-v4-flash",
             "credentialScope": "platform",
             "maxConcurrency": 8,
             "requestsPerMinute": 600,
         }
     ]
     stats = aijob(stack, "admin", "stats")
-    assert "model deepseek/deepseek-chat (platform): concurrency 8, rpm 600" in stats.stdout
+    assert "model deepseek/deepseek-v4-flash (platform): concurrency 8, rpm 600" in stats.stdout
     refused = aijob(stack, "admin", "model-limit", "deep seek", "m")
     assert refused.returncode == 5 and "limit.provider" in refused.stderr
 
@@ -193,10 +194,15 @@ def test_cli_credentials_budget_and_usage(stack: Stack) -> None:
         aijob(stack, "--json", "--user", "cli-payer", "create", "synthetic_echo").stdout
     )
     assert aijob(stack, "--user", "cli-payer", "watch", job["job"]["jobId"]).returncode == 0
+    # The global flags after the command too (issue 32).
+    shown = json.loads(
+        aijob(stack, "get", job["job"]["jobId"], "--json", "--user", "cli-payer").stdout
+    )
+    assert shown["jobId"] == job["job"]["jobId"]
     usage = aijob(stack, "admin", "usage", "cli-payer")
     assert usage.returncode == 0, usage.stderr
     lines = usage.stdout.splitlines()
-    assert lines[2].startswith("deepseek/deepseek-chat (platform)")
+    assert lines[2].startswith("deepseek/deepseek-v4-flash (platform)")
     assert lines[-2].startswith("total") and lines[-2].split()[-2:] == ["1", "1"]
     assert "of 5000" in lines[-1]
 
