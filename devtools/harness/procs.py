@@ -114,8 +114,11 @@ def spawn_schedulers(
 
 @contextmanager
 def scheduler_processes(
-    database_url: str, count: int, log_dir: Path | None = None
+    database_url: str,
+    count: int,
+    log_dir: Path | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[list[str]]:
     """Addresses of ``count`` scheduler processes (see ``spawn_schedulers``)."""
-    with spawn_schedulers(database_url, count, log_dir) as schedulers:
+    with spawn_schedulers(database_url, count, log_dir, env=env) as schedulers:
         yield [s.address for s in schedulers]

@@ -168,6 +168,7 @@ def _every_rpc_request(job_id: str) -> dict[str, Message]:
         "AdminService/CancelUserJobs": admin_pb.CancelUserJobsRequest(user_id="user-1"),
         "AdminService/RedriveDeadEvents": admin_pb.RedriveDeadEventsRequest(),
         "AdminService/AdoptLegacyJobs": admin_pb.AdoptLegacyJobsRequest(job_type="active-recall"),
+        "AdminService/ListAuditEntries": admin_pb.ListAuditEntriesRequest(),
         "AdminService/PutModelLimit": admin_pb.PutModelLimitRequest(
             limit=admin_pb.ModelLimit(
                 provider="deepseek", model="deepseek-chat", credential_scope="platform"
