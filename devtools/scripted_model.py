@@ -420,6 +420,9 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     #: The status line went out already (a held request): only the body is left to write.
     committed = False
+    #: Called just before the answer's last bytes go out: the call no longer counts against the
+    #: account (its caller may send the next one the moment it reads them).
+    answered: Callable[[], None] = staticmethod(lambda: None)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # requests carry prompts; the server logs nothing about them
@@ -480,10 +483,18 @@ class _Handler(BaseHTTPRequestHandler):
             error = {"message": "Concurrency limit reached.", "type": "rate_limit_error"}
             self._send(429, {"error": error}, {"Retry-After": "1"})
             return
+        left = threading.Event()
+
+        def leave() -> None:
+            if not left.is_set():
+                left.set()
+                state.leave_account(user_id or "")
+
+        self.answered = leave
         try:
             self._completion(request, state)
         finally:
-            state.leave_account(user_id or "")
+            leave()
 
     def _completion(self, request: dict[str, Any], state: _State) -> None:
         messages = request.get("messages") or []
@@ -597,6 +608,7 @@ class _Handler(BaseHTTPRequestHandler):
             events = _chunks(model, content, finish, usage if wanted else None, pieces)
             self._stream(events, headers, _pauses(name, argument, len(events)))
             return
+        self.answered()
         self._send(200, _completion(model, content, finish, usage), headers)
 
     def _stream(
@@ -615,6 +627,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
                 time.sleep(pause)
             self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+        self.answered()
         self.wfile.write(b"data: [DONE]\n\n")
         self.close_connection = True
 
