@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import secrets
@@ -32,6 +33,7 @@ from scheduler_service.loops import EveryInterval, RoundLoop
 from scheduler_service.outbox.dispatcher import DispatchWaker, OutboxDispatcher
 from scheduler_service.outbox.events import EventType
 from scheduler_service.outbox.log import EventHub
+from scheduler_service.outputs.hub import OutputHub
 from scheduler_service.ports import Wakeups
 from scheduler_service.protocol.dispatch import Dispatcher
 from scheduler_service.protocol.group_commit import ReportBatcher
@@ -78,6 +80,8 @@ class SchedulerApp:
     health_engine: AsyncEngine | None = None
     #: Which runtime token owns each instance id on this replica.
     owners: InstanceOwners = field(default_factory=InstanceOwners)
+    #: The StreamOutput callers' feeds.
+    output_hub: OutputHub = field(init=False)
     #: Every background loop, in the order they start (and stop).
     loops: list[RoundLoop] = field(default_factory=list)
     _healthy: bool | None = None
@@ -129,8 +133,10 @@ class SchedulerApp:
             report_batch_max=settings.reports.max_batch,
             provider_user_ids=settings.provider_user_ids,
             cheap_hours=CheapHours(settings.peak, db_clock.now),
+            output_chunks_per_attempt=settings.output_chunks_per_attempt,
         )
         watch_hub = WatchHub(uow, interval_s=settings.streams.watch_poll_s)
+        output_hub = OutputHub(uow, interval_s=settings.streams.watch_poll_s)
         dispatcher = Dispatcher(
             protocol,
             poll_interval_s=settings.dispatch.poll_interval_s,
@@ -157,7 +163,8 @@ class SchedulerApp:
             if event_type is EventType.ENQUEUE
             else outbox.notify()
         )
-        wakeups.job_changed = watch_hub.touch
+        wakeups.job_changed = functools.partial(_touch_both, watch_hub, output_hub)
+        wakeups.output_written = output_hub.written
         wakeups.job_ended = dispatcher.forget
         wakeups.cancel_requested = dispatcher.push_cancel
         jobs = JobService(
@@ -200,6 +207,7 @@ class SchedulerApp:
                 on_reaped=dispatcher.lease_expired,
                 job_types=registry.job_types(),
                 budget=settings.budget,
+                output_retention_s=settings.output_retention_s,
             ),
             jobs,
             dispatcher,
@@ -219,6 +227,7 @@ class SchedulerApp:
         )
         app.writer = writer
         app.db_clock = db_clock
+        app.output_hub = output_hub
         # Its own connection: a pool that load has exhausted must not read as an outage.
         app.health_engine = create_engine(db.url, pool_size=1, writer=writer, **timeouts)
         return app
@@ -233,6 +242,7 @@ class SchedulerApp:
             self.keeper,
             self.outbox,
             self.watch_hub,
+            self.output_hub,
             self.event_hub,
             EveryInterval("reaper", settings.lease.reaper_interval_s, self._reap),
             EveryInterval(
@@ -335,3 +345,9 @@ class SchedulerApp:
 #: The health check reads the tables the scheduler cannot work without (a database that lost
 #: its schema answers SELECT 1 but nothing else), without reading a row.
 _SCHEMA_PROBE = text("SELECT 1 FROM AiAnalysisJob, OutboxEvent LIMIT 0")
+
+
+def _touch_both(watch_hub: WatchHub, output_hub: OutputHub, job_id: str) -> None:
+    """A job changed here: its watchers and its output callers hear of it."""
+    watch_hub.touch(job_id)
+    output_hub.touch(job_id)

@@ -120,6 +120,12 @@ class SchedulerSettings(BaseSettings):
     provider_user_id: Literal["on", "off"] = "on"
     #: An off-peak job's schedule-to-start deadline when its create names none (seconds).
     off_peak_deadline_s: float = Field(default=6 * 3600, gt=0, le=30 * 86_400)
+    #: How long an ended job's output chunks are kept for StreamOutput callers still reading
+    #: (seconds); its output is in its result.
+    output_retention_s: float = Field(default=300, ge=0, le=30 * 86_400)
+    #: Output chunks one attempt may store; past it, its runtime's chunks are refused
+    #: (RESOURCE_EXHAUSTED) and its callers get the rest with the result.
+    output_chunks_per_attempt: int = Field(default=1_000, ge=1, le=100_000)
     #: Each user's daily budget, unless an operator set theirs (AdminService.PutUserBudget):
     #: tokens (prompt plus completion) and cost in micro-units; 0 is no limit.
     user_daily_tokens: int = Field(default=0, ge=0)

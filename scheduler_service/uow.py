@@ -35,6 +35,7 @@ from scheduler_service.lifecycle import sql as lifecycle_sql
 from scheduler_service.lifecycle.sql_gates import SqlGateStore
 from scheduler_service.lifecycle.sql_store import LeaseTimes, SqlJobReads, SqlJobStore, SqlJobSweeps
 from scheduler_service.outbox.writer import SqlOutboxStore
+from scheduler_service.outputs.sql_store import SqlOutputStore
 from scheduler_service.ports import Stores, Transaction, Wakeups
 from scheduler_service.projection.store import SqlResultStore
 
@@ -73,6 +74,7 @@ def sql_stores(conn: AsyncConnection, lease: LeaseTimes) -> Stores:
         spend=SqlSpendStore(conn),
         results=SqlResultStore(conn),
         outbox=SqlOutboxStore(conn),
+        outputs=SqlOutputStore(conn),
     )
 
 

@@ -121,6 +121,7 @@ def lease(payload: LeasePayload) -> types_pb2.Lease:
         max_output_tokens=payload.max_output_tokens,
         traceparent=payload.traceparent,
         provider_user_id=payload.provider_user_id,
+        resume_output=payload.resume_output,
     )
 
 

@@ -9,7 +9,7 @@ from scheduler_service.api import convert
 from scheduler_service.api.status import status_of
 from scheduler_service.lifecycle.records import HeartbeatOutcome
 from scheduler_service.protocol.dispatch import Ack, CancelNotice
-from scheduler_service.protocol.reports import HeartbeatReport, Report
+from scheduler_service.protocol.reports import ChunkReport, ChunkStored, HeartbeatReport, Report
 from scheduler_service.protocol.service import (
     FailureOutcome,
     FailureReport,
@@ -32,6 +32,7 @@ from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.poll_frames import chunked
 
 __all__ = [
+    "chunk_report",
     "failure_report",
     "failure_response",
     "heartbeat_report",
@@ -76,6 +77,17 @@ def heartbeat_report(request: rt.HeartbeatRequest) -> HeartbeatReport:
         request.attempt_no,
         request.runtime_instance_id,
         request.progress,
+        request.lease_token,
+    )
+
+
+def chunk_report(request: rt.OutputChunkReport) -> ChunkReport:
+    return ChunkReport(
+        request.job_id,
+        request.chunk.attempt_no,
+        request.runtime_instance_id,
+        request.chunk.offset,
+        request.chunk.text,
         request.lease_token,
     )
 
@@ -147,6 +159,8 @@ def _report(message: rt.PollReport) -> Report | None:
             return failure_report(message.failure)
         case "heartbeat":
             return heartbeat_report(message.heartbeat)
+        case "output_chunk":
+            return chunk_report(message.output_chunk)
     return None
 
 
@@ -186,5 +200,7 @@ def _ack(ack: Ack) -> rt.ReportAck:
                 status=status_pb2.Status(),
                 heartbeat=heartbeat_response(answer),
             )
+        case ChunkStored():
+            return rt.ReportAck(report_id=ack.report_id, status=status_pb2.Status())
     _code, status = status_of(answer, "Poll.report")
     return rt.ReportAck(report_id=ack.report_id, status=status)

@@ -96,6 +96,7 @@ class JobServicer(job_grpc.JobServiceServicer):
         self._app = app
         streams = app.settings.streams
         self._watch_cap = StreamCap("WatchJob", streams.max_watch_streams_per_token)
+        self._output_cap = StreamCap("StreamOutput", streams.max_watch_streams_per_token)
         self._subscribe_cap = StreamCap("SubscribeEvents", streams.max_subscribe_streams_per_token)
 
     async def CreateJob(
@@ -164,6 +165,17 @@ class JobServicer(job_grpc.JobServiceServicer):
                 terminal = record.is_terminal
                 artifacts = await hub.artifacts(record.id) if terminal else None
                 yield job_message(self._app, record, artifacts)
+
+    async def StreamOutput(
+        self, request: job_pb.StreamOutputRequest, context: Context
+    ) -> AsyncIterator[types_pb.OutputChunk]:
+        with self._output_cap.held():
+            # The access rules of GetJob: another user's job is NOT_FOUND.
+            record, _ = await self._app.jobs.get(_user_id(context), request.job_id)
+            async for chunk in self._app.output_hub.follow(record.id, request.after_offset):
+                yield types_pb.OutputChunk(
+                    attempt_no=chunk.attempt_no, offset=chunk.offset, text=chunk.text
+                )
 
     async def ListJobs(
         self, request: job_pb.ListJobsRequest, context: Context

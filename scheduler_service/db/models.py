@@ -495,6 +495,6 @@ class AiUserSpend(Base):
     costMicros: Mapped[int] = mapped_column(BigInteger, server_default="0")
 
 
-# System A's and the audit log's tables live in modules of their own; imported here so that
-# Base.metadata (the migrations' comparison, create_all in tests) always holds them.
-from scheduler_service.db import audit_models, legacy_models  # noqa: E402, F401
+# System A's, the audit log's and the output chunks' tables live in modules of their own,
+# imported here so that Base.metadata (migrations, create_all in tests) always holds them.
+from scheduler_service.db import audit_models, legacy_models, output_models  # noqa: E402, F401

@@ -249,6 +249,8 @@ class LeasePayload:
     #: the raw id stays in ``user_id``, which no lease carries.
     provider_user_id: str = ""
     user_id: str = field(default="", repr=False)
+    #: The text an earlier attempt wrote, for this one to continue (empty: start over).
+    resume_output: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

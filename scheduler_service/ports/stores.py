@@ -6,6 +6,7 @@
 - :class:`SpendStore` (``tx.spend``): the usage ledger, each day's spend and the users' budgets;
 - :class:`ResultStore` (``tx.results``): the business rows and artifacts of accepted outputs;
 - :class:`OutboxStore` (``tx.outbox``): the outbox rows a transaction writes;
+- :class:`OutputStore` (``tx.outputs``): the chunks of text attempts write as they go;
 - :class:`CredentialReveal`: a user's model key, decrypted, for the runtime that holds its job.
 """
 
@@ -23,12 +24,14 @@ from scheduler_service.billing.usage import Usage, UsageEntry, UsageLine
 from scheduler_service.flow.keys import FlowPolicy, KeyStats, Limits, ModelKey
 from scheduler_service.lifecycle.records import ArtifactRow, JobRecord, NewJob
 from scheduler_service.outbox.events import NewEvent
+from scheduler_service.outputs.records import ChunkRow, FeedState
 
 __all__ = [
     "CredentialReveal",
     "GateStore",
     "ModelKeyStore",
     "OutboxStore",
+    "OutputStore",
     "Projection",
     "ResultStore",
     "SpendStore",
@@ -145,3 +148,33 @@ class CredentialReveal(Protocol):
     async def reveal(self, user_id: str, credential_id: str) -> tuple[str, str]:
         """(api key, provider) of an active credential of ``user_id``."""
         ...
+
+
+class OutputStore(ABC):
+    @abstractmethod
+    async def add_chunks(self, chunks: Sequence[ChunkRow]) -> None:
+        """Store the chunks; one already stored at the same offset is kept as it is."""
+
+    @abstractmethod
+    async def chunk_counts(
+        self, attempts: Collection[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
+        """How many chunks each (job, attempt) has stored."""
+
+    @abstractmethod
+    async def chunks_from(self, job_id: str, attempt_no: int, offset: int) -> list[ChunkRow]:
+        """The attempt's chunks that end after ``offset``, in offset order."""
+
+    @abstractmethod
+    async def feed_states(self, job_ids: Sequence[str]) -> dict[str, FeedState]:
+        """Each job's status, current attempt and the end of that attempt's stored text."""
+
+    @abstractmethod
+    async def earlier_text(self, job_ids: Collection[str]) -> dict[str, tuple[str | None, str]]:
+        """For each job with chunks from an attempt before its current one: the job's last
+        error code and the text of the latest such attempt (up to its first gap)."""
+
+    @abstractmethod
+    async def prune(self, retention_ms: int, *, limit: int = 500) -> int:
+        """Delete the chunks of up to ``limit`` jobs that ended more than ``retention_ms`` ago;
+        how many jobs' chunks went."""

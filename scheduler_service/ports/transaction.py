@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from scheduler_service.outbox.events import EventType, NewEvent
+from scheduler_service.outputs.records import ChunkRow
 from scheduler_service.ports.jobs import JobReads, JobStore, JobSweeps
 from scheduler_service.ports.stores import (
     GateStore,
     ModelKeyStore,
     OutboxStore,
+    OutputStore,
     ResultStore,
     SpendStore,
 )
@@ -58,6 +60,8 @@ class Wakeups:
     job_ended: Callable[[str], None] = _noop
     #: A running job was asked to stop: tell the stream that holds it.
     cancel_requested: Callable[[str], None] = _noop
+    #: Output chunks were stored: hand them to this replica's output streams.
+    output_written: Callable[[Sequence[ChunkRow]], None] = _noop
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,7 @@ class Stores:
     spend: SpendStore
     results: ResultStore
     outbox: OutboxStore
+    outputs: OutputStore
 
 
 class Transaction:
@@ -92,6 +97,8 @@ class Transaction:
         #: Business rows and artifacts of accepted outputs.
         self.results = stores.results
         self.outbox = stores.outbox
+        #: The chunks of text attempts write as they go.
+        self.outputs = stores.outputs
         self.wakeups = wakeups
         self.writable = writable
         self._after_commit: list[Hook] = []

@@ -15,7 +15,9 @@ commit*).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,6 +29,7 @@ from scheduler_service.errors import (
     DatabaseUnavailableError,
     JobNotFoundError,
     LeaseLostError,
+    LimitExceededError,
     SchedulerError,
 )
 from scheduler_service.gathering import Gathering
@@ -35,9 +38,13 @@ from scheduler_service.lifecycle.lease_tokens import digest
 from scheduler_service.lifecycle.records import Beat, JobRecord, LockedRows, Success
 from scheduler_service.lifecycle.transitions import HEARTBEAT
 from scheduler_service.outbox.events import EventType, NewEvent
+from scheduler_service.outputs.records import ChunkRow
+from scheduler_service.outputs.tally import ChunkTally
 from scheduler_service.ports import Transaction, UnitOfWork
 from scheduler_service.protocol.reports import (
     Answer,
+    ChunkReport,
+    ChunkStored,
     FailedAttempt,
     FailureOutcome,
     FailureReport,
@@ -51,6 +58,7 @@ from scheduler_service.protocol.reports import (
     trace_results,
 )
 from shared import tracing
+from shared.error_codes import ErrorCode
 
 if TYPE_CHECKING:
     from scheduler_service.protocol.service import RuntimeProtocol
@@ -60,7 +68,7 @@ __all__ = ["GroupCommit", "ReportBatcher"]
 log = logging.getLogger(__name__)
 
 
-Prepared = PreparedResult | FailedAttempt | HeartbeatReport
+Prepared = PreparedResult | FailedAttempt | HeartbeatReport | ChunkReport
 
 
 @dataclass
@@ -78,12 +86,18 @@ class _Writes:
     judged_at: datetime
     #: Accepted results (job, attempt, usage), traced once the batch commits.
     traced: list[tuple[JobRecord, int, Usage | None]] = field(default_factory=list)
+    #: Output chunks of attempts whose lease holds.
+    chunks: list[ChunkRow] = field(default_factory=list)
 
 
 class GroupCommit:
-    def __init__(self, protocol: RuntimeProtocol, uow: UnitOfWork) -> None:
+    def __init__(
+        self, protocol: RuntimeProtocol, uow: UnitOfWork, *, chunks_per_attempt: int = 1_000
+    ) -> None:
         self._protocol = protocol
         self._uow = uow
+        #: Chunk rows per attempt, bounded without a count per chunk.
+        self.tally = ChunkTally(most=chunks_per_attempt)
 
     async def apply(self, reports: Sequence[Report]) -> list[Answer]:
         """Each report's answer, in order."""
@@ -105,6 +119,9 @@ class GroupCommit:
                 return self._protocol.prepare_result(report)
             case FailureReport():
                 return self._protocol.failed_attempt(report)
+            case ChunkReport():
+                self._protocol.prepare_chunk(report)
+                return report
         self._protocol.prepare_heartbeat(report)
         return report
 
@@ -144,6 +161,7 @@ class GroupCommit:
         locked = await tx.reads.lock_rows({report.job_id for _, report, _ in batch})
         answers: dict[int, Answer] = {}
         writes = _Writes([], [], [], [], {}, [], [], locked.now)
+        room = await self._chunk_room(tx, batch)
         for index, report, prepared in batch:
             job = locked.jobs.get(report.job_id)
             try:
@@ -151,12 +169,27 @@ class GroupCommit:
                     answers[index] = self._judge_result(job, prepared, writes)
                 elif isinstance(prepared, HeartbeatReport):
                     writes.beats[index] = _judge_beat(job, prepared, locked)
+                elif isinstance(prepared, ChunkReport):
+                    answers[index] = _judge_chunk(job, prepared, locked, room, writes)
                 else:
                     # Written at once: failures are few, and each has its own decision.
                     answers[index] = await self._protocol.settle_in(tx, job, prepared)
             except SchedulerError as exc:
                 answers[index] = exc
         return answers, writes
+
+    async def _chunk_room(
+        self, tx: Transaction, batch: list[tuple[int, Report, Prepared]]
+    ) -> Counter[tuple[str, int]]:
+        """How many more chunks each attempt of the batch may store."""
+        chunks = [p for _, _, p in batch if isinstance(p, ChunkReport)]
+        if not chunks:
+            return Counter()
+        attempts = [((c.job_id, c.attempt_no), c.offset) for c in chunks]
+        unknown = self.tally.unknown(attempts)
+        if unknown:
+            self.tally.known(await tx.outputs.chunk_counts(unknown))
+        return Counter({a: self.tally.room(a) for a, _ in attempts})
 
     def _judge_result(
         self, job: JobRecord | None, prepared: PreparedResult, writes: _Writes
@@ -185,11 +218,18 @@ class GroupCommit:
         writes.traced.append((job, sub.attempt_no, sub.usage))
         return SubmitOutcome(prepared.key, duplicate=False)
 
+    def _chunks_stored(self, chunks: list[ChunkRow]) -> None:
+        self.tally.stored((c.job_id, c.attempt_no) for c in chunks)
+        self._uow.wakeups.output_written(chunks)
+
     async def _write(self, tx: Transaction, writes: _Writes, answers: dict[int, Answer]) -> None:
         started = tracing.now_ns()
         # Job rows first, then business rows, then the outbox: one lock order for every writer.
         await tx.jobs.succeed_many(writes.successes)
         extended = await tx.jobs.extend_leases(list(writes.beats.values()), writes.judged_at)
+        if writes.chunks:
+            await tx.outputs.add_chunks(writes.chunks)
+            tx.after_commit(functools.partial(self._chunks_stored, list(writes.chunks)))
         await tx.results.project_many(writes.projections)  # type: ignore[arg-type]
         await tx.spend.record_usages(writes.usage)
         await tx.emit_many(writes.events)
@@ -208,17 +248,43 @@ class GroupCommit:
 def _judge_beat(job: JobRecord | None, beat: HeartbeatReport, locked: LockedRows) -> Beat:
     """The HEARTBEAT write's guard (the write table's), judged on the locked row; a miss is a
     lost lease, as the unary write explains it."""
+    _check_lease(job, beat, locked)
+    return Beat(beat.job_id, beat.attempt_no, beat.runtime_instance_id, beat.progress)
+
+
+def _judge_chunk(
+    job: JobRecord | None,
+    chunk: ChunkReport,
+    locked: LockedRows,
+    room: Counter[tuple[str, int]],
+    writes: _Writes,
+) -> ChunkStored:
+    """A chunk is stored while its attempt's lease holds (the heartbeat's guard) and the attempt
+    has room for another row."""
+    _check_lease(job, chunk, locked)
+    attempt = (chunk.job_id, chunk.attempt_no)
+    if room[attempt] <= 0:
+        raise LimitExceededError(
+            ErrorCode.QUOTA_EXCEEDED, "this attempt has stored as many output chunks as it may"
+        )
+    room[attempt] -= 1
+    writes.chunks.append(ChunkRow(chunk.job_id, chunk.attempt_no, chunk.offset, chunk.text))
+    return ChunkStored()
+
+
+def _check_lease(
+    job: JobRecord | None, report: HeartbeatReport | ChunkReport, locked: LockedRows
+) -> None:
     if job is None:
-        raise JobNotFoundError(beat.job_id)
+        raise JobNotFoundError(report.job_id)
     params = {
-        "attempt": beat.attempt_no,
-        "holder": beat.runtime_instance_id,
-        "token": digest(beat.lease_token),
+        "attempt": report.attempt_no,
+        "holder": report.runtime_instance_id,
+        "token": digest(report.lease_token),
     }
     moment = Moment(locked.now, locked.lease_ttl_ms, locked.lease_grace_ms)
     if not matches(HEARTBEAT, row_of(job), params, moment):
-        raise LeaseLostError(job.id, beat.attempt_no, job.lifecycleStatus)
-    return Beat(beat.job_id, beat.attempt_no, beat.runtime_instance_id, beat.progress)
+        raise LeaseLostError(job.id, report.attempt_no, job.lifecycleStatus)
 
 
 def _rounds(
@@ -227,7 +293,15 @@ def _rounds(
     """Split so that a job appears once per round; later reports of a job see earlier ones."""
     rounds: list[list[tuple[int, Report, Prepared]]] = []
     seen: list[set[str]] = []
+    chunks = [item for item in ready if isinstance(item[1], ChunkReport)]
+    if chunks:
+        # Chunks only add rows and come before their attempt's end: they join the first round
+        # whatever else their job reports, so a job's chunk and result commit together.
+        rounds.append(chunks)
+        seen.append(set())
     for item in ready:
+        if isinstance(item[1], ChunkReport):
+            continue
         job_id = item[1].job_id
         depth = sum(1 for ids in seen if job_id in ids)
         if depth == len(rounds):

@@ -18,6 +18,7 @@ from scheduler_service.lifecycle.state_machine import LifecycleStatus
 from scheduler_service.lifecycle.transitions import holds_lease
 from scheduler_service.protocol.reports import (
     Accepted,
+    ChunkReport,
     FailureReport,
     HeartbeatReport,
     PreparedResult,
@@ -60,6 +61,16 @@ def check_heartbeat(beat: HeartbeatReport) -> None:
     validation.attempt_no(beat.attempt_no)
     validation.instance_id(beat.runtime_instance_id)
     validation.progress(beat.progress)
+
+
+def check_chunk(chunk: ChunkReport, max_output_bytes: int) -> None:
+    """The chunk's checks that need no database."""
+    validation.job_id(chunk.job_id)
+    validation.attempt_no(chunk.attempt_no)
+    validation.instance_id(chunk.runtime_instance_id)
+    if not chunk.text:
+        raise InvalidRequestError("an output chunk carries text", field="chunk.text")
+    validation.max_bytes(chunk.text, max_output_bytes, "chunk.text")
 
 
 def prepared_result(sub: ResultSubmission, max_output_bytes: int) -> PreparedResult:

@@ -35,7 +35,12 @@ class Reaper:
         prune_gates_every: int = 720,
         job_types: Collection[str] = (),
         budget: Budget | None = None,
+        output_retention_s: float = 300,
+        prune_outputs_every: int = 10,
     ) -> None:
+        #: Ended jobs' output chunks are deleted this long after the end.
+        self._output_retention_ms = round(output_retention_s * 1000)
+        self._prune_outputs_every = prune_outputs_every
         #: Users' default daily budget; None: budgets are not swept.
         self._budget = budget
         #: The registered job types; queued or running jobs of any other type are stranded.
@@ -65,7 +70,15 @@ class Reaper:
         self._sweeps += 1
         if self._sweeps % self._prune_gates_every == 0:
             await self.prune_gates()
+        if self._sweeps % self._prune_outputs_every == 0:
+            await self.prune_outputs()
         return settled
+
+    async def prune_outputs(self) -> int:
+        """Delete the output chunks of jobs that ended more than the retention ago (their
+        output is in the result); how many jobs' chunks went."""
+        retention = self._output_retention_ms
+        return await self._uow.run(lambda tx: tx.outputs.prune(retention))
 
     async def retire_stranded(self) -> int:
         """Fail queued or running jobs whose type is no longer registered (JOB_TYPE_UNKNOWN): no

@@ -28,6 +28,8 @@ from shared import tracing
 __all__ = [
     "Accepted",
     "Answer",
+    "ChunkReport",
+    "ChunkStored",
     "FailedAttempt",
     "FailureOutcome",
     "FailureReport",
@@ -60,6 +62,23 @@ class HeartbeatReport:
     runtime_instance_id: str
     progress: int
     lease_token: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkReport:
+    """Text the attempt's model call wrote, from ``offset`` of the attempt's text."""
+
+    job_id: str
+    attempt_no: int
+    runtime_instance_id: str
+    offset: int
+    text: str = field(repr=False)
+    lease_token: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkStored:
+    """A chunk's answer: stored (or stored before, at the same offset)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,8 +199,8 @@ def count_leases(grants: Sequence[LeaseGrant]) -> None:
         metrics.LEASE_LATENCY.observe(grant.waited_s)
 
 
-Report = ResultSubmission | FailureReport | HeartbeatReport
-Outcome = SubmitOutcome | FailureOutcome | HeartbeatOutcome
+Report = ResultSubmission | FailureReport | HeartbeatReport | ChunkReport
+Outcome = SubmitOutcome | FailureOutcome | HeartbeatOutcome | ChunkStored
 #: A report's answer: its outcome, or the error its unary call would have raised.
 Answer = Outcome | Exception
 

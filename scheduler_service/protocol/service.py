@@ -46,6 +46,7 @@ from scheduler_service.protocol.group_commit import GroupCommit, ReportBatcher
 from scheduler_service.protocol.reports import (
     Accepted,
     Answer,
+    ChunkReport,
     FailedAttempt,
     FailureOutcome,
     FailureReport,
@@ -57,6 +58,7 @@ from scheduler_service.protocol.reports import (
     counted,
     trace_leases,
 )
+from scheduler_service.protocol.resuming import resuming
 from scheduler_service.protocol.user_keys import UserKeyRights
 from scheduler_service.provider_ids import ProviderUserIds
 from scheduler_service.registry import JobRegistry
@@ -103,6 +105,7 @@ class RuntimeProtocol:
         report_batch_max: int = 200,
         provider_user_ids: ProviderUserIds | None = None,
         cheap_hours: CheapHours | None = None,
+        output_chunks_per_attempt: int = 1_000,
     ) -> None:
         #: When off-peak jobs wait (billing/cheap_hours.py); by default there is no peak.
         self.cheap_hours = cheap_hours or CheapHours(PeakHours.parse(""), lambda: None)
@@ -127,7 +130,9 @@ class RuntimeProtocol:
         #: Every report, unary or on a stream, is applied by this group commit: the unary calls
         #: of many runtimes share its transactions as the streams' reports do.
         self.reports = ReportBatcher(
-            GroupCommit(self, uow), window_s=report_window_s, max_batch=report_batch_max
+            GroupCommit(self, uow, chunks_per_attempt=output_chunks_per_attempt),
+            window_s=report_window_s,
+            max_batch=report_batch_max,
         )
 
     @property
@@ -163,7 +168,7 @@ class RuntimeProtocol:
             if error is not None:
                 await self._set_apart_unleasable(tx, [payload], runtime_instance_id)
                 return grant, error
-            return grant, payload
+            return grant, (await resuming(tx, self._registry, [payload]))[0]
 
         grant, payload = await self._uow.run(lock)
         if isinstance(payload, JobError):
@@ -198,7 +203,11 @@ class RuntimeProtocol:
         # The payloads in the same transaction: one connection and one commit per round.
         payloads = iter(await tx.reads.lease_payloads(granted))
         leases = [
-            await self._set_apart_unleasable(tx, [next(payloads) for _ in share], holder)
+            await resuming(
+                tx,
+                self._registry,
+                await self._set_apart_unleasable(tx, [next(payloads) for _ in share], holder),
+            )
             for share, (holder, _) in zip(shares, demands, strict=True)
         ]
         if tracing.enabled():
@@ -288,6 +297,10 @@ class RuntimeProtocol:
                 lease.job_id, lease.attempt_no, runtime_instance_id, lease.lease_token
             )
         )
+
+    def prepare_chunk(self, chunk: ChunkReport) -> None:
+        """The chunk's checks that need no database."""
+        judging.check_chunk(chunk, self._max_output_bytes)
 
     def prepare_heartbeat(self, beat: HeartbeatReport) -> None:
         """The heartbeat's checks that need no database."""

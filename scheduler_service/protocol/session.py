@@ -39,7 +39,7 @@ from scheduler_service.protocol.dispatch import (
     StreamSession,
 )
 from scheduler_service.protocol.group_commit import ReportBatcher
-from scheduler_service.protocol.reports import Answer, HeartbeatReport, Report
+from scheduler_service.protocol.reports import Answer, ChunkReport, HeartbeatReport, Report
 from scheduler_service.protocol.service import (
     FailureOutcome,
     FailureReport,
@@ -68,7 +68,12 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MAX_SLOTS = 1_000
-_KIND = {ResultSubmission: "result", FailureReport: "failure", HeartbeatReport: "heartbeat"}
+_KIND = {
+    ResultSubmission: "result",
+    FailureReport: "failure",
+    HeartbeatReport: "heartbeat",
+    ChunkReport: "output_chunk",
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,6 +94,9 @@ class JobDefinition:
     max_output_tokens: int = 2_000
     #: ``immediate`` or ``off_peak`` (billing/cheap_hours.py): a create's default.
     cost_policy: str = "immediate"
+    #: Whether a later attempt continues the text an attempt that ended without a result wrote
+    #: (issue 31); the runtime streams the text of such types as it is written.
+    resumes: bool = False
 
 
 # Queue defaults (docs/architecture.md, *Job types*): interactive — 2 attempts, backoff from 2 s;
@@ -127,6 +130,7 @@ def definition_of(spec: JobTypeSpec) -> JobDefinition:
         projector=spec.projector,
         security=Security(content_safety_check=spec.content_safety_check),
         cost_policy=spec.cost_policy,
+        resumes=spec.streams_output,
     )
 
 

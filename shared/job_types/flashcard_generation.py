@@ -32,6 +32,7 @@ SPEC = JobTypeSpec(
     description="Generates candidate flashcards from material.",
     domain="generation",
     queue="ai-interactive",
+    streams_output=True,
     timeout_ms=90000,
     projector="flashcards",
     snapshot=LearningSnapshot,

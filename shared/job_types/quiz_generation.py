@@ -48,6 +48,7 @@ SPEC = JobTypeSpec(
     description="Generates candidate quiz questions from material.",
     domain="generation",
     queue="ai-interactive",
+    streams_output=True,
     timeout_ms=90000,
     projector="quiz_questions",
     snapshot=LearningSnapshot,

@@ -41,6 +41,10 @@ class JobTypeSpec:
     #: ``off_peak``: waits for the provider's cheap hours unless its deadline cannot wait
     #: (the background analyses); ``immediate``: runs as soon as there is room.
     cost_policy: Literal["immediate", "off_peak"] = "immediate"
+    #: Whether the runtime streams the answer to the scheduler as it is written (StreamOutput),
+    #: and a later attempt continues the text of one that ended without a result instead of
+    #: starting over (the interactive generations: a learner waits for them).
+    streams_output: bool = False
 
 
 def render_v1(

@@ -56,6 +56,8 @@ class FakeState:
     keys: dict[ModelKey, KeyState] = field(default_factory=dict)
     key_limits: dict[ModelKey, Limits] = field(default_factory=dict)
     rate_limited: dict[ModelKey, int] = field(default_factory=dict)
+    #: Output chunks' text by (job, attempt, offset).
+    chunks: dict[tuple[str, int, int], str] = field(default_factory=dict)
 
     def copy(self) -> FakeState:
         """A working copy: rows are copied, their values (never mutated in place) shared."""
@@ -71,6 +73,7 @@ class FakeState:
             keys=dict(self.keys),
             key_limits=dict(self.key_limits),
             rate_limited=dict(self.rate_limited),
+            chunks=dict(self.chunks),
         )
 
 

@@ -19,6 +19,7 @@ from tests.support.fake_accounts import (
     FakeResultStore,
     FakeSpendStore,
 )
+from tests.support.fake_outputs import FakeOutputStore
 from tests.support.fake_state import FakeClock, FakeEvent, FakeState, FakeTables
 from tests.support.fake_stores import FakeJobReads, FakeJobStore, FakeJobSweeps
 
@@ -59,6 +60,7 @@ class FakeUnitOfWork:
             spend=spend,
             results=on(FakeResultStore),
             outbox=on(FakeOutboxStore),
+            outputs=on(FakeOutputStore),
         )
 
     async def run(self, work: Callable[[Transaction], Awaitable[T]]) -> T:

@@ -200,6 +200,14 @@ class CancelJobResponse(_message.Message):
     outcome: str
     def __init__(self, job: _Optional[_Union[_types_pb2.Job, _Mapping]] = ..., outcome: _Optional[str] = ...) -> None: ...
 
+class StreamOutputRequest(_message.Message):
+    __slots__ = ("job_id", "after_offset")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    after_offset: int
+    def __init__(self, job_id: _Optional[str] = ..., after_offset: _Optional[int] = ...) -> None: ...
+
 class WatchJobRequest(_message.Message):
     __slots__ = ("job_id",)
     JOB_ID_FIELD_NUMBER: _ClassVar[int]

@@ -62,6 +62,11 @@ class JobServiceStub:
                 request_serializer=aijob_dot_v1_dot_job__service__pb2.WatchJobRequest.SerializeToString,
                 response_deserializer=aijob_dot_v1_dot_types__pb2.Job.FromString,
                 _registered_method=True)
+        self.StreamOutput = channel.unary_stream(
+                '/aijob.v1.JobService/StreamOutput',
+                request_serializer=aijob_dot_v1_dot_job__service__pb2.StreamOutputRequest.SerializeToString,
+                response_deserializer=aijob_dot_v1_dot_types__pb2.OutputChunk.FromString,
+                _registered_method=True)
         self.ListJobs = channel.unary_unary(
                 '/aijob.v1.JobService/ListJobs',
                 request_serializer=aijob_dot_v1_dot_job__service__pb2.ListJobsRequest.SerializeToString,
@@ -131,6 +136,15 @@ class JobServiceServicer:
 
     def WatchJob(self, request, context):
         """WatchJob streams the job's current state, then every change, and ends when it is terminal.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StreamOutput(self, request, context):
+        """StreamOutput streams the text the job's current attempt is writing: every chunk after
+        after_offset, then each new one as it is written; a new attempt starts again at offset 0
+        with its own attempt_no. Ends when the job ends. The same access rules as GetJob.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -209,6 +223,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.WatchJob,
                     request_deserializer=aijob_dot_v1_dot_job__service__pb2.WatchJobRequest.FromString,
                     response_serializer=aijob_dot_v1_dot_types__pb2.Job.SerializeToString,
+            ),
+            'StreamOutput': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamOutput,
+                    request_deserializer=aijob_dot_v1_dot_job__service__pb2.StreamOutputRequest.FromString,
+                    response_serializer=aijob_dot_v1_dot_types__pb2.OutputChunk.SerializeToString,
             ),
             'ListJobs': grpc.unary_unary_rpc_method_handler(
                     servicer.ListJobs,
@@ -378,6 +397,33 @@ class JobService:
             '/aijob.v1.JobService/WatchJob',
             aijob_dot_v1_dot_job__service__pb2.WatchJobRequest.SerializeToString,
             aijob_dot_v1_dot_types__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamOutput(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/aijob.v1.JobService/StreamOutput',
+            aijob_dot_v1_dot_job__service__pb2.StreamOutputRequest.SerializeToString,
+            aijob_dot_v1_dot_types__pb2.OutputChunk.FromString,
             options,
             channel_credentials,
             insecure,

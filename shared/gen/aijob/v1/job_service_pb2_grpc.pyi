@@ -49,6 +49,11 @@ class JobServiceStub:
     """CancelJob cancels a queued job at once and asks a running one to stop."""
     WatchJob: _grpc.UnaryStreamMultiCallable[_job_service_pb2.WatchJobRequest, _types_pb2.Job]
     """WatchJob streams the job's current state, then every change, and ends when it is terminal."""
+    StreamOutput: _grpc.UnaryStreamMultiCallable[_job_service_pb2.StreamOutputRequest, _types_pb2.OutputChunk]
+    """StreamOutput streams the text the job's current attempt is writing: every chunk after
+    after_offset, then each new one as it is written; a new attempt starts again at offset 0
+    with its own attempt_no. Ends when the job ends. The same access rules as GetJob.
+    """
     ListJobs: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.ListJobsRequest, _job_service_pb2.ListJobsResponse]
     """ListJobs pages through the user's jobs, newest first."""
     SubscribeEvents: _grpc.UnaryStreamMultiCallable[_job_service_pb2.SubscribeEventsRequest, _types_pb2.JobEvent]
@@ -89,6 +94,11 @@ class JobServiceAsyncStub(JobServiceStub):
     """CancelJob cancels a queued job at once and asks a running one to stop."""
     WatchJob: _aio.UnaryStreamMultiCallable[_job_service_pb2.WatchJobRequest, _types_pb2.Job]  # type: ignore[assignment]
     """WatchJob streams the job's current state, then every change, and ends when it is terminal."""
+    StreamOutput: _aio.UnaryStreamMultiCallable[_job_service_pb2.StreamOutputRequest, _types_pb2.OutputChunk]  # type: ignore[assignment]
+    """StreamOutput streams the text the job's current attempt is writing: every chunk after
+    after_offset, then each new one as it is written; a new attempt starts again at offset 0
+    with its own attempt_no. Ends when the job ends. The same access rules as GetJob.
+    """
     ListJobs: _aio.UnaryUnaryMultiCallable[_job_service_pb2.ListJobsRequest, _job_service_pb2.ListJobsResponse]  # type: ignore[assignment]
     """ListJobs pages through the user's jobs, newest first."""
     SubscribeEvents: _aio.UnaryStreamMultiCallable[_job_service_pb2.SubscribeEventsRequest, _types_pb2.JobEvent]  # type: ignore[assignment]
@@ -156,6 +166,17 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_types_pb2.Job], _abc.AsyncIterator[_types_pb2.Job]]:
         """WatchJob streams the job's current state, then every change, and ends when it is terminal."""
+
+    @_abc_1.abstractmethod
+    def StreamOutput(
+        self,
+        request: _job_service_pb2.StreamOutputRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_types_pb2.OutputChunk], _abc.AsyncIterator[_types_pb2.OutputChunk]]:
+        """StreamOutput streams the text the job's current attempt is writing: every chunk after
+        after_offset, then each new one as it is written; a new attempt starts again at offset 0
+        with its own attempt_no. Ends when the job ends. The same access rules as GetJob.
+        """
 
     @_abc_1.abstractmethod
     def ListJobs(

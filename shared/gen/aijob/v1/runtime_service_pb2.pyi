@@ -33,16 +33,30 @@ class ReportBatch(_message.Message):
     def __init__(self, reports: _Optional[_Iterable[_Union[PollReport, _Mapping]]] = ...) -> None: ...
 
 class PollReport(_message.Message):
-    __slots__ = ("report_id", "result", "failure", "heartbeat")
+    __slots__ = ("report_id", "result", "failure", "heartbeat", "output_chunk")
     REPORT_ID_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_CHUNK_FIELD_NUMBER: _ClassVar[int]
     report_id: int
     result: SubmitResultRequest
     failure: SubmitFailureRequest
     heartbeat: HeartbeatRequest
-    def __init__(self, report_id: _Optional[int] = ..., result: _Optional[_Union[SubmitResultRequest, _Mapping]] = ..., failure: _Optional[_Union[SubmitFailureRequest, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatRequest, _Mapping]] = ...) -> None: ...
+    output_chunk: OutputChunkReport
+    def __init__(self, report_id: _Optional[int] = ..., result: _Optional[_Union[SubmitResultRequest, _Mapping]] = ..., failure: _Optional[_Union[SubmitFailureRequest, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatRequest, _Mapping]] = ..., output_chunk: _Optional[_Union[OutputChunkReport, _Mapping]] = ...) -> None: ...
+
+class OutputChunkReport(_message.Message):
+    __slots__ = ("job_id", "runtime_instance_id", "lease_token", "chunk")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    runtime_instance_id: str
+    lease_token: str
+    chunk: _types_pb2.OutputChunk
+    def __init__(self, job_id: _Optional[str] = ..., runtime_instance_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., chunk: _Optional[_Union[_types_pb2.OutputChunk, _Mapping]] = ...) -> None: ...
 
 class PollKeepalive(_message.Message):
     __slots__ = ()
