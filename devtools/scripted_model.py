@@ -40,8 +40,14 @@ yet, else as the body or the stream's last event, the way a provider that alread
 once, at most), ``in_progress``, ``held`` (calls ever held open), ``holding`` (held now),
 ``max_open`` (in progress and held at once, at most), ``overloaded`` (held too long),
 ``abandoned`` (held, and the caller left), per-fault counts,
-``keys``: the same per key, each key shown as a fingerprint (:func:`key_label`), and
-``user_ids``: each ``user_id`` seen, with its count.
+``keys``: the same per key, each key shown as a fingerprint (:func:`key_label`),
+``user_ids``: each ``user_id`` seen, with its count, ``completion_tokens`` (a quarter of the
+characters each call wrote, a call cut short counting what it sent) and
+``call_completion_tokens``, the same per call in order.
+
+Chat prefix completion, as DeepSeek's beta serves it (``POST /beta/chat/completions``, the last
+message an assistant's with ``"prefix": true``): the rest of the scripted answer after the prefix.
+On ``/v1`` a prefix is refused with 400.
 
 DeepSeek today (*Rate Limit & Isolation*): ``--account-concurrency N`` caps calls at once across
 every API key (the account), ``--user-concurrency N`` the calls of one ``user_id`` (a request
@@ -279,6 +285,8 @@ class _State:
         self.user_ids: Counter[str] = Counter()
         self.queued: deque[str] = deque()
         self.counts: Counter[str] = Counter()
+        #: Completion tokens each call wrote (a call cut short counts what it sent).
+        self.call_completion_tokens: list[int] = []
         self.lock = threading.Lock()
         self.places = threading.Condition(self.lock)
         #: What the ``gate`` fault waits for.
@@ -371,6 +379,13 @@ class _State:
             self.keys[key_label(key)]["in_progress"] -= 1
             self.places.notify()
 
+    def wrote(self, chars: int) -> None:
+        """A call ended having written ``chars`` characters of completion."""
+        tokens = math.ceil(chars / 4)
+        with self.lock:
+            self.counts["completion_tokens"] += tokens
+            self.call_completion_tokens.append(tokens)
+
     def count(self, name: str) -> None:
         with self.lock:
             self.counts[name] += 1
@@ -391,6 +406,7 @@ class _State:
             stats["holding"] = self.holding
             stats["keys"] = {label: dict(counts) for label, counts in self.keys.items()}
             stats["user_ids"] = dict(self.user_ids)
+            stats["call_completion_tokens"] = list(self.call_completion_tokens)
             return stats
 
     def cached(self, prompt: str) -> bool:
@@ -463,11 +479,19 @@ class _Handler(BaseHTTPRequestHandler):
                 self.server.state.queued.extend(faults)
             self._send(200, {"queued": len(faults)})
             return
-        if self.path.rstrip("/") != "/v1/chat/completions":
+        if self.path.rstrip("/") not in {"/v1/chat/completions", "/beta/chat/completions"}:
             self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
             return
         request = self._body()
         state = self.server.state
+        if _prefix(request.get("messages") or []) is not None and not self.path.startswith("/beta"):
+            state.count("prefix_without_beta")
+            error = {
+                "message": "Chat prefix completion is a beta feature: use the beta base URL.",
+                "type": "invalid_request_error",
+            }
+            self._send(400, {"error": error})
+            return
         user_id = request.get("user_id")
         if user_id is not None and not (
             isinstance(user_id, str) and _USER_ID.match(user_id) and len(user_id.encode()) <= 512
@@ -609,6 +633,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._stream(events, headers, _pauses(name, argument, len(events)))
             return
         self.answered()
+        self.server.state.wrote(len(content))
         self._send(200, _completion(model, content, finish, usage), headers)
 
     def _stream(
@@ -622,14 +647,21 @@ class _Handler(BaseHTTPRequestHandler):
             for key, value in headers.items():
                 self.send_header(key, value)
             self.end_headers()
-        for event, pause in zip(events, pauses, strict=True):
-            if pause:
-                self.wfile.flush()
-                time.sleep(pause)
-            self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
-        self.answered()
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.close_connection = True
+        written = 0
+        try:
+            for event, pause in zip(events, pauses, strict=True):
+                if pause:
+                    self.wfile.flush()
+                    time.sleep(pause)
+                self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                for choice in event.get("choices") or ():
+                    written += len(choice["delta"].get("content") or "")
+            self.answered()
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.close_connection = True
+        finally:
+            # What a caller that went away mid-answer was sent is what it is billed.
+            self.server.state.wrote(written)
 
 
 #: Faults that are one error answer: status and the OpenAI-style error object.
@@ -677,9 +709,21 @@ def _usage(prompt: str, content: str, *, cached: bool) -> dict[str, Any]:
     }
 
 
+def _prefix(messages: list[dict[str, Any]]) -> str | None:
+    """The text of a last assistant message with ``prefix: true`` (chat prefix completion)."""
+    last = messages[-1] if messages else {}
+    if last.get("role") == "assistant" and last.get("prefix") is True:
+        return str(last.get("content") or "")
+    return None
+
+
 def _content(fault: str, messages: list[dict[str, Any]], cap: Any) -> tuple[str, str]:
-    """The answer's text and finish reason, as the fault shapes it; cut at ``max_tokens``."""
+    """The answer's text and finish reason, as the fault shapes it; cut at ``max_tokens``. With
+    a prefix (chat prefix completion), the rest of the scripted answer after it."""
     content = json.dumps(answer_for(messages), ensure_ascii=False)
+    prefix = _prefix(messages)
+    if prefix is not None:
+        content = content[len(prefix) :] if content.startswith(prefix) else content
     finish = "stop"
     if fault == "malformed":
         content = "{this is not json"

@@ -43,11 +43,18 @@ class Answer:
     first_token_s: float | None = None
     chars: int = 0
 
-    def take(self, chunk: Any, elapsed_s: float) -> None:
+    def resume_from(self, prefix: str) -> None:
+        """The answer continues ``prefix`` (an earlier attempt's text): it starts with it."""
+        self.parts.append(prefix)
+        self.chars += len(prefix)
+
+    def take(self, chunk: Any, elapsed_s: float) -> str:
+        """Add the chunk; returns the text it carried."""
         if getattr(chunk, "model", None):
             self.model = chunk.model
         if chunk.usage is not None:
             self.usage = chunk.usage
+        added = ""
         for choice in chunk.choices or ():
             text = choice.delta.content if choice.delta is not None else None
             if text:
@@ -55,8 +62,10 @@ class Answer:
                     self.first_token_s = elapsed_s
                 self.parts.append(text)
                 self.chars += len(text)
+                added += text
             if choice.finish_reason:
                 self.finish_reason = choice.finish_reason
+        return added
 
     def progress(self, cap_tokens: int) -> int:
         """Where the answer is, from the call's start (10) to its end (60): the tokens received

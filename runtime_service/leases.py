@@ -48,6 +48,9 @@ class LeaseInput:
     #: The job's user as the provider is told of them (DeepSeek's ``user_id``): the
     #: scheduler's pseudonym, never the raw id; empty: none sent.
     provider_user_id: str = ""
+    #: Text an earlier attempt wrote: this one continues it (prefix completion) instead of
+    #: starting over; empty: start over.
+    resume_output: str = field(default="", repr=False)
 
 
 @dataclass
@@ -83,6 +86,11 @@ class SchedulerClient(Protocol):
 
     async def resolve_credential(self, lease: LeaseInput) -> str: ...
 
+    async def send_chunk(self, lease: LeaseInput, offset: int, text: str) -> None:
+        """Store ``text`` at ``offset`` of the attempt's output; raises ChunkRefused when the
+        scheduler will take no more of it."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class ModelConfig:
@@ -91,3 +99,13 @@ class ModelConfig:
     platform_key: str
     price_prompt_per_mtok_micros: int = 0
     price_completion_per_mtok_micros: int = 0
+    #: Where chat prefix completion is served (DeepSeek: its beta base URL); empty: derived
+    #: from ``base_url`` (``/v1`` becomes ``/beta``, else ``/beta`` is appended).
+    prefix_base_url: str = ""
+
+    @property
+    def beta_base_url(self) -> str:
+        if self.prefix_base_url:
+            return self.prefix_base_url
+        base = self.base_url.rstrip("/")
+        return f"{base.removesuffix('/v1')}/beta"

@@ -8,6 +8,7 @@ to the scheduler (a result, a failure, or nothing when the lease was lost).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
@@ -41,12 +42,14 @@ from runtime_service.leases import (
     SchedulerClient,
     Usage,
 )
+from runtime_service.output_chunks import OutputChunks
 from runtime_service.prompts import Prompt, repair_messages
 from runtime_service.rate_limits import rate_limit_headers
 from runtime_service.safety import SafetyCheck
 from shared import tracing
 from shared.canonical_json import canonical_json
 from shared.error_codes import ErrorCode
+from shared.job_types import spec_of
 from shared.redaction import scrub_secrets
 
 __all__ = [
@@ -78,6 +81,8 @@ class _Running:
     api_key: str = field(default="", repr=False)
     #: DeepSeek's ``user_id`` for every call of the attempt (repairs too); empty: none.
     provider_user_id: str = ""
+    #: The answer's text on its way to the scheduler, for types that stream it.
+    chunks: OutputChunks | None = None
 
 
 #: Why a job stopped when it was cancelled from outside, as the failure reported for it.
@@ -173,6 +178,8 @@ class JobRunner:
             beats.cancel()
             work.cancel()
             await asyncio.gather(beats, work, return_exceptions=True)
+            if running.chunks is not None:
+                running.chunks.stop()
             self._running.pop(key, None)
 
     async def _run(
@@ -191,6 +198,8 @@ class JobRunner:
                 raise JobFailure(
                     ErrorCode.JOB_TIMEOUT, "The job did not finish in time.", "job timeout"
                 ) from None
+            if running.chunks is not None:
+                await running.chunks.flush()  # a caller's text is whole when the job ends
             await self._scheduler.submit_result(lease, output, running.usage)
             log.info("job succeeded", extra={"action": "job_succeeded", **context})
             return "succeeded"
@@ -225,6 +234,8 @@ class JobRunner:
         self, lease: LeaseInput, failure: JobFailure, running: _Running, context: dict[str, Any]
     ) -> str:
         metrics.ERRORS.labels(failure.code.value).inc()
+        if running.chunks is not None:
+            await running.chunks.flush()  # all the text there is, for the next attempt
         failure.internal_message = scrub_secrets(
             failure.internal_message, (running.api_key, self._model.platform_key or "")
         )
@@ -294,6 +305,7 @@ class JobRunner:
             prompt = prompt_of(lease, schema)
             running.progress = STREAM_PROGRESS[0]
             model = lease.model_name or self._model.model_name
+            running.chunks = self._output_chunks(lease)
             answer = await self._call(client, model, prompt.messages, running, lease)
             running.progress = 60
             validated = await self._validated(
@@ -329,6 +341,16 @@ class JobRunner:
                 answer = await self._call(client, model, repair, running, None)
         return validated(schema, answer)
 
+    def _output_chunks(self, lease: LeaseInput) -> OutputChunks | None:
+        """The sender of the answer's text as it is written, for job types that stream it;
+        a resumed attempt's text starts with what the attempt before it wrote."""
+        spec = spec_of(lease.job_type)
+        if spec is None or not spec.streams_output:
+            return None
+        chunks = OutputChunks(functools.partial(self._scheduler.send_chunk, lease))
+        chunks.write(lease.resume_output)
+        return chunks
+
     def _check_safety(self, text: str, where: str) -> None:
         rule = self._safety.violation(text)
         if rule is not None:
@@ -357,7 +379,7 @@ class JobRunner:
         self,
         client: openai.AsyncOpenAI,
         model: str,
-        messages: list[dict[str, str]],
+        messages: list[dict[str, Any]],
         running: _Running,
         lease: LeaseInput | None,
     ) -> str:
@@ -381,7 +403,7 @@ class JobRunner:
         self,
         client: openai.AsyncOpenAI,
         model: str,
-        messages: list[dict[str, str]],
+        messages: list[dict[str, Any]],
         running: _Running,
         lease: LeaseInput | None,
     ) -> str:
@@ -392,11 +414,20 @@ class JobRunner:
         if running.provider_user_id:
             # Not an OpenAI parameter: DeepSeek reads it from the body (its docs: extra_body).
             extra["extra_body"] = {"user_id": running.provider_user_id}
+        prefix = lease.resume_output if lease is not None else ""
+        if prefix:
+            # Chat prefix completion (DeepSeek's beta): the answer goes on from the text the
+            # attempt before this one wrote, rather than from nothing.
+            client = client.with_options(base_url=self._model.beta_base_url)
+            messages = [*messages, {"role": "assistant", "content": prefix, "prefix": True}]
+            answer.resume_from(prefix)
+        else:
+            extra["response_format"] = {"type": "json_object"}
+        streamed = running.chunks if lease is not None else None
         try:
             raw = await client.chat.completions.with_raw_response.create(
                 model=model,
                 messages=cast("list[ChatCompletionMessageParam]", messages),
-                response_format={"type": "json_object"},
                 stream=True,
                 stream_options={"include_usage": True},
                 **extra,
@@ -404,11 +435,13 @@ class JobRunner:
             stream = raw.parse()
             try:
                 async for chunk in self._unstalled(stream, answer):
-                    answer.take(chunk, time.perf_counter() - started)
+                    text = answer.take(chunk, time.perf_counter() - started)
                     if lease is not None:
                         running.progress = max(
                             running.progress, answer.progress(cap or DEFAULT_OUTPUT_CAP)
                         )
+                    if streamed is not None:
+                        streamed.write(text)
             finally:
                 await stream.close()  # a stalled or cancelled answer gives its connection back
         except JobFailure:  # a stalled answer: still a call, with its time and tokens so far

@@ -12,6 +12,7 @@ import grpc
 from google.protobuf import duration_pb2, json_format
 
 from runtime_service.failures import JobFailure
+from runtime_service.output_chunks import ChunkRefused
 from runtime_service.pipeline import HeartbeatReply, LeaseInput, LeaseLost, Usage
 from runtime_service.rate_limits import RateLimitHeaders
 from runtime_service.stream_reports import StreamBroken, StreamReports
@@ -19,7 +20,7 @@ from shared.canonical_json import output_hash
 from shared.error_codes import ErrorCode
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.gen.aijob.v1 import runtime_service_pb2_grpc, types_pb2
-from shared.status_details import error_from_status, error_reason
+from shared.status_details import error_from_status, error_reason, status_reason
 
 __all__ = ["GrpcSchedulerClient", "lease_input"]
 
@@ -50,6 +51,7 @@ def lease_input(lease: types_pb2.Lease) -> LeaseInput:
         max_output_tokens=lease.max_output_tokens,
         traceparent=lease.traceparent,
         provider_user_id=lease.provider_user_id,
+        resume_output=lease.resume_output,
     )
 
 
@@ -184,6 +186,20 @@ class GrpcSchedulerClient:
             ),
             "failure",
         )
+
+    async def send_chunk(self, lease: LeaseInput, offset: int, text: str) -> None:
+        """On the Poll stream only (no unary call exists): StreamBroken while there is none."""
+        report = rt.OutputChunkReport(
+            job_id=lease.job_id,
+            runtime_instance_id=self.instance_id,
+            lease_token=lease.lease_token,
+            chunk=types_pb2.OutputChunk(attempt_no=lease.attempt_no, offset=offset, text=text),
+        )
+        ack = await self.stream.send(rt.PollReport(output_chunk=report), CALL_TIMEOUT_S)
+        if ack.status.code == grpc.StatusCode.UNAVAILABLE.value[0]:
+            raise StreamBroken()  # the database was away: the text goes with the next chunk
+        if ack.status.code != 0:
+            raise ChunkRefused(status_reason(ack.status))
 
     async def resolve_credential(self, lease: LeaseInput) -> str:
         try:

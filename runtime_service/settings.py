@@ -43,6 +43,9 @@ class RuntimeSettings(BaseSettings):
     )
     model_base_url: str = DEEPSEEK_BASE_URL
     model_name: str = DEFAULT_MODEL
+    #: Where chat prefix completion is served (a resumed attempt's call); empty: the base URL
+    #: with ``/beta`` for ``/v1`` (DeepSeek: https://api.deepseek.com/beta).
+    model_prefix_base_url: str = ""
     #: Seconds between heartbeats of a running job (progress; on the Poll stream the stream
     #: itself keeps the lease alive).
     heartbeat_s: float = Field(default=20.0, gt=0)

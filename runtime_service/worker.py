@@ -78,6 +78,7 @@ class Runtime:
                 platform_key=settings.deepseek_api_key.get_secret_value(),
                 price_prompt_per_mtok_micros=settings.price_prompt_per_mtok_micros,
                 price_completion_per_mtok_micros=settings.price_completion_per_mtok_micros,
+                prefix_base_url=settings.model_prefix_base_url,
             ),
             PatternSafetyCheck(settings.content_safety_patterns),
             heartbeat_s=settings.heartbeat_s,

@@ -122,6 +122,30 @@ class ClientRuntime:
     async def submit_on_stream(self, lease: types_pb2.Lease, output: Any) -> rt.ReportAck:
         return await self.report(rt.PollReport(result=self.result_request(lease, output)))
 
+    def chunk_report(self, lease: types_pb2.Lease, offset: int, text: str) -> rt.PollReport:
+        chunk = types_pb2.OutputChunk(attempt_no=lease.attempt_no, offset=offset, text=text)
+        return rt.PollReport(
+            output_chunk=rt.OutputChunkReport(
+                job_id=lease.job_id,
+                runtime_instance_id=self.instance_id,
+                lease_token=lease.lease_token,
+                chunk=chunk,
+            )
+        )
+
+    async def send_chunk(self, lease: types_pb2.Lease, offset: int, text: str) -> rt.ReportAck:
+        """An output chunk on the stream, and its ack."""
+        return await self.report(self.chunk_report(lease, offset, text))
+
+    async def submit_streamed(self, lease: types_pb2.Lease, output: Any) -> rt.ReportAck:
+        """The output's text as one chunk and the result, sent together (one frame)."""
+        text = json.dumps(output)
+        chunk, result = await asyncio.gather(
+            self.send_chunk(lease, 0, text), self.submit_on_stream(lease, output)
+        )
+        assert chunk.status.code == 0, chunk.status
+        return result
+
     async def next_lease(self, within_s: float = WAIT_S) -> types_pb2.Lease:
         return await asyncio.wait_for(self.leases.get(), within_s)
 
@@ -241,6 +265,13 @@ class JobClient:
         json_format.ParseDict(snapshot or {"text": "hello"}, request.snapshot)
         reply = await self.stub.CreateJob(request, metadata=self.metadata, timeout=WAIT_S)
         return reply.job
+
+    def stream_output(self, job_id: str, after_offset: int = 0) -> Any:
+        """The job's StreamOutput call (iterate it for the chunks)."""
+        return self.stub.StreamOutput(
+            job_service_pb2.StreamOutputRequest(job_id=job_id, after_offset=after_offset),
+            metadata=self.metadata,
+        )
 
     async def get(self, job_id: str) -> types_pb2.Job:
         return await self.stub.GetJob(

@@ -58,7 +58,7 @@ _ENDED = (
     .join(sql.jobs, _j.id == _k.jobId)
     .where(
         _j.lifecycleStatus.in_([status.value for status in TERMINAL]),
-        _j.finishedAt < db_now(-bindparam("b_retention_ms", type_=Integer)),
+        _j.finishedAt <= db_now(-bindparam("b_retention_ms", type_=Integer)),
     )
     .limit(bindparam("b_limit"))
 )

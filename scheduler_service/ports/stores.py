@@ -176,5 +176,5 @@ class OutputStore(ABC):
 
     @abstractmethod
     async def prune(self, retention_ms: int, *, limit: int = 500) -> int:
-        """Delete the chunks of up to ``limit`` jobs that ended more than ``retention_ms`` ago;
+        """Delete the chunks of up to ``limit`` jobs that ended ``retention_ms`` ago or more;
         how many jobs' chunks went."""

@@ -8,6 +8,7 @@ from sqlalchemy import Table, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service.db.models import AiJob, AiJobArtifact, AiJobSnapshot, AiUsageLog, OutboxEvent
+from scheduler_service.db.output_models import AiJobOutputChunk
 from scheduler_service.legacy.sql import LEGACY_COLUMNS, has_legacy_status
 
 JOBS = cast(Table, AiJob.__table__)
@@ -15,6 +16,7 @@ ARTIFACTS = cast(Table, AiJobArtifact.__table__)
 SNAPSHOTS = cast(Table, AiJobSnapshot.__table__)
 USAGE = cast(Table, AiUsageLog.__table__)
 OUTBOX = cast(Table, OutboxEvent.__table__)
+CHUNKS = cast(Table, AiJobOutputChunk.__table__)
 
 
 async def job_row(engine: AsyncEngine, job_id: str) -> dict[str, Any]:

@@ -65,7 +65,7 @@ class FakeOutputStore(FakeTables, OutputStore):
             row = self.state.jobs.get(job_id)
             finished = row.get("finishedAt") if row else None
             ended_at = finished if row and row["lifecycleStatus"] in TERMINAL_VALUES else None
-            if ended_at and (self.now - ended_at).total_seconds() * 1000 > retention_ms:
+            if ended_at and (self.now - ended_at).total_seconds() * 1000 >= retention_ms:
                 ended.add(job_id)
         pruned = sorted(ended)[:limit]
         for key in [k for k in self.state.chunks if k[0] in pruned]:

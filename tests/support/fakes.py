@@ -20,6 +20,7 @@ class FakeScheduler:
     heartbeats: list[int] = field(default_factory=list)
     results: list[tuple[Any, Usage | None]] = field(default_factory=list)
     failures: list[tuple[JobFailure, Usage | None]] = field(default_factory=list)
+    chunks: list[tuple[int, str]] = field(default_factory=list)
 
     async def heartbeat(self, lease: LeaseInput, progress: int) -> HeartbeatReply:
         self.heartbeats.append(progress)
@@ -37,6 +38,9 @@ class FakeScheduler:
 
     async def resolve_credential(self, lease: LeaseInput) -> str:
         return self.user_key
+
+    async def send_chunk(self, lease: LeaseInput, offset: int, text: str) -> None:
+        self.chunks.append((offset, text))
 
 
 @contextlib.contextmanager
