@@ -105,7 +105,11 @@ class JobRunner:
         stall_s: float = 60.0,
         queue_slots: Mapping[str, int] | None = None,
         send_user_id: bool = True,
+        output_chunk_s: float = 0.25,
     ) -> None:
+        #: A streamed answer's text goes to the scheduler at most this often (or when a few
+        #: hundred characters wait).
+        self._output_chunk_s = output_chunk_s
         #: Whether calls carry the lease's pseudonymous user id (AIJOB_PROVIDER_USER_ID).
         self._send_user_id = send_user_id
         self._scheduler = scheduler
@@ -347,7 +351,9 @@ class JobRunner:
         spec = spec_of(lease.job_type)
         if spec is None or not spec.streams_output:
             return None
-        chunks = OutputChunks(functools.partial(self._scheduler.send_chunk, lease))
+        chunks = OutputChunks(
+            functools.partial(self._scheduler.send_chunk, lease), every_s=self._output_chunk_s
+        )
         chunks.write(lease.resume_output)
         return chunks
 

@@ -46,6 +46,9 @@ class RuntimeSettings(BaseSettings):
     #: Where chat prefix completion is served (a resumed attempt's call); empty: the base URL
     #: with ``/beta`` for ``/v1`` (DeepSeek: https://api.deepseek.com/beta).
     model_prefix_base_url: str = ""
+    #: A streaming answer's text goes to the scheduler at most this often (ms), for the job
+    #: types that stream it (StreamOutput), or when a few hundred characters wait.
+    output_chunk_ms: int = Field(default=250, ge=10, le=10_000)
     #: Seconds between heartbeats of a running job (progress; on the Poll stream the stream
     #: itself keeps the lease alive).
     heartbeat_s: float = Field(default=20.0, gt=0)

@@ -86,6 +86,7 @@ class Runtime:
             stall_s=settings.model_stall_s,
             schema_repairs=settings.schema_repairs,
             queue_slots=settings.runtime_queue_slots,
+            output_chunk_s=settings.output_chunk_ms / 1000,
             send_user_id=settings.provider_user_id == "on",
         )
         self._tasks: set[asyncio.Task[str]] = set()
