@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 
-.PHONY: install run demo test test-fast lint proto breaking bench bench-smoke bench-llm bench-cost bench-galera bench-latency clean
+.PHONY: install run demo test test-fast lint proto breaking bench bench-smoke bench-llm bench-cost bench-outputs bench-galera bench-latency clean
 
 install: $(VENV)/.installed
 
@@ -62,6 +62,10 @@ bench-llm: install
 # Jobs that wait for the cheap hours (issue 30): what background jobs cost across a peak window.
 bench-cost: install
 	$(PY) -m bench.cost
+
+# Partial outputs (issue 31): StreamOutput callers' database cost and a resumed attempt's tokens.
+bench-outputs: install
+	$(PY) -m bench.outputs
 
 # Enqueue -> lease latency with one idle runtime (MariaDB at AIJOB_BENCH_MYSQL_URL).
 # Galera (issue 19): failover time, cluster drain against one MariaDB.

@@ -26,6 +26,7 @@ from bench import (
     lease_latency,
     llm_overload,
     llm_storm,
+    outputs,
     peer,
     protocol_floor,
     scale,
@@ -74,6 +75,12 @@ def table(f: Figures) -> str:
         ),
         _row("ours: drain, reports on the stream, 4 x 32", f["ours_jobs_per_s"], "jobs/s"),
         _row("ours: drain, unary SubmitResult, 4 x 32", f["ours_unary_jobs_per_s"], "jobs/s"),
+        _row(
+            "ours: drain, an output chunk per job, 4 x 32",
+            f["ours_jobs_per_s_with_chunks"],
+            "jobs/s",
+        ),
+        _row("  with chunks / without", f["chunks_drain_vs_plain"], "", "goal >= 0.90"),
         _row("PostgreSQL ceiling (same design and loop)", f["pg_ceiling_jobs_per_s"], "jobs/s"),
         _row("peer: PgQueuer drain, 4 x 32", peer_value, "jobs/s"),
         _row("ours / MariaDB ceiling", f["ours_vs_ceiling"], "", "goal >= 0.70"),
@@ -194,6 +201,24 @@ def table(f: Figures) -> str:
             "",
             "goal <= 1.2",
         ),
+        _row(
+            f"{outputs.JOBS * outputs.CALLERS_PER_JOB} StreamOutput callers, {outputs.JOBS} jobs:"
+            " DB statements/s",
+            f.get("stream_output_db_statements_per_s"),
+            "/s",
+        ),
+        _row(
+            "  reads per job per wake-up",
+            f.get("stream_output_reads_per_job_wakeup"),
+            "",
+            "goal <= 1 + 1/jobs",
+        ),
+        _row(
+            "killed mid-generation: completion tokens / one call",
+            f.get("resume_completion_tokens_ratio"),
+            "",
+            "goal <= 1.1",
+        ),
         _row("galera: drain, 3-node cluster", f.get("galera_jobs_per_s"), "jobs/s"),
         _row("  / the same on one MariaDB", f.get("galera_vs_single"), "", "goal >= 0.8"),
         _row(
@@ -223,6 +248,7 @@ async def main() -> None:
         ("llm_storm", llm_storm.main),
         ("llm_overload", llm_overload.main),
         ("cost", cost.main),
+        ("outputs", outputs.main),
         ("galera", galera.main),
     ]
     for name, phase in phases:

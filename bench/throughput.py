@@ -7,8 +7,9 @@
   UPDATE per step for the whole batch): the physical limit of a batched design.
 * **ours** — N ``synthetic_echo`` jobs created through CreateJob (reported on its own), then
   drained by K runtimes (4 x 32 slots) over real gRPC from one scheduler process, counted when
-  each result commits: reported on the Poll stream and acked (``ours``), and again with the unary
-  SubmitResult (``ours_unary``).
+  each result commits: reported on the Poll stream and acked (``ours``), again with the unary
+  SubmitResult (``ours_unary``), and again with the output's text sent as an OutputChunk report
+  in the result's frame (``ours_jobs_per_s_with_chunks``: issue 31's partial outputs on).
 
     python -m bench.throughput          # AIJOB_BENCH_JOBS (default 5000)
 """
@@ -183,6 +184,7 @@ async def drain(
     replicas: int = 1,
     slots: int = SLOTS,
     stream: bool = True,
+    chunks: bool = False,
 ) -> Drain:
     """Create ``jobs`` through CreateJob (32 callers), then drain them with ``runtimes`` runtimes
     spread over ``replicas`` scheduler processes, counting each job when its result commits
@@ -191,7 +193,7 @@ async def drain(
         channels = [grpc.aio.insecure_channel(address) for address in addresses]
         try:
             create_rate = await _create(channels, jobs)
-            drain_rate = await _drain(channels, jobs, runtimes, slots, stream)
+            drain_rate = await _drain(channels, jobs, runtimes, slots, stream, chunks=chunks)
         finally:
             for channel in channels:
                 await channel.close(None)
@@ -212,7 +214,13 @@ async def _create(channels: list[grpc.aio.Channel], jobs: int) -> float:
 
 
 async def _drain(
-    channels: list[grpc.aio.Channel], jobs: int, count: int, slots: int, stream: bool
+    channels: list[grpc.aio.Channel],
+    jobs: int,
+    count: int,
+    slots: int,
+    stream: bool,
+    *,
+    chunks: bool = False,
 ) -> float:
     done = asyncio.Event()
     finished = 0
@@ -223,7 +231,10 @@ async def _drain(
 
     async def finish(runtime: ClientRuntime, lease: Any) -> None:
         nonlocal finished
-        if stream:
+        if chunks:
+            ack = await runtime.submit_streamed(lease, echo_output(lease))
+            assert ack.status.code == 0, ack.status
+        elif stream:
             ack = await runtime.submit_on_stream(lease, echo_output(lease))
             assert ack.status.code == 0, ack.status
         else:
@@ -247,6 +258,8 @@ async def main(jobs: int = JOBS) -> dict[str, float]:
         ours = await drain(url, jobs, stream=True)
     async with throwaway_database() as url:
         unary = await drain(url, jobs, stream=False)
+    async with throwaway_database() as url:
+        streamed = await drain(url, jobs, chunks=True)
     print(f"\nthroughput, {jobs} synthetic_echo jobs, MariaDB, 1 scheduler, {RUNTIMES}x{SLOTS}\n")
     print(f"{'ceiling (3 commits/job, 20 connections)':44} {ceiling_rate:10.0f} jobs/s")
     print(f"{'batched ceiling (50 jobs/transaction)':44} {batched.jobs_per_s:10.0f} jobs/s")
@@ -254,6 +267,7 @@ async def main(jobs: int = JOBS) -> dict[str, float]:
     print(f"{'ours: CreateJob, 32 callers':44} {ours.create_jobs_per_s:10.0f} jobs/s")
     print(f"{'ours: drain, reports on the stream':44} {ours.drain_jobs_per_s:10.0f} jobs/s")
     print(f"{'ours: drain, unary SubmitResult':44} {unary.drain_jobs_per_s:10.0f} jobs/s")
+    print(f"{'ours: drain, an output chunk per job':44} {streamed.drain_jobs_per_s:10.0f} jobs/s")
     return {
         "jobs": float(jobs),
         "ceiling_jobs_per_s": ceiling_rate,
@@ -262,6 +276,8 @@ async def main(jobs: int = JOBS) -> dict[str, float]:
         "ours_create_jobs_per_s": ours.create_jobs_per_s,
         "ours_jobs_per_s": ours.drain_jobs_per_s,
         "ours_unary_jobs_per_s": unary.drain_jobs_per_s,
+        "ours_jobs_per_s_with_chunks": streamed.drain_jobs_per_s,
+        "chunks_drain_vs_plain": streamed.drain_jobs_per_s / ours.drain_jobs_per_s,
     }
 
 
