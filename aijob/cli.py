@@ -100,8 +100,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     many.add_argument("file", type=Path)
     many.add_argument("--batch", type=int, default=100, help="jobs per CreateJobs call (1-500)")
-    for name in ("get", "watch", "cancel"):
+    for name in ("get", "cancel"):
         commands.add_parser(name, help=f"{name} a job").add_argument("job_id")
+    watching = commands.add_parser("watch", help="watch a job until it ends")
+    watching.add_argument("job_id")
+    watching.add_argument(
+        "--output",
+        action="store_true",
+        help="print the text the job's model call writes, as it is written (StreamOutput)",
+    )
     listing = commands.add_parser("list", help="list your jobs, newest first")
     listing.add_argument("--type", default="")
     listing.add_argument("--status", default="")
@@ -306,6 +313,8 @@ class Cli:
         return 0
 
     async def watch(self) -> int:
+        if self.args.output:
+            await self._stream_output()
         last: types_pb2.Job | None = None
         call = self.jobs.WatchJob(
             job_pb.WatchJobRequest(job_id=self.args.job_id), metadata=self._service_metadata()
@@ -321,6 +330,24 @@ class Cli:
         if not self.args.json and last.HasField("result"):
             print(_job_details(last))
         return _EXIT_OF_TERMINAL.get(last.lifecycle_status, EXIT_OTHER)
+
+    async def _stream_output(self) -> None:
+        """The job's text as it is written; a new attempt's is marked and printed from its
+        start (with --json, each chunk as a JSON line)."""
+        call = self.jobs.StreamOutput(
+            job_pb.StreamOutputRequest(job_id=self.args.job_id), metadata=self._service_metadata()
+        )
+        attempt = 0
+        async for chunk in call:
+            if self.args.json:
+                print(json_format.MessageToJson(chunk, indent=None), flush=True)
+                continue
+            if attempt and chunk.attempt_no != attempt:
+                print(f"\n[attempt {chunk.attempt_no}]", flush=True)
+            attempt = chunk.attempt_no
+            print(chunk.text, end="", flush=True)
+        if attempt and not self.args.json:
+            print(flush=True)
 
     async def cancel(self) -> int:
         reply = await self.jobs.CancelJob(

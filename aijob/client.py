@@ -286,6 +286,23 @@ class JobsClient(_Client):
         except grpc.aio.AioRpcError as error:
             raise error_of(error) from None
 
+    async def stream_output(
+        self, job_id: str, after_offset: int = 0, timeout_s: float | None = None
+    ) -> AsyncIterator[types_pb2.OutputChunk]:
+        """The text the job's current attempt writes, after ``after_offset``, as it is written,
+        until the job ends; a new attempt's chunks start again at offset 0 with its
+        ``attempt_no``. To resume after a break, pass the end of the last chunk read."""
+        call = self._stub.StreamOutput(
+            job_pb.StreamOutputRequest(job_id=job_id, after_offset=after_offset),
+            metadata=self._user(),
+            timeout=timeout_s,
+        )
+        try:
+            async for chunk in call:
+                yield chunk
+        except grpc.aio.AioRpcError as error:
+            raise error_of(error) from None
+
     async def wait(self, job_id: str, timeout_s: float) -> types_pb2.Job:
         """The job once it has ended; DeadlineExceededError if it has not within ``timeout_s``."""
         last = await self.get(job_id)

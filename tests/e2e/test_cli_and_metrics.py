@@ -122,6 +122,24 @@ def test_cli_create_watch_get_list_cancel(stack: Stack) -> None:
     assert usage.returncode == 2
 
 
+def test_cli_watch_output_prints_the_text_as_it_is_written(stack: Stack) -> None:
+    snapshot = {
+        "learner": {"id": "l-1"},
+        "material": {"id": "m-1", "title": "scripted-fault=drip:1500"},
+        "knowledgePoints": [{"id": "k-1", "name": "Mitochondria", "mastery": 0.2}],
+    }
+    created = aijob(
+        stack, "--json", "create", "quiz_generation", "--snapshot", json.dumps(snapshot)
+    )
+    assert created.returncode == 0, created.stderr
+    job_id = json.loads(created.stdout)["job"]["jobId"]
+    watched = aijob(stack, "watch", "--output", job_id)
+    assert watched.returncode == 0, watched.stderr
+    text, *states = watched.stdout.splitlines()
+    assert json.loads(text)["questions"]  # the model's answer, printed before the job's states
+    assert "succeeded" in states[-1] or "succeeded" in watched.stdout
+
+
 def test_cli_admin_commands(stack: Stack) -> None:
     failing = aijob(
         stack, "--json", "create", "synthetic_echo", "--snapshot", '{"note": "scripted-fault=401"}'
