@@ -44,8 +44,8 @@ from runtime_service.leases import (
 )
 from runtime_service.output_chunks import OutputChunks
 from runtime_service.prompts import Prompt, repair_messages
-from runtime_service.rate_limits import rate_limit_headers
 from runtime_service.safety import SafetyCheck
+from runtime_service.usage import saw_limits, with_call
 from shared import tracing
 from shared.canonical_json import canonical_json
 from shared.error_codes import ErrorCode
@@ -457,10 +457,10 @@ class JobRunner:
             # A failed call is still a call: it took time and is recorded as usage.
             self._add_usage(running, answer, time.perf_counter() - started, model)
             if isinstance(error, openai.APIStatusError):
-                self._saw_limits(running, error.response.headers)
+                saw_limits(running.usage, error.response.headers)
             raise failure_from_openai(error) from None
         self._add_usage(running, answer, time.perf_counter() - started, model)
-        self._saw_limits(running, raw.headers)
+        saw_limits(running.usage, raw.headers)
         if answer.finish_reason == "length":
             raise JobFailure(
                 ErrorCode.MODEL_OUTPUT_TRUNCATED,
@@ -491,34 +491,7 @@ class JobRunner:
                 ) from None
             yield chunk
 
-    @staticmethod
-    def _saw_limits(running: _Running, headers: Mapping[str, str]) -> None:
-        """The provider's rate-limit headers of the latest answer travel with the usage."""
-        seen = rate_limit_headers(headers)
-        if seen is not None and running.usage is not None:
-            running.usage.rate_limits = seen
-
     def _add_usage(
         self, running: _Running, completion: Answer, elapsed_s: float, model: str
     ) -> None:
-        metrics.MODEL_LATENCY.observe(elapsed_s)
-        if completion.first_token_s is not None:
-            metrics.FIRST_TOKEN.observe(completion.first_token_s)
-        if completion.usage is not None:
-            metrics.TOKENS.labels("prompt").inc(completion.usage.prompt_tokens)
-            metrics.TOKENS.labels("completion").inc(completion.usage.completion_tokens)
-        usage = running.usage or Usage(model_name=completion.model or model)
-        if completion.first_token_s is not None:
-            usage.time_to_first_token_ms = round(completion.first_token_s * 1000)
-        if completion.usage is not None:
-            usage.prompt_tokens += completion.usage.prompt_tokens
-            usage.completion_tokens += completion.usage.completion_tokens
-            usage.cached_prompt_tokens += cached_tokens(completion.usage)
-        usage.latency_ms += round(elapsed_s * 1000)
-        cost = (
-            usage.prompt_tokens * self._model.price_prompt_per_mtok_micros
-            + usage.completion_tokens * self._model.price_completion_per_mtok_micros
-        ) // 1_000_000
-        metrics.COST.inc(max(0, cost - usage.cost_micros))
-        usage.cost_micros = cost
-        running.usage = usage
+        running.usage = with_call(running.usage, completion, elapsed_s, model, self._model)

@@ -14,8 +14,11 @@ from scheduler_service.billing.service import Billing
 from scheduler_service.errors import InvalidRequestError
 from scheduler_service.flow.keys import KeyStats, Limits, ModelKey
 from scheduler_service.flow.service import ModelKeys, checked_key, checked_limits
+from scheduler_service.identity import current
 from scheduler_service.jobs.commands import JobFilter
 from scheduler_service.jobs.stats import queue_stats, redrive_dead_events
+from scheduler_service.jobs.timeline import job_timeline
+from scheduler_service.registry.catalog import describe
 from scheduler_service.registry.definitions import USER_KEY_MODE
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
@@ -45,17 +48,67 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
             created_before=convert.from_timestamp(
                 request.created_before, request.HasField("created_before"), "created_before"
             ),
+            error_code=request.error_code,
         )
         records, token = await self._app.jobs.list_jobs(
             filters, request.page_size, request.page_token
         )
+        internal = _may_read_internal()
         return job_pb.ListJobsResponse(
-            jobs=[job_message(self._app, r, internal=True) for r in records], next_page_token=token
+            jobs=[job_message(self._app, r, internal=internal) for r in records],
+            next_page_token=token,
         )
 
     async def GetJob(self, request: job_pb.GetJobRequest, context: Context) -> types_pb.Job:
         record, artifacts = await self._app.jobs.get_any(request.job_id)
-        return job_message(self._app, record, artifacts, internal=True)
+        return job_message(self._app, record, artifacts, internal=_may_read_internal())
+
+    async def CancelJob(
+        self, request: job_pb.CancelJobRequest, context: Context
+    ) -> job_pb.CancelJobResponse:
+        owner, _ = await self._app.jobs.get_any(request.job_id)
+        record, outcome = await self._app.jobs.cancel(owner.userId, request.job_id)
+        log.info("admin cancelled a job", extra={"action": "admin_cancel", "jobId": record.id})
+        return job_pb.CancelJobResponse(
+            job=job_message(self._app, record, internal=True), outcome=outcome
+        )
+
+    async def GetJobTimeline(
+        self, request: admin_pb.GetJobTimelineRequest, context: Context
+    ) -> admin_pb.JobTimeline:
+        await self._app.jobs.get_any(request.job_id)  # NOT_FOUND for a job that is not there
+        timeline = await job_timeline(self._app.uow, request.job_id)
+        return admin_pb.JobTimeline(
+            events=[
+                admin_pb.TimelineEvent(
+                    event_type=e.event_type,
+                    occurred_at=convert.timestamp(e.occurred_at),
+                    payload_json=e.payload_json,
+                )
+                for e in timeline.events
+            ],
+            attempts=[
+                admin_pb.TimelineAttempt(
+                    attempt_no=a.attempt_no,
+                    runtime_instance_id=a.runtime_instance_id,
+                    model=a.model,
+                    prompt_tokens=a.prompt_tokens,
+                    completion_tokens=a.completion_tokens,
+                    cost_micros=a.cost_micros,
+                    latency_ms=a.latency_ms,
+                    error_code=a.error_code,
+                    recorded_at=convert.timestamp(a.recorded_at),
+                )
+                for a in timeline.attempts
+            ],
+        )
+
+    async def ListJobTypes(
+        self, request: job_pb.ListJobTypesRequest, context: Context
+    ) -> job_pb.ListJobTypesResponse:
+        return job_pb.ListJobTypesResponse(
+            job_types=[convert.job_type(info) for info in describe(self._app.registry)]
+        )
 
     async def RetryJob(self, request: admin_pb.RetryJobRequest, context: Context) -> types_pb.Job:
         record = await self._app.jobs.retry(request.job_id)
@@ -86,6 +139,10 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
             deferred=[
                 admin_pb.QueueDeferred(queue_name=q, count=n)
                 for q, n in sorted(stats.deferred.items())
+            ],
+            finished_last_hour=[
+                admin_pb.QueueDepth(queue_name=q, job_type=t, lifecycle_status=s, count=n)
+                for q, t, s, n in stats.finished_last_hour
             ],
         )
 
@@ -265,3 +322,9 @@ def _key_stats(stats: KeyStats) -> admin_pb.ModelKeyStats:
         rate_limited_last_minute=stats.rate_limited_last_minute,
         cost_today_micros=stats.cost_today_micros,
     )
+
+
+def _may_read_internal() -> bool:
+    """Operators read a job's internal error message; a viewer token does not."""
+    caller = current()
+    return caller is None or caller.role != "viewer"

@@ -60,6 +60,8 @@ VIEWER_METHODS = frozenset(
         "ListModelLimits",
         "GetUserUsage",
         "ListAuditEntries",
+        "GetJobTimeline",
+        "ListJobTypes",
     }
 )
 OPEN_SERVICES = frozenset(

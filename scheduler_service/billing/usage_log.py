@@ -68,4 +68,5 @@ def _row(job: JobRecord, attempt_no: int, usage: Usage, error_code: str | None) 
         "errorCode": error_code,
         "atPeak": usage.at_peak,
         "peakCostMicros": usage.peak_cost_micros,
+        "runtimeInstanceId": job.lockedBy,
     }

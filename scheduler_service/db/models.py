@@ -261,7 +261,7 @@ class OutboxSequence(Base):
 
 
 class AiUsageLog(Base):
-    """One model call's usage and cost; kept when its job is deleted."""
+    """One attempt's model usage and cost and its runtime; kept when its job is deleted."""
 
     __tablename__ = "AiUsageLog"
     __table_args__ = (
@@ -291,9 +291,10 @@ class AiUsageLog(Base):
     cachedPromptTokens: Mapped[int] = mapped_column(Integer, server_default="0")
     errorCode: Mapped[str | None] = mapped_column(String(100))
     createdAt: Mapped[datetime] = mapped_column(Timestamp)
-    # The window the call's attempt started in, and its tokens at the peak rate (0014).
+    # The window the call's attempt started in and its tokens at the peak rate (0014).
     atPeak: Mapped[bool] = mapped_column(Boolean, server_default="0")
     peakCostMicros: Mapped[int | None] = mapped_column(BigInteger)
+    runtimeInstanceId: Mapped[str | None] = mapped_column(String(100))
 
 
 class UserModelCredential(Base):
@@ -495,6 +496,5 @@ class AiUserSpend(Base):
     costMicros: Mapped[int] = mapped_column(BigInteger, server_default="0")
 
 
-# System A's, the audit log's and the output chunks' tables live in modules of their own,
-# imported here so that Base.metadata (migrations, create_all in tests) always holds them.
+# Tables in modules of their own, imported so that Base.metadata always holds them.
 from scheduler_service.db import audit_models, legacy_models, output_models  # noqa: E402, F401

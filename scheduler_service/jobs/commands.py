@@ -73,3 +73,5 @@ class QueueStats:
     outbox_lag_s: float
     #: Off-peak jobs waiting out a peak window, per queue.
     deferred: dict[str, int] = field(default_factory=dict)
+    #: Jobs that ended in the last hour: (queue, job type, status, count).
+    finished_last_hour: list[tuple[str, str, str, int]] = field(default_factory=list)

@@ -12,7 +12,7 @@ from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import AiJob, OutboxEvent
 from scheduler_service.jobs.commands import QueueStats
 from scheduler_service.lifecycle.sql import engine_owned, not_waiting_for_cheap_hours
-from scheduler_service.lifecycle.state_machine import LifecycleStatus
+from scheduler_service.lifecycle.state_machine import TERMINAL, LifecycleStatus
 from scheduler_service.outbox.events import OutboxStatus
 from scheduler_service.uow import SqlTransaction, SqlUnitOfWork
 
@@ -98,6 +98,7 @@ async def _queue_stats(tx: SqlTransaction, *, live_only: bool, defer_ms: int) ->
         )
     ).scalar_one()
     running = sum(n for _, _, s, n in depths if s == LifecycleStatus.RUNNING.value)
+    finished = [] if live_only else await _finished_last_hour(tx)
     return QueueStats(
         depths=depths,
         oldest_queued_s=oldest,
@@ -106,7 +107,27 @@ async def _queue_stats(tx: SqlTransaction, *, live_only: bool, defer_ms: int) ->
         pending_events=int(events.get(OutboxStatus.PENDING.value, 0)),
         outbox_lag_s=_age_s(now, lag_from),
         deferred=await _deferred(tx, defer_ms),
+        finished_last_hour=finished,
     )
+
+
+_FINISHED_LAST_HOUR = (
+    select(_jobs.c.queueName, _jobs.c.jobType, _jobs.c.lifecycleStatus, func.count())
+    .where(
+        _jobs.c.lifecycleStatus.in_([s.value for s in TERMINAL]),
+        _jobs.c.finishedAt >= db_now(-3_600_000),
+        engine_owned(),
+    )
+    .group_by(_jobs.c.queueName, _jobs.c.jobType, _jobs.c.lifecycleStatus)
+    .order_by(_jobs.c.queueName, _jobs.c.jobType, _jobs.c.lifecycleStatus)
+)
+
+
+async def _finished_last_hour(tx: SqlTransaction) -> list[tuple[str, str, str, int]]:
+    return [
+        (str(q), str(t), str(s), int(n))
+        for q, t, s, n in await tx.conn.execute(_FINISHED_LAST_HOUR)
+    ]
 
 
 async def redrive_dead_events(uow: SqlUnitOfWork, event_ids: Sequence[int]) -> int:

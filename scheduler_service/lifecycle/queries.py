@@ -357,6 +357,8 @@ def filter_clauses(filters: JobFilter) -> list[ColumnElement[bool]]:
         where.append(_c.createdAt >= filters.created_after)
     if filters.created_before is not None:
         where.append(_c.createdAt < filters.created_before)
+    if filters.error_code:
+        where.append(_c.errorCode == filters.error_code)
     return where
 
 

@@ -263,6 +263,8 @@ class JobFilter:
     queue_name: str = ""
     created_after: datetime | None = None
     created_before: datetime | None = None
+    #: Only jobs whose last error has this code.
+    error_code: str = ""
 
     def scope(self) -> str:
         return hashlib.sha256(

@@ -65,6 +65,7 @@ async def test_case_variants_of_a_user_see_cancel_and_count_nothing_of_the_user(
                         job_pb.WatchJobRequest(job_id=job.job_id), metadata=other.metadata
                     )
                 ),
+                _first(other.stream_output(job.job_id)),
             ):
                 error = await _error(call)
                 assert (error.code(), error_reason(error)) == (

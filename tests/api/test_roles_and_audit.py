@@ -11,10 +11,12 @@ import grpc
 import pytest
 from google.protobuf import message_factory
 
+from devtools.harness.runtime_client import ClientRuntime, JobClient
 from devtools.harness.tokens import ADMIN_TOKEN, bearer
 from scheduler_service.api.auth import VIEWER_METHODS
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
+from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.status_details import error_reason
 from tests.support.schedulers import RunningScheduler, SchedulerFactory
 
@@ -96,3 +98,45 @@ async def test_every_admin_action_is_in_the_audit_log(scheduler: RunningSchedule
     assert json.loads(entries[2].target_json)["limit"]["maxConcurrency"] == 3
     ids = [int(e.entry_id) for e in entries]
     assert ids == sorted(ids, reverse=True)
+
+
+async def test_the_consoles_views_a_cancel_by_an_operator_and_what_a_viewer_is_not_shown(
+    scheduler: RunningScheduler,
+) -> None:
+    """AdminService.CancelJob, GetJobTimeline, ListJobTypes, ListJobs by error code and the jobs
+    that ended in the last hour: what the console reads; the internal error message is an
+    operator's, not a viewer's."""
+    jobs = JobClient(scheduler.channel, "user-console")
+    admin = admin_grpc.AdminServiceStub(scheduler.channel)
+    for _ in range(2):
+        await jobs.create()
+    runtime = ClientRuntime(scheduler.channel, "rt-console")
+    await runtime.connect()
+    runtime.credit(2)
+    lease, held = await runtime.next_lease(), await runtime.next_lease()
+    await runtime.fail(lease, "MODEL_BAD_REQUEST", retryable=False)
+
+    cancelled = await admin.CancelJob(
+        job_pb.CancelJobRequest(job_id=held.job_id), metadata=bearer(ALICE)
+    )
+    assert cancelled.outcome == "cancel_requested"
+    timeline = await admin.GetJobTimeline(
+        admin_pb.GetJobTimelineRequest(job_id=lease.job_id), metadata=bearer(BOB)
+    )
+    assert [e.event_type for e in timeline.events] == ["ai.job.enqueue", "ai.job.failed"]
+    by_code = await admin.ListJobs(
+        admin_pb.AdminListJobsRequest(error_code="MODEL_BAD_REQUEST"), metadata=bearer(BOB)
+    )
+    assert [j.job_id for j in by_code.jobs] == [lease.job_id]
+    assert by_code.jobs[0].internal_error_message == ""  # a viewer's view
+    seen = await admin.GetJob(job_pb.GetJobRequest(job_id=lease.job_id), metadata=bearer(ALICE))
+    assert seen.error_code == "MODEL_BAD_REQUEST"
+    stats = await admin.GetQueueStats(admin_pb.GetQueueStatsRequest(), metadata=bearer(BOB))
+    assert [(d.job_type, d.lifecycle_status, d.count) for d in stats.finished_last_hour] == [
+        ("synthetic_echo", "failed", 1)
+    ]
+    types = await admin.ListJobTypes(job_pb.ListJobTypesRequest(), metadata=bearer(BOB))
+    assert "quiz_generation" in {t.job_type for t in types.job_types}
+    entries = await admin.ListAuditEntries(admin_pb.ListAuditEntriesRequest(), metadata=bearer(BOB))
+    assert [(e.actor, e.action) for e in entries.entries] == [("ops-alice", "CancelJob")]
+    await runtime.close()

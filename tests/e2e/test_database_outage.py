@@ -169,6 +169,9 @@ def _every_rpc_request(job_id: str) -> dict[str, Message]:
         "AdminService/RedriveDeadEvents": admin_pb.RedriveDeadEventsRequest(),
         "AdminService/AdoptLegacyJobs": admin_pb.AdoptLegacyJobsRequest(job_type="active-recall"),
         "AdminService/ListAuditEntries": admin_pb.ListAuditEntriesRequest(),
+        "AdminService/CancelJob": job_pb.CancelJobRequest(job_id=job_id),
+        "AdminService/GetJobTimeline": admin_pb.GetJobTimelineRequest(job_id=job_id),
+        "JobService/StreamOutput": job_pb.StreamOutputRequest(job_id=job_id),
         "AdminService/PutModelLimit": admin_pb.PutModelLimitRequest(
             limit=admin_pb.ModelLimit(
                 provider="deepseek", model="deepseek-chat", credential_scope="platform"
@@ -215,7 +218,7 @@ def _every_rpc_request(job_id: str) -> dict[str, Message]:
 
 
 #: RPCs that do not read the database, so answer while it is down.
-NO_DATABASE = {"JobService/ListJobTypes"}
+NO_DATABASE = {"JobService/ListJobTypes", "AdminService/ListJobTypes"}
 
 
 def _struct(values: dict[str, Any]) -> struct_pb2.Struct:

@@ -149,6 +149,7 @@ class FakeJobReads(FakeTables, JobReads):
                 and (not filters.queue_name or r["queueName"] == filters.queue_name)
                 and (filters.created_after is None or r["createdAt"] >= filters.created_after)
                 and (filters.created_before is None or r["createdAt"] < filters.created_before)
+                and (not filters.error_code or r.get("errorCode") == filters.error_code)
                 and (before is None or (r["createdAt"], r["id"]) < before)
             )
 

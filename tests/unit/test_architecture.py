@@ -23,6 +23,7 @@ PORTS = [
     ports.SpendStore,
     ports.ResultStore,
     ports.OutboxStore,
+    ports.OutputStore,
 ]
 
 

@@ -11,6 +11,52 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class GetJobTimelineRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class JobTimeline(_message.Message):
+    __slots__ = ("events", "attempts")
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[TimelineEvent]
+    attempts: _containers.RepeatedCompositeFieldContainer[TimelineAttempt]
+    def __init__(self, events: _Optional[_Iterable[_Union[TimelineEvent, _Mapping]]] = ..., attempts: _Optional[_Iterable[_Union[TimelineAttempt, _Mapping]]] = ...) -> None: ...
+
+class TimelineEvent(_message.Message):
+    __slots__ = ("event_type", "occurred_at", "payload_json")
+    EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    event_type: str
+    occurred_at: _timestamp_pb2.Timestamp
+    payload_json: str
+    def __init__(self, event_type: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., payload_json: _Optional[str] = ...) -> None: ...
+
+class TimelineAttempt(_message.Message):
+    __slots__ = ("attempt_no", "runtime_instance_id", "model", "prompt_tokens", "completion_tokens", "cost_micros", "latency_ms", "error_code", "recorded_at")
+    ATTEMPT_NO_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COST_MICROS_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    RECORDED_AT_FIELD_NUMBER: _ClassVar[int]
+    attempt_no: int
+    runtime_instance_id: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_micros: int
+    latency_ms: int
+    error_code: str
+    recorded_at: _timestamp_pb2.Timestamp
+    def __init__(self, attempt_no: _Optional[int] = ..., runtime_instance_id: _Optional[str] = ..., model: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cost_micros: _Optional[int] = ..., latency_ms: _Optional[int] = ..., error_code: _Optional[str] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class PutUserBudgetRequest(_message.Message):
     __slots__ = ("user_id", "daily_tokens", "daily_cost_micros")
     USER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -172,7 +218,7 @@ class ModelKeyStats(_message.Message):
     def __init__(self, limit: _Optional[_Union[ModelLimit, _Mapping]] = ..., in_flight: _Optional[int] = ..., effective_concurrency: _Optional[int] = ..., paused_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., rate_limited_total: _Optional[int] = ..., rate_limited_last_minute: _Optional[int] = ..., cost_today_micros: _Optional[int] = ...) -> None: ...
 
 class AdminListJobsRequest(_message.Message):
-    __slots__ = ("job_type", "lifecycle_status", "queue_name", "user_id", "created_after", "created_before", "page_size", "page_token")
+    __slots__ = ("job_type", "lifecycle_status", "queue_name", "user_id", "created_after", "created_before", "page_size", "page_token", "error_code")
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     LIFECYCLE_STATUS_FIELD_NUMBER: _ClassVar[int]
     QUEUE_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -181,6 +227,7 @@ class AdminListJobsRequest(_message.Message):
     CREATED_BEFORE_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     job_type: str
     lifecycle_status: str
     queue_name: str
@@ -189,7 +236,8 @@ class AdminListJobsRequest(_message.Message):
     created_before: _timestamp_pb2.Timestamp
     page_size: int
     page_token: str
-    def __init__(self, job_type: _Optional[str] = ..., lifecycle_status: _Optional[str] = ..., queue_name: _Optional[str] = ..., user_id: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    error_code: str
+    def __init__(self, job_type: _Optional[str] = ..., lifecycle_status: _Optional[str] = ..., queue_name: _Optional[str] = ..., user_id: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., error_code: _Optional[str] = ...) -> None: ...
 
 class RetryJobRequest(_message.Message):
     __slots__ = ("job_id",)
@@ -202,7 +250,7 @@ class GetQueueStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class QueueStats(_message.Message):
-    __slots__ = ("depths", "oldest_queued", "running_count", "dead_outbox_events", "pending_outbox_events", "outbox_lag_seconds", "model_keys", "deferred")
+    __slots__ = ("depths", "oldest_queued", "running_count", "dead_outbox_events", "pending_outbox_events", "outbox_lag_seconds", "model_keys", "deferred", "finished_last_hour")
     DEPTHS_FIELD_NUMBER: _ClassVar[int]
     OLDEST_QUEUED_FIELD_NUMBER: _ClassVar[int]
     RUNNING_COUNT_FIELD_NUMBER: _ClassVar[int]
@@ -211,6 +259,7 @@ class QueueStats(_message.Message):
     OUTBOX_LAG_SECONDS_FIELD_NUMBER: _ClassVar[int]
     MODEL_KEYS_FIELD_NUMBER: _ClassVar[int]
     DEFERRED_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_LAST_HOUR_FIELD_NUMBER: _ClassVar[int]
     depths: _containers.RepeatedCompositeFieldContainer[QueueDepth]
     oldest_queued: _containers.RepeatedCompositeFieldContainer[QueueAge]
     running_count: int
@@ -219,7 +268,8 @@ class QueueStats(_message.Message):
     outbox_lag_seconds: float
     model_keys: _containers.RepeatedCompositeFieldContainer[ModelKeyStats]
     deferred: _containers.RepeatedCompositeFieldContainer[QueueDeferred]
-    def __init__(self, depths: _Optional[_Iterable[_Union[QueueDepth, _Mapping]]] = ..., oldest_queued: _Optional[_Iterable[_Union[QueueAge, _Mapping]]] = ..., running_count: _Optional[int] = ..., dead_outbox_events: _Optional[int] = ..., pending_outbox_events: _Optional[int] = ..., outbox_lag_seconds: _Optional[float] = ..., model_keys: _Optional[_Iterable[_Union[ModelKeyStats, _Mapping]]] = ..., deferred: _Optional[_Iterable[_Union[QueueDeferred, _Mapping]]] = ...) -> None: ...
+    finished_last_hour: _containers.RepeatedCompositeFieldContainer[QueueDepth]
+    def __init__(self, depths: _Optional[_Iterable[_Union[QueueDepth, _Mapping]]] = ..., oldest_queued: _Optional[_Iterable[_Union[QueueAge, _Mapping]]] = ..., running_count: _Optional[int] = ..., dead_outbox_events: _Optional[int] = ..., pending_outbox_events: _Optional[int] = ..., outbox_lag_seconds: _Optional[float] = ..., model_keys: _Optional[_Iterable[_Union[ModelKeyStats, _Mapping]]] = ..., deferred: _Optional[_Iterable[_Union[QueueDeferred, _Mapping]]] = ..., finished_last_hour: _Optional[_Iterable[_Union[QueueDepth, _Mapping]]] = ...) -> None: ...
 
 class QueueDeferred(_message.Message):
     __slots__ = ("queue_name", "count")

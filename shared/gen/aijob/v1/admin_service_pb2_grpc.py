@@ -102,6 +102,21 @@ class AdminServiceStub:
                 request_serializer=aijob_dot_v1_dot_admin__service__pb2.ListAuditEntriesRequest.SerializeToString,
                 response_deserializer=aijob_dot_v1_dot_admin__service__pb2.ListAuditEntriesResponse.FromString,
                 _registered_method=True)
+        self.CancelJob = channel.unary_unary(
+                '/aijob.v1.AdminService/CancelJob',
+                request_serializer=aijob_dot_v1_dot_job__service__pb2.CancelJobRequest.SerializeToString,
+                response_deserializer=aijob_dot_v1_dot_job__service__pb2.CancelJobResponse.FromString,
+                _registered_method=True)
+        self.GetJobTimeline = channel.unary_unary(
+                '/aijob.v1.AdminService/GetJobTimeline',
+                request_serializer=aijob_dot_v1_dot_admin__service__pb2.GetJobTimelineRequest.SerializeToString,
+                response_deserializer=aijob_dot_v1_dot_admin__service__pb2.JobTimeline.FromString,
+                _registered_method=True)
+        self.ListJobTypes = channel.unary_unary(
+                '/aijob.v1.AdminService/ListJobTypes',
+                request_serializer=aijob_dot_v1_dot_job__service__pb2.ListJobTypesRequest.SerializeToString,
+                response_deserializer=aijob_dot_v1_dot_job__service__pb2.ListJobTypesResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -116,7 +131,7 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetJob(self, request, context):
-        """GetJob returns any job, internal_error_message included.
+        """GetJob returns any job, internal_error_message included (not for a viewer token).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -210,6 +225,30 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelJob(self, request, context):
+        """CancelJob cancels any one job as JobService.CancelJob cancels the user's own: a queued job at
+        once, a running one asked to stop.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetJobTimeline(self, request, context):
+        """GetJobTimeline lists what happened to one job, oldest first: its events and each attempt's
+        model usage (runtime, tokens, cost, error code). A viewer token may read it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListJobTypes(self, request, context):
+        """ListJobTypes describes every job type, as JobService.ListJobTypes does. A viewer token may
+        read it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -277,6 +316,21 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListAuditEntries,
                     request_deserializer=aijob_dot_v1_dot_admin__service__pb2.ListAuditEntriesRequest.FromString,
                     response_serializer=aijob_dot_v1_dot_admin__service__pb2.ListAuditEntriesResponse.SerializeToString,
+            ),
+            'CancelJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelJob,
+                    request_deserializer=aijob_dot_v1_dot_job__service__pb2.CancelJobRequest.FromString,
+                    response_serializer=aijob_dot_v1_dot_job__service__pb2.CancelJobResponse.SerializeToString,
+            ),
+            'GetJobTimeline': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetJobTimeline,
+                    request_deserializer=aijob_dot_v1_dot_admin__service__pb2.GetJobTimelineRequest.FromString,
+                    response_serializer=aijob_dot_v1_dot_admin__service__pb2.JobTimeline.SerializeToString,
+            ),
+            'ListJobTypes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListJobTypes,
+                    request_deserializer=aijob_dot_v1_dot_job__service__pb2.ListJobTypesRequest.FromString,
+                    response_serializer=aijob_dot_v1_dot_job__service__pb2.ListJobTypesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -631,6 +685,87 @@ class AdminService:
             '/aijob.v1.AdminService/ListAuditEntries',
             aijob_dot_v1_dot_admin__service__pb2.ListAuditEntriesRequest.SerializeToString,
             aijob_dot_v1_dot_admin__service__pb2.ListAuditEntriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/aijob.v1.AdminService/CancelJob',
+            aijob_dot_v1_dot_job__service__pb2.CancelJobRequest.SerializeToString,
+            aijob_dot_v1_dot_job__service__pb2.CancelJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetJobTimeline(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/aijob.v1.AdminService/GetJobTimeline',
+            aijob_dot_v1_dot_admin__service__pb2.GetJobTimelineRequest.SerializeToString,
+            aijob_dot_v1_dot_admin__service__pb2.JobTimeline.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListJobTypes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/aijob.v1.AdminService/ListJobTypes',
+            aijob_dot_v1_dot_job__service__pb2.ListJobTypesRequest.SerializeToString,
+            aijob_dot_v1_dot_job__service__pb2.ListJobTypesResponse.FromString,
             options,
             channel_credentials,
             insecure,

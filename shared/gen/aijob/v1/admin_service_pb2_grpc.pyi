@@ -38,7 +38,7 @@ class AdminServiceStub:
     ListJobs: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.AdminListJobsRequest, _job_service_pb2.ListJobsResponse]
     """ListJobs pages through all jobs with filters."""
     GetJob: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.GetJobRequest, _types_pb2.Job]
-    """GetJob returns any job, internal_error_message included."""
+    """GetJob returns any job, internal_error_message included (not for a viewer token)."""
     RetryJob: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.RetryJobRequest, _types_pb2.Job]
     """RetryJob creates a new job from a failed or cancelled one; repeated calls return the same new job."""
     GetQueueStats: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.GetQueueStatsRequest, _admin_service_pb2.QueueStats]
@@ -78,6 +78,18 @@ class AdminServiceStub:
     with who did it (the token's name), what it named, when and its outcome. A viewer token may
     read it.
     """
+    CancelJob: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.CancelJobRequest, _job_service_pb2.CancelJobResponse]
+    """CancelJob cancels any one job as JobService.CancelJob cancels the user's own: a queued job at
+    once, a running one asked to stop.
+    """
+    GetJobTimeline: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.GetJobTimelineRequest, _admin_service_pb2.JobTimeline]
+    """GetJobTimeline lists what happened to one job, oldest first: its events and each attempt's
+    model usage (runtime, tokens, cost, error code). A viewer token may read it.
+    """
+    ListJobTypes: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.ListJobTypesRequest, _job_service_pb2.ListJobTypesResponse]
+    """ListJobTypes describes every job type, as JobService.ListJobTypes does. A viewer token may
+    read it.
+    """
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -87,7 +99,7 @@ class AdminServiceAsyncStub(AdminServiceStub):
     ListJobs: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.AdminListJobsRequest, _job_service_pb2.ListJobsResponse]  # type: ignore[assignment]
     """ListJobs pages through all jobs with filters."""
     GetJob: _aio.UnaryUnaryMultiCallable[_job_service_pb2.GetJobRequest, _types_pb2.Job]  # type: ignore[assignment]
-    """GetJob returns any job, internal_error_message included."""
+    """GetJob returns any job, internal_error_message included (not for a viewer token)."""
     RetryJob: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.RetryJobRequest, _types_pb2.Job]  # type: ignore[assignment]
     """RetryJob creates a new job from a failed or cancelled one; repeated calls return the same new job."""
     GetQueueStats: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.GetQueueStatsRequest, _admin_service_pb2.QueueStats]  # type: ignore[assignment]
@@ -127,6 +139,18 @@ class AdminServiceAsyncStub(AdminServiceStub):
     with who did it (the token's name), what it named, when and its outcome. A viewer token may
     read it.
     """
+    CancelJob: _aio.UnaryUnaryMultiCallable[_job_service_pb2.CancelJobRequest, _job_service_pb2.CancelJobResponse]  # type: ignore[assignment]
+    """CancelJob cancels any one job as JobService.CancelJob cancels the user's own: a queued job at
+    once, a running one asked to stop.
+    """
+    GetJobTimeline: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.GetJobTimelineRequest, _admin_service_pb2.JobTimeline]  # type: ignore[assignment]
+    """GetJobTimeline lists what happened to one job, oldest first: its events and each attempt's
+    model usage (runtime, tokens, cost, error code). A viewer token may read it.
+    """
+    ListJobTypes: _aio.UnaryUnaryMultiCallable[_job_service_pb2.ListJobTypesRequest, _job_service_pb2.ListJobTypesResponse]  # type: ignore[assignment]
+    """ListJobTypes describes every job type, as JobService.ListJobTypes does. A viewer token may
+    read it.
+    """
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     """AdminService is the operators' API; every call needs an admin token."""
@@ -145,7 +169,7 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _job_service_pb2.GetJobRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_types_pb2.Job, _abc.Awaitable[_types_pb2.Job]]:
-        """GetJob returns any job, internal_error_message included."""
+        """GetJob returns any job, internal_error_message included (not for a viewer token)."""
 
     @_abc_1.abstractmethod
     def RetryJob(
@@ -249,6 +273,36 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_admin_service_pb2.ListAuditEntriesResponse, _abc.Awaitable[_admin_service_pb2.ListAuditEntriesResponse]]:
         """ListAuditEntries reads the audit log, newest first: every admin action (from any client)
         with who did it (the token's name), what it named, when and its outcome. A viewer token may
+        read it.
+        """
+
+    @_abc_1.abstractmethod
+    def CancelJob(
+        self,
+        request: _job_service_pb2.CancelJobRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.CancelJobResponse, _abc.Awaitable[_job_service_pb2.CancelJobResponse]]:
+        """CancelJob cancels any one job as JobService.CancelJob cancels the user's own: a queued job at
+        once, a running one asked to stop.
+        """
+
+    @_abc_1.abstractmethod
+    def GetJobTimeline(
+        self,
+        request: _admin_service_pb2.GetJobTimelineRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_service_pb2.JobTimeline, _abc.Awaitable[_admin_service_pb2.JobTimeline]]:
+        """GetJobTimeline lists what happened to one job, oldest first: its events and each attempt's
+        model usage (runtime, tokens, cost, error code). A viewer token may read it.
+        """
+
+    @_abc_1.abstractmethod
+    def ListJobTypes(
+        self,
+        request: _job_service_pb2.ListJobTypesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.ListJobTypesResponse, _abc.Awaitable[_job_service_pb2.ListJobTypesResponse]]:
+        """ListJobTypes describes every job type, as JobService.ListJobTypes does. A viewer token may
         read it.
         """
 
