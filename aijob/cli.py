@@ -117,6 +117,11 @@ def _parser() -> argparse.ArgumentParser:
 
     _credential_commands(commands)
     _admin_commands(commands)
+    commands.add_parser(
+        "console",
+        help="serve the operators' console in the browser (AIJOB_CONSOLE_LISTEN, "
+        "default 127.0.0.1:8088); sign in with an admin or viewer token",
+    )
     _global_flags_after(parser)
     return parser
 
@@ -659,6 +664,11 @@ async def _run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "console":
+        from aijob.console.server import serve  # the web server only for this command
+
+        asyncio.run(serve())
+        return 0
     try:
         return asyncio.run(_run(args))
     except MissingTokenError as error:

@@ -20,6 +20,7 @@ Settings and tokens come from the same ``AIJOB_*`` variables as the CLI when not
 from __future__ import annotations
 
 import asyncio
+import builtins
 import functools
 import random
 import threading
@@ -406,6 +407,39 @@ class AdminClient(_Client):
             if not page.next_page_token:
                 return
             token = page.next_page_token
+
+    async def page(
+        self, page_size: int = 50, page_token: str = "", **filters: Any
+    ) -> job_pb.ListJobsResponse:
+        """One page of the jobs the filters select; its ``next_page_token`` names the next."""
+        request = admin_pb.AdminListJobsRequest(
+            page_size=page_size, page_token=page_token, **filters
+        )
+        return await self._reply(job_pb.ListJobsResponse, "ListJobs", request)
+
+    async def cancel(self, job_id: str) -> job_pb.CancelJobResponse:
+        request = job_pb.CancelJobRequest(job_id=job_id)
+        return await self._reply(job_pb.CancelJobResponse, "CancelJob", request)
+
+    async def timeline(self, job_id: str) -> admin_pb.JobTimeline:
+        request = admin_pb.GetJobTimelineRequest(job_id=job_id)
+        return await self._reply(admin_pb.JobTimeline, "GetJobTimeline", request)
+
+    async def job_types(self) -> builtins.list[job_pb.JobType]:
+        reply = await self._send("ListJobTypes", job_pb.ListJobTypesRequest())
+        return list(reply.job_types)
+
+    async def model_limits(self) -> builtins.list[admin_pb.ModelLimit]:
+        reply = await self._send("ListModelLimits", admin_pb.ListModelLimitsRequest())
+        return list(reply.limits)
+
+    async def put_budget(
+        self, user_id: str, daily_tokens: int, daily_cost_micros: int
+    ) -> admin_pb.PutUserBudgetResponse:
+        request = admin_pb.PutUserBudgetRequest(
+            user_id=user_id, daily_tokens=daily_tokens, daily_cost_micros=daily_cost_micros
+        )
+        return await self._reply(admin_pb.PutUserBudgetResponse, "PutUserBudget", request)
 
     async def audit(self, page_size: int = 50) -> AsyncIterator[admin_pb.AuditEntry]:
         """The audit log, newest first."""

@@ -33,6 +33,8 @@ class ClientSettings(BaseSettings):
     admin_tokens: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
     dev_tokens_file: str = DEV_TOKENS_FILE
     tls_ca: str = ""
+    #: Where ``aijob console`` serves the operators' console.
+    console_listen: str = "127.0.0.1:8088"
 
     @field_validator("service_tokens", "admin_tokens", mode="before")
     @classmethod

@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,20 @@ def _wait_serving(address: str, timeout_s: float = 60) -> None:
         health_pb2_grpc.HealthStub(channel).Check(
             health_pb2.HealthCheckRequest(), timeout=timeout_s, wait_for_ready=True
         )
+
+
+def _wait_http(url: str, timeout_s: float = 60) -> None:
+    """Return once ``url`` answers 200 (the console is up)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)  # polling a process that is starting: there is nothing to await
 
 
 def already_serving(address: str) -> bool:
@@ -151,6 +166,10 @@ class Stack:
             base_port = int(self.env.get("AIJOB_RUNTIME_METRICS_BASE_PORT", "9464"))
             env["AIJOB_METRICS_LISTEN"] = f"127.0.0.1:{base_port + index}"
             self._spawn(f"runtime-{index}", ["-m", "runtime_service"], env)
+        console = self.env.setdefault("AIJOB_CONSOLE_LISTEN", "127.0.0.1:8088")
+        self._spawn("console", ["-m", "aijob.console"], {**runtime_env})
+        _wait_http(f"http://{console}/login")
+        facts["console"] = f"http://{console}/ (sign in with the admin token)"
         facts.update({f"{role} token": token for role, token in tokens.items()})
         return facts
 

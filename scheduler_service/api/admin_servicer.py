@@ -101,6 +101,8 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
                 )
                 for a in timeline.attempts
             ],
+            snapshot_json=timeline.snapshot_json,
+            params_json=timeline.params_json,
         )
 
     async def ListJobTypes(

@@ -43,6 +43,8 @@ class TimelineAttempt:
 class Timeline:
     events: list[TimelineEvent]
     attempts: list[TimelineAttempt]
+    snapshot_json: str = "{}"
+    params_json: str = "{}"
 
 
 _EVENTS = (
@@ -80,7 +82,8 @@ async def _timeline(tx: SqlTransaction, job_id: str) -> Timeline:
         )
         for r in await tx.conn.execute(_ATTEMPTS, {"b_id": job_id})
     ]
-    return Timeline(events, attempts)
+    snapshot, params = await tx.reads.snapshot(job_id)
+    return Timeline(events, attempts, _json(snapshot), _json(params))
 
 
 def _json(payload: Any) -> str:

@@ -3,77 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
-import grpc
 import pytest
 
-from devtools.harness.procs import free_port, free_ports_in_a_row, wait_until_serving
-
-ROOT = Path(__file__).resolve().parent.parent.parent
-
-
-@dataclass
-class Stack:
-    env: dict[str, str]
-    cwd: Path
-    banner: str
-    runtime_ports: list[int]
+from tests.support.stack import Stack, running_stack
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    workdir = tmp_path_factory.mktemp("stack")
-    runtime_base = free_ports_in_a_row(3)  # the runtimes bind the next two
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "AIJOB_LISTEN": f"127.0.0.1:{free_port()}",
-        "AIJOB_METRICS_LISTEN": f"127.0.0.1:{free_port()}",
-        "AIJOB_RUNTIME_METRICS_BASE_PORT": str(runtime_base),
-    }
-    env.pop("DEEPSEEK_API_KEY", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "devtools.devstack", "run"],
-        cwd=workdir,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        try:
-            wait_until_serving(env["AIJOB_LISTEN"])
-        except grpc.RpcError:
-            proc.kill()
-            raise AssertionError(_what_the_stack_said(proc, workdir)) from None
-        assert proc.stdout is not None
-        banner = ""
-        while "Ctrl-C stops everything" not in banner:  # the launcher is up once it says so
-            line = proc.stdout.readline().decode()
-            assert line, "the launcher exited early"
-            banner += line
-        yield Stack(env, workdir, banner, [runtime_base + 1, runtime_base + 2])
-    finally:
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 0
-
-
-def _what_the_stack_said(proc: subprocess.Popen[bytes], workdir: Path) -> str:
-    """The launcher's output and the end of each child's log, for a stack that never served."""
-    said = [f"the stack did not serve; the launcher exited {proc.wait(timeout=60)}"]
-    if proc.stdout is not None:
-        said.append(proc.stdout.read().decode(errors="replace")[-4000:])
-    for log in sorted((workdir / ".aijob" / "logs").glob("*.log")):
-        said.append(f"== {log.name}\n" + log.read_text(errors="replace")[-2000:])
-    return "\n".join(said)
+    with running_stack(tmp_path_factory.mktemp("stack")) as started:
+        yield started
 
 
 def aijob(

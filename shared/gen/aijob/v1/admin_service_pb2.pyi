@@ -18,12 +18,16 @@ class GetJobTimelineRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class JobTimeline(_message.Message):
-    __slots__ = ("events", "attempts")
+    __slots__ = ("events", "attempts", "snapshot_json", "params_json")
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_JSON_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
     events: _containers.RepeatedCompositeFieldContainer[TimelineEvent]
     attempts: _containers.RepeatedCompositeFieldContainer[TimelineAttempt]
-    def __init__(self, events: _Optional[_Iterable[_Union[TimelineEvent, _Mapping]]] = ..., attempts: _Optional[_Iterable[_Union[TimelineAttempt, _Mapping]]] = ...) -> None: ...
+    snapshot_json: str
+    params_json: str
+    def __init__(self, events: _Optional[_Iterable[_Union[TimelineEvent, _Mapping]]] = ..., attempts: _Optional[_Iterable[_Union[TimelineAttempt, _Mapping]]] = ..., snapshot_json: _Optional[str] = ..., params_json: _Optional[str] = ...) -> None: ...
 
 class TimelineEvent(_message.Message):
     __slots__ = ("event_type", "occurred_at", "payload_json")

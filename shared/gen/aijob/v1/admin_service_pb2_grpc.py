@@ -235,7 +235,8 @@ class AdminServiceServicer:
 
     def GetJobTimeline(self, request, context):
         """GetJobTimeline lists what happened to one job, oldest first: its events and each attempt's
-        model usage (runtime, tokens, cost, error code). A viewer token may read it.
+        model usage (runtime, tokens, cost, error code), with the job's snapshot and parameters. A
+        viewer token may read it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

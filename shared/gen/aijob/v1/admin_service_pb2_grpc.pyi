@@ -84,7 +84,8 @@ class AdminServiceStub:
     """
     GetJobTimeline: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.GetJobTimelineRequest, _admin_service_pb2.JobTimeline]
     """GetJobTimeline lists what happened to one job, oldest first: its events and each attempt's
-    model usage (runtime, tokens, cost, error code). A viewer token may read it.
+    model usage (runtime, tokens, cost, error code), with the job's snapshot and parameters. A
+    viewer token may read it.
     """
     ListJobTypes: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.ListJobTypesRequest, _job_service_pb2.ListJobTypesResponse]
     """ListJobTypes describes every job type, as JobService.ListJobTypes does. A viewer token may
@@ -145,7 +146,8 @@ class AdminServiceAsyncStub(AdminServiceStub):
     """
     GetJobTimeline: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.GetJobTimelineRequest, _admin_service_pb2.JobTimeline]  # type: ignore[assignment]
     """GetJobTimeline lists what happened to one job, oldest first: its events and each attempt's
-    model usage (runtime, tokens, cost, error code). A viewer token may read it.
+    model usage (runtime, tokens, cost, error code), with the job's snapshot and parameters. A
+    viewer token may read it.
     """
     ListJobTypes: _aio.UnaryUnaryMultiCallable[_job_service_pb2.ListJobTypesRequest, _job_service_pb2.ListJobTypesResponse]  # type: ignore[assignment]
     """ListJobTypes describes every job type, as JobService.ListJobTypes does. A viewer token may
@@ -293,7 +295,8 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_admin_service_pb2.JobTimeline, _abc.Awaitable[_admin_service_pb2.JobTimeline]]:
         """GetJobTimeline lists what happened to one job, oldest first: its events and each attempt's
-        model usage (runtime, tokens, cost, error code). A viewer token may read it.
+        model usage (runtime, tokens, cost, error code), with the job's snapshot and parameters. A
+        viewer token may read it.
         """
 
     @_abc_1.abstractmethod

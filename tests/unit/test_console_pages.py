@@ -1,0 +1,108 @@
+"""The console's guard and rendering without a browser or a scheduler (the browser test is
+tests/e2e/test_console.py): a page without the session cookie sends to sign-in; a POST without
+it, with a forged form token or from another site is refused before any call; text from the
+scheduler is escaped; a refusal is shown as the scheduler answered it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from aijob.client import PermissionDeniedError
+from aijob.console.render import Renderer
+from aijob.console.session import COOKIE, Guard, security_headers
+from aijob.console.views import Views
+from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
+from shared.gen.aijob.v1 import types_pb2
+
+TOKEN = "admin-token-for-the-page-tests"
+
+
+class StubAdmin:
+    """What the views call, answered from memory; ``calls`` records the actions."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def stats(self) -> admin_pb.QueueStats:
+        return admin_pb.QueueStats(
+            depths=[admin_pb.QueueDepth(queue_name="q", job_type="<b>t</b>", count=2)]
+        )
+
+    async def get(self, job_id: str) -> types_pb2.Job:
+        return types_pb2.Job(job_id=job_id, lifecycle_status="failed", error_code="X")
+
+    async def timeline(self, job_id: str) -> admin_pb.JobTimeline:
+        return admin_pb.JobTimeline(snapshot_json='{"text": "<script>alert(1)</script>"}')
+
+    async def redrive(self) -> int:
+        self.calls.append("redrive")
+        raise PermissionDeniedError(
+            grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED", "no", {}
+        )
+
+
+@pytest.fixture
+async def console() -> AsyncIterator[tuple[TestClient[Any, Any], StubAdmin]]:
+    admin = StubAdmin()
+    guard = Guard(b"s" * 32)
+    app = web.Application(middlewares=[security_headers, guard.middleware])
+    app.add_routes(Views(lambda _token: admin, Renderer(), guard).routes())  # type: ignore[arg-type, return-value]
+    client = TestClient(TestServer(app))
+    await client.start_server()
+    try:
+        yield client, admin
+    finally:
+        await client.close()
+
+
+async def test_without_a_session_pages_send_to_sign_in_and_forms_are_refused(
+    console: tuple[TestClient[Any, Any], StubAdmin],
+) -> None:
+    client, admin = console
+    page = await client.get("/", allow_redirects=False)
+    assert (page.status, page.headers["Location"]) == (303, "/login")
+    assert (await client.post("/actions/redrive", data={"csrf": "x"})).status == 403
+    assert admin.calls == []
+
+
+async def test_a_forged_or_cross_site_form_is_refused_and_a_good_one_reaches_the_scheduler(
+    console: tuple[TestClient[Any, Any], StubAdmin],
+) -> None:
+    client, admin = console
+    cookies = {COOKIE: TOKEN}
+    confirm = await client.get("/confirm/redrive", cookies=cookies)
+    match = re.search(r'name="csrf" value="([0-9a-f]+)"', await confirm.text())
+    assert match is not None
+    csrf = match.group(1)
+    forged = await client.post("/actions/redrive", data={"csrf": "0" * 64}, cookies=cookies)
+    elsewhere = await client.post(
+        "/actions/redrive",
+        data={"csrf": csrf},
+        cookies=cookies,
+        headers={"Origin": "http://evil.example"},
+    )
+    assert (forged.status, elsewhere.status, admin.calls) == (403, 403, [])
+    refused = await client.post("/actions/redrive", data={"csrf": csrf}, cookies=cookies)
+    assert refused.status == 403 and "PERMISSION_DENIED" in await refused.text()
+    assert admin.calls == ["redrive"]
+
+
+async def test_text_from_the_scheduler_is_escaped_and_pages_are_locked_down(
+    console: tuple[TestClient[Any, Any], StubAdmin],
+) -> None:
+    client, _ = console
+    cookies = {COOKIE: TOKEN}
+    job = await client.get("/jobs/j-1", cookies=cookies)
+    body = await job.text()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body and "<script>alert" not in body
+    overview = await client.get("/", cookies=cookies)
+    assert "&lt;b&gt;t&lt;/b&gt;" in await overview.text()
+    policy = overview.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in policy and "frame-ancestors 'none'" in policy
