@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import sys
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -23,13 +25,11 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 
+from aijob.client import AdminClient, AijobError, JobsClient
 from aijob.connection import ClientSettings, MissingTokenError
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
-from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
-from shared.gen.aijob.v1 import job_service_pb2_grpc as job_grpc
 from shared.gen.aijob.v1 import types_pb2
-from shared.status_details import error_reason
 
 __all__ = ["main"]
 
@@ -231,26 +231,35 @@ def _job_details(job: types_pb2.Job) -> str:
 
 
 class Cli:
-    def __init__(
-        self, args: argparse.Namespace, settings: ClientSettings, channel: grpc.aio.Channel
-    ) -> None:
+    """Each command on the public client (aijob.client): its deadlines, retries through a
+    scheduler restart and error classes. A client is made on first use, so a command needs only
+    the token of the API it calls."""
+
+    def __init__(self, args: argparse.Namespace, settings: ClientSettings) -> None:
         self.args = args
         self.settings = settings
-        self.jobs = job_grpc.JobServiceStub(channel)
-        self.admin = admin_grpc.AdminServiceStub(channel)
 
-    def _service_metadata(self) -> tuple[tuple[str, str], ...]:
+    @functools.cached_property
+    def jobs(self) -> JobsClient:
         user = self.args.user or self.settings.user_id
-        return (("authorization", f"Bearer {self.settings.token('service')}"), ("x-user-id", user))
+        return JobsClient(settings=self.settings, user_id=user, timeout_s=TIMEOUT_S)
 
-    def _admin_metadata(self) -> tuple[tuple[str, str], ...]:
-        return (("authorization", f"Bearer {self.settings.token('admin')}"),)
+    @functools.cached_property
+    def admin(self) -> AdminClient:
+        return AdminClient(settings=self.settings, timeout_s=TIMEOUT_S)
+
+    async def close(self) -> None:
+        for name in ("jobs", "admin"):
+            client = self.__dict__.get(name)
+            if client is not None:
+                await client.close()
 
     async def create(self) -> int:
         a = self.args
         request = job_pb.CreateJobRequest(
             job_type=a.job_type,
-            idempotency_key=a.idempotency_key,
+            # Made here when not given: a create the client repeats is then still one job.
+            idempotency_key=a.idempotency_key or str(uuid.uuid4()),
             target_type=a.target_type,
             target_id=a.target_id,
             model=a.model,
@@ -262,9 +271,7 @@ class Cli:
         json_format.ParseDict(a.params, request.params)
         if a.priority is not None:
             request.priority = a.priority
-        reply = await self.jobs.CreateJob(
-            request, metadata=self._service_metadata(), timeout=TIMEOUT_S
-        )
+        reply = await self.jobs.call("CreateJob", request)
         _print(
             reply, a.json, lambda r: ("created " if r.created else "existing ") + _job_line(r.job)
         )
@@ -287,10 +294,10 @@ class Cli:
                     items[number] = _item_of(lines[number])
                 except (ValueError, json_format.ParseError) as error:
                     failures.append(f"line {number + 1}: not a CreateJobRequest: {error}")
-            reply = await self.jobs.CreateJobs(
+            reply = await self.jobs.call(
+                "CreateJobs",
                 job_pb.CreateJobsRequest(items=list(items.values())),
-                metadata=self._service_metadata(),
-                timeout=TIMEOUT_S * 4,
+                timeout_s=TIMEOUT_S * 4,
             )
             for number, result in zip(items, reply.results, strict=True):
                 if result.status.code:
@@ -309,11 +316,7 @@ class Cli:
         return EXIT_REFUSED if failures else 0
 
     async def get(self) -> int:
-        job = await self.jobs.GetJob(
-            job_pb.GetJobRequest(job_id=self.args.job_id),
-            metadata=self._service_metadata(),
-            timeout=TIMEOUT_S,
-        )
+        job = await self.jobs.call("GetJob", job_pb.GetJobRequest(job_id=self.args.job_id))
         _print(job, self.args.json, _job_details)
         return 0
 
@@ -321,10 +324,7 @@ class Cli:
         if self.args.output:
             await self._stream_output()
         last: types_pb2.Job | None = None
-        call = self.jobs.WatchJob(
-            job_pb.WatchJobRequest(job_id=self.args.job_id), metadata=self._service_metadata()
-        )
-        async for job in call:
+        async for job in self.jobs.watch(self.args.job_id):
             last = job
             if self.args.json:
                 print(json_format.MessageToJson(job, indent=None), flush=True)
@@ -339,11 +339,8 @@ class Cli:
     async def _stream_output(self) -> None:
         """The job's text as it is written; a new attempt's is marked and printed from its
         start (with --json, each chunk as a JSON line)."""
-        call = self.jobs.StreamOutput(
-            job_pb.StreamOutputRequest(job_id=self.args.job_id), metadata=self._service_metadata()
-        )
         attempt = 0
-        async for chunk in call:
+        async for chunk in self.jobs.stream_output(self.args.job_id):
             if self.args.json:
                 print(json_format.MessageToJson(chunk, indent=None), flush=True)
                 continue
@@ -355,56 +352,48 @@ class Cli:
             print(flush=True)
 
     async def cancel(self) -> int:
-        reply = await self.jobs.CancelJob(
-            job_pb.CancelJobRequest(job_id=self.args.job_id),
-            metadata=self._service_metadata(),
-            timeout=TIMEOUT_S,
-        )
+        reply = await self.jobs.call("CancelJob", job_pb.CancelJobRequest(job_id=self.args.job_id))
         _print(reply, self.args.json, lambda r: f"{r.outcome}: {_job_line(r.job)}")
         return 0
 
     async def list(self) -> int:
         a = self.args
-        reply = await self.jobs.ListJobs(
+        reply = await self.jobs.call(
+            "ListJobs",
             job_pb.ListJobsRequest(
                 job_type=a.type,
                 lifecycle_status=a.status,
                 page_size=a.page_size,
                 page_token=a.page_token,
             ),
-            metadata=self._service_metadata(),
-            timeout=TIMEOUT_S,
         )
         _print(reply, a.json, _page)
         return 0
 
     async def credential(self) -> int:
-        a, metadata = self.args, self._service_metadata()
+        a = self.args
         if a.credential_command == "put":
             api_key = sys.stdin.readline().strip()
             request = job_pb.PutUserCredentialRequest(
                 provider=a.provider, api_key=api_key, label=a.label
             )
-            stored = await self.jobs.PutUserCredential(
-                request, metadata=metadata, timeout=TIMEOUT_S
-            )
+            stored = await self.jobs.call("PutUserCredential", request)
             _print(stored, a.json, lambda r: f"stored {r.credential_id}  {r.hint}")
         elif a.credential_command == "list":
-            listed = await self.jobs.ListUserCredentials(
-                job_pb.ListUserCredentialsRequest(), metadata=metadata, timeout=TIMEOUT_S
+            listed = await self.jobs.call(
+                "ListUserCredentials", job_pb.ListUserCredentialsRequest()
             )
             _print(listed, a.json, _credentials)
         else:
-            deleted = await self.jobs.DeleteUserCredential(
+            deleted = await self.jobs.call(
+                "DeleteUserCredential",
                 job_pb.DeleteUserCredentialRequest(credential_id=a.credential_id),
-                metadata=metadata,
-                timeout=TIMEOUT_S,
             )
             _print(deleted, a.json, lambda r: f"deleted {r.credential_id}")
         return 0
 
     async def admin_command(self) -> int:
-        a, metadata = self.args, self._admin_metadata()
+        a = self.args
         if a.admin_command == "list":
             request = admin_pb.AdminListJobsRequest(
                 user_id=a.user_id,
@@ -415,19 +404,15 @@ class Cli:
                 page_token=a.page_token,
             )
             _print(
-                await self.admin.ListJobs(request, metadata=metadata, timeout=TIMEOUT_S),
+                await self.admin.call("ListJobs", request),
                 a.json,
                 _page,
             )
         elif a.admin_command == "retry":
-            job = await self.admin.RetryJob(
-                admin_pb.RetryJobRequest(job_id=a.job_id), metadata=metadata, timeout=TIMEOUT_S
-            )
+            job = await self.admin.call("RetryJob", admin_pb.RetryJobRequest(job_id=a.job_id))
             _print(job, a.json, lambda j: f"retried as {_job_line(j)}")
         elif a.admin_command == "stats":
-            stats = await self.admin.GetQueueStats(
-                admin_pb.GetQueueStatsRequest(), metadata=metadata, timeout=TIMEOUT_S
-            )
+            stats = await self.admin.call("GetQueueStats", admin_pb.GetQueueStatsRequest())
             _print(stats, a.json, _stats)
         elif a.admin_command == "model-limit":
             put = admin_pb.PutModelLimitRequest(
@@ -440,42 +425,36 @@ class Cli:
                     tokens_per_minute=a.tpm,
                 )
             )
-            stored = await self.admin.PutModelLimit(put, metadata=metadata, timeout=TIMEOUT_S)
+            stored = await self.admin.call("PutModelLimit", put)
             _print(stored, a.json, lambda r: f"set {_limit_line(r.limit)}")
         elif a.admin_command == "model-limits":
-            listed = await self.admin.ListModelLimits(
-                admin_pb.ListModelLimitsRequest(), metadata=metadata, timeout=TIMEOUT_S
-            )
+            listed = await self.admin.call("ListModelLimits", admin_pb.ListModelLimitsRequest())
             _print(listed, a.json, lambda r: "\n".join(map(_limit_line, r.limits)) or "none set")
         elif a.admin_command == "budget":
             set_budget = admin_pb.PutUserBudgetRequest(
                 user_id=a.user_id, daily_tokens=a.tokens, daily_cost_micros=a.cost_micros
             )
-            stored_budget = await self.admin.PutUserBudget(
-                set_budget, metadata=metadata, timeout=TIMEOUT_S
-            )
+            stored_budget = await self.admin.call("PutUserBudget", set_budget)
             _print(stored_budget, a.json, _budget_line)
         elif a.admin_command == "usage":
-            report = await self.admin.GetUserUsage(
+            report = await self.admin.call(
+                "GetUserUsage",
                 admin_pb.GetUserUsageRequest(
                     user_id=a.user_id, from_date=a.from_date, to_date=a.to_date
                 ),
-                metadata=metadata,
-                timeout=TIMEOUT_S,
             )
             _print(report, a.json, _usage_table)
         elif a.admin_command == "audit":
-            entries = await self.admin.ListAuditEntries(
+            entries = await self.admin.call(
+                "ListAuditEntries",
                 admin_pb.ListAuditEntriesRequest(page_size=a.page_size, page_token=a.page_token),
-                metadata=metadata,
-                timeout=TIMEOUT_S,
             )
             _print(entries, a.json, _audit_lines)
         elif a.admin_command == "adopt-legacy":
-            adoption = await self.admin.AdoptLegacyJobs(
+            adoption = await self.admin.call(
+                "AdoptLegacyJobs",
                 admin_pb.AdoptLegacyJobsRequest(job_type=a.job_type, dry_run=a.dry_run),
-                metadata=metadata,
-                timeout=TIMEOUT_S * 10,
+                timeout_s=TIMEOUT_S * 10,
             )
             verb = "would adopt" if a.dry_run else "adopted"
             _print(
@@ -484,8 +463,10 @@ class Cli:
                 lambda r: f"{verb}: {r.adopted}, left to the legacy worker: {r.left_to_legacy}",
             )
         elif a.admin_command == "reencrypt-credentials":
-            moved = await self.admin.ReencryptCredentials(
-                admin_pb.ReencryptCredentialsRequest(), metadata=metadata, timeout=TIMEOUT_S * 10
+            moved = await self.admin.call(
+                "ReencryptCredentials",
+                admin_pb.ReencryptCredentialsRequest(),
+                timeout_s=TIMEOUT_S * 10,
             )
             _print(
                 moved,
@@ -493,10 +474,8 @@ class Cli:
                 lambda r: f"re-encrypted {r.reencrypted}, all under key {r.key_version}",
             )
         else:
-            reply = await self.admin.RedriveDeadEvents(
-                admin_pb.RedriveDeadEventsRequest(event_ids=a.event_ids),
-                metadata=metadata,
-                timeout=TIMEOUT_S,
+            reply = await self.admin.call(
+                "RedriveDeadEvents", admin_pb.RedriveDeadEventsRequest(event_ids=a.event_ids)
             )
             _print(reply, a.json, lambda r: f"redriven: {r.redriven}")
         return 0
@@ -639,16 +618,9 @@ class _Progress:
             print(file=sys.stderr)
 
 
-def _describe(error: grpc.aio.AioRpcError) -> str:
-    reason = error_reason(error)
-    code = error.code().name if error.code() else "UNKNOWN"
-    return f"{code}{f' {reason}' if reason else ''}: {error.details()}"
-
-
 async def _run(args: argparse.Namespace) -> int:
-    settings = ClientSettings()
-    async with settings.channel() as channel:
-        cli = Cli(args, settings, channel)
+    cli = Cli(args, ClientSettings())
+    try:
         handlers: dict[str, Callable[[], Awaitable[int]]] = {
             "create": cli.create,
             "create-many": cli.create_many,
@@ -660,6 +632,8 @@ async def _run(args: argparse.Namespace) -> int:
             "admin": cli.admin_command,
         }
         return await handlers[args.command]()
+    finally:
+        await cli.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -674,9 +648,9 @@ def main(argv: list[str] | None = None) -> int:
     except MissingTokenError as error:
         print(f"aijob: {error}", file=sys.stderr)
         return EXIT_AUTH
-    except grpc.aio.AioRpcError as error:
-        print(f"aijob: {_describe(error)}", file=sys.stderr)
-        return _EXIT_OF_STATUS.get(error.code(), EXIT_OTHER)
+    except AijobError as error:
+        print(f"aijob: {error}", file=sys.stderr)
+        return _EXIT_OF_STATUS.get(error.code, EXIT_OTHER)
     except KeyboardInterrupt:
         return EXIT_OTHER
 

@@ -178,6 +178,7 @@ class _Calls:
 class _Client:
     #: Whose token the client sends: "service" or "admin".
     _role = "service"
+    _stub: Any
 
     def __init__(
         self,
@@ -199,6 +200,18 @@ class _Client:
 
     def _metadata(self, *extra: tuple[str, str]) -> tuple[tuple[str, str], ...]:
         return (("authorization", f"Bearer {self._token}"), *extra)
+
+    def _call_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self._metadata()
+
+    async def call(self, method: str, request: Any, *, timeout_s: float | None = None) -> Any:
+        """Any unary RPC of the client's service, by name (``"CreateJob"``), with the client's
+        token, deadline, retries and error classes: what the typed methods are built on."""
+        rpc = getattr(self._stub, method)
+        metadata = self._call_metadata()
+        return await self._calls.call(
+            lambda t: rpc(request, metadata=metadata, timeout=t), timeout_s
+        )
 
     async def close(self) -> None:
         await self._channel.close(None)
@@ -223,6 +236,9 @@ class JobsClient(_Client):
 
     def _user(self) -> tuple[tuple[str, str], ...]:
         return self._metadata(("x-user-id", self.user_id))
+
+    def _call_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self._user()
 
     async def create(
         self,
@@ -357,8 +373,7 @@ class AdminClient(_Client):
         return reply
 
     async def _send(self, method: str, request: Any) -> Any:
-        rpc = getattr(self._stub, method)
-        return await self._calls.call(lambda t: rpc(request, metadata=self._metadata(), timeout=t))
+        return await self.call(method, request)
 
     async def get(self, job_id: str) -> types_pb2.Job:
         return await self._reply(types_pb2.Job, "GetJob", job_pb.GetJobRequest(job_id=job_id))
