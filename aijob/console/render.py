@@ -10,6 +10,8 @@ from aiohttp import web
 from google.protobuf import timestamp_pb2
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from aijob.console.session import CSRF, TOKEN
+
 __all__ = ["Renderer"]
 
 #: The pages in the navigation bar: (path, label).
@@ -56,8 +58,8 @@ class Renderer:
             "nav": NAV,
             "path": request.path,
             "here": request.path_qs,
-            "csrf": request.get("csrf", ""),
-            "signed_in": "token" in request,
+            "csrf": request.get(CSRF, ""),
+            "signed_in": TOKEN in request,
             **context,
         }
         return self._env.get_template(template).render(values)

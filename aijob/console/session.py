@@ -13,9 +13,12 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-__all__ = ["COOKIE", "Guard", "security_headers"]
+__all__ = ["COOKIE", "CSRF", "TOKEN", "Guard", "security_headers"]
 
 COOKIE = "aijob_console"
+#: The signed-in token and its form token, on each request past the guard.
+TOKEN = web.RequestKey("token", str)
+CSRF = web.RequestKey("csrf", str)
 #: Where a request without a session goes; these need none.
 SIGN_IN = "/login"
 OPEN_PATHS = frozenset({SIGN_IN, "/static/console.css", "/static/live.js"})
@@ -61,8 +64,8 @@ class Guard:
             sent = str(form.get("csrf", ""))
             if not hmac.compare_digest(sent, self.form_token(token)):
                 raise web.HTTPForbidden(text="this form did not come from the console")
-        request["token"] = token
-        request["csrf"] = self.form_token(token)
+        request[TOKEN] = token
+        request[CSRF] = self.form_token(token)
         return await handler(request)
 
 

@@ -16,7 +16,7 @@ from google.protobuf import timestamp_pb2
 
 from aijob.client import AdminClient, AijobError, UnauthenticatedError
 from aijob.console.render import Renderer
-from aijob.console.session import Guard
+from aijob.console.session import TOKEN, Guard
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import types_pb2
 
@@ -178,15 +178,15 @@ class Views:
         return self._render.page(request, "done.html", action=action, outcome=outcome)
 
     async def _cancel(self, request: web.Request, form: dict[str, str]) -> str:
-        reply = await self._client(request["token"]).cancel(form["job_id"])
+        reply = await self._client(request[TOKEN]).cancel(form["job_id"])
         return f"{reply.outcome}: {reply.job.job_id}"
 
     async def _retry(self, request: web.Request, form: dict[str, str]) -> str:
-        job = await self._client(request["token"]).retry(form["job_id"])
+        job = await self._client(request[TOKEN]).retry(form["job_id"])
         return f"retried as {job.job_id}"
 
     async def _bulk(self, request: web.Request, form: dict[str, str], *, retry: bool) -> str:
-        admin = self._client(request["token"])
+        admin = self._client(request[TOKEN])
         done = refused = 0
         for job in await self._selected(request, _filters_of(form)):
             try:
@@ -206,7 +206,7 @@ class Views:
         return await self._bulk(request, form, retry=False)
 
     async def _redrive(self, request: web.Request, form: dict[str, str]) -> str:
-        return f"redrove {await self._client(request['token']).redrive()} dead events"
+        return f"redrove {await self._client(request[TOKEN]).redrive()} dead events"
 
     async def _limit(self, request: web.Request, form: dict[str, str]) -> str:
         limit = admin_pb.ModelLimit(
@@ -217,18 +217,18 @@ class Views:
             requests_per_minute=_int(form, "requests_per_minute"),
             tokens_per_minute=_int(form, "tokens_per_minute"),
         )
-        saved = await self._client(request["token"]).put_model_limit(limit)
+        saved = await self._client(request[TOKEN]).put_model_limit(limit)
         return f"limit of {saved.provider}/{saved.model} ({saved.credential_scope}) set"
 
     async def _budget(self, request: web.Request, form: dict[str, str]) -> str:
         user_id = form["user_id"]
-        await self._client(request["token"]).put_budget(
+        await self._client(request[TOKEN]).put_budget(
             user_id, _int(form, "daily_tokens"), _int(form, "daily_cost_micros")
         )
         return f"budget of {user_id} set"
 
     async def _selected(self, request: web.Request, filters: dict[str, str]) -> list[types_pb2.Job]:
-        admin = self._client(request["token"])
+        admin = self._client(request[TOKEN])
         jobs = await self._call(
             request, lambda _: _first(admin.list(200, **_request_filters(filters)), BULK_MOST)
         )
@@ -238,7 +238,7 @@ class Views:
         self, request: web.Request, call: Callable[[AdminClient], Awaitable[Any]]
     ) -> Any:
         try:
-            return await call(self._client(request["token"]))
+            return await call(self._client(request[TOKEN]))
         except UnauthenticatedError:
             raise web.HTTPSeeOther("/login") from None
         except AijobError as error:
