@@ -8,8 +8,10 @@
 * **ours** — N ``synthetic_echo`` jobs created through CreateJob (reported on its own), then
   drained by K runtimes (4 x 32 slots) over real gRPC from one scheduler process, counted when
   each result commits: reported on the Poll stream and acked (``ours``), again with the unary
-  SubmitResult (``ours_unary``), and again with the output's text sent as an OutputChunk report
-  in the result's frame (``ours_jobs_per_s_with_chunks``: issue 31's partial outputs on).
+  SubmitResult (``ours_unary``).
+* **with chunks** — issue 31's partial outputs on: the output's text sent as an OutputChunk report
+  in the result's frame. Measured in adjacent pairs against the same drain without, on one
+  scheduler (``chunk_pairs``): ``chunks_drain_vs_plain`` is the median of the pairs' ratios.
 
     python -m bench.throughput          # AIJOB_BENCH_JOBS (default 5000)
 """
@@ -17,6 +19,7 @@
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 import uuid
 from dataclasses import dataclass
@@ -24,14 +27,18 @@ from typing import Any
 
 import asyncmy
 import grpc
+from google.protobuf import json_format
 from sqlalchemy.engine import make_url
 
 from bench.databases import CpuMeter, jobs_per_second, throwaway_database
 from bench.sizes import size
 from devtools.harness.procs import scheduler_processes
 from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output, working
+from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 
 JOBS = size("JOBS", 5000, 200)
+#: Adjacent pairs of drains, with and without output chunks.
+PAIRS = size("CHUNK_PAIRS", 3, 1)
 RUNTIMES, SLOTS, CONNECTIONS = 4, 32, 20
 
 _CREATE = [
@@ -249,6 +256,53 @@ async def _drain(
         return jobs / (time.perf_counter() - started)
 
 
+@dataclass(frozen=True)
+class ChunkPairs:
+    #: Medians over the pairs: the drain without chunks, with one, and their ratio per pair.
+    plain: float
+    chunks: float
+    ratio: float
+
+
+async def chunk_pairs(url: str, jobs: int) -> ChunkPairs:
+    """The drain with an output chunk per job against the drain without, in adjacent pairs on
+    one scheduler and database (each drain after its own bulk create), the order alternating
+    from pair to pair: the host's speed swings by more than the difference being measured."""
+    plain: list[float] = []
+    chunked: list[float] = []
+    with scheduler_processes(url, 1) as addresses:
+        channels = [grpc.aio.insecure_channel(address) for address in addresses]
+        try:
+            for index in range(PAIRS):
+                for chunks in (False, True) if index % 2 == 0 else (True, False):
+                    await _create_bulk(channels[0], jobs)
+                    rate = await _drain(channels, jobs, RUNTIMES, SLOTS, True, chunks=chunks)
+                    (chunked if chunks else plain).append(rate)
+        finally:
+            for channel in channels:
+                await channel.close(None)
+    ratios = [c / p for c, p in zip(chunked, plain, strict=True)]
+    return ChunkPairs(
+        statistics.median(plain), statistics.median(chunked), statistics.median(ratios)
+    )
+
+
+async def _create_bulk(channel: grpc.aio.Channel, jobs: int) -> None:
+    client = JobClient(channel, "bench-bulk")
+    for start in range(0, jobs, 100):
+        items = []
+        for index in range(start, min(start + 100, jobs)):
+            job = job_pb.CreateJobRequest(
+                job_type="synthetic_echo", idempotency_key=uuid.uuid4().hex
+            )
+            json_format.ParseDict({"i": index}, job.snapshot)
+            items.append(job_pb.CreateJobsItem(user_id=f"bench-{index % 64}", job=job))
+        reply = await client.stub.CreateJobs(
+            job_pb.CreateJobsRequest(items=items), metadata=client.metadata, timeout=120
+        )
+        assert all(result.status.code == 0 for result in reply.results)
+
+
 async def main(jobs: int = JOBS) -> dict[str, float]:
     async with throwaway_database() as url:
         ceiling_rate = await ceiling(url, jobs)
@@ -259,7 +313,7 @@ async def main(jobs: int = JOBS) -> dict[str, float]:
     async with throwaway_database() as url:
         unary = await drain(url, jobs, stream=False)
     async with throwaway_database() as url:
-        streamed = await drain(url, jobs, chunks=True)
+        paired = await chunk_pairs(url, jobs)
     print(f"\nthroughput, {jobs} synthetic_echo jobs, MariaDB, 1 scheduler, {RUNTIMES}x{SLOTS}\n")
     print(f"{'ceiling (3 commits/job, 20 connections)':44} {ceiling_rate:10.0f} jobs/s")
     print(f"{'batched ceiling (50 jobs/transaction)':44} {batched.jobs_per_s:10.0f} jobs/s")
@@ -267,7 +321,9 @@ async def main(jobs: int = JOBS) -> dict[str, float]:
     print(f"{'ours: CreateJob, 32 callers':44} {ours.create_jobs_per_s:10.0f} jobs/s")
     print(f"{'ours: drain, reports on the stream':44} {ours.drain_jobs_per_s:10.0f} jobs/s")
     print(f"{'ours: drain, unary SubmitResult':44} {unary.drain_jobs_per_s:10.0f} jobs/s")
-    print(f"{'ours: drain, an output chunk per job':44} {streamed.drain_jobs_per_s:10.0f} jobs/s")
+    print(f"{'ours: drain, paired runs without chunks':44} {paired.plain:10.0f} jobs/s")
+    print(f"{'ours: drain, paired runs, a chunk per job':44} {paired.chunks:10.0f} jobs/s")
+    print(f"{'  with chunks / without (median of pairs)':44} {paired.ratio:10.2f}")
     return {
         "jobs": float(jobs),
         "ceiling_jobs_per_s": ceiling_rate,
@@ -276,8 +332,9 @@ async def main(jobs: int = JOBS) -> dict[str, float]:
         "ours_create_jobs_per_s": ours.create_jobs_per_s,
         "ours_jobs_per_s": ours.drain_jobs_per_s,
         "ours_unary_jobs_per_s": unary.drain_jobs_per_s,
-        "ours_jobs_per_s_with_chunks": streamed.drain_jobs_per_s,
-        "chunks_drain_vs_plain": streamed.drain_jobs_per_s / ours.drain_jobs_per_s,
+        "ours_jobs_per_s_paired_plain": paired.plain,
+        "ours_jobs_per_s_with_chunks": paired.chunks,
+        "chunks_drain_vs_plain": paired.ratio,
     }
 
 

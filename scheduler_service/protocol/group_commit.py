@@ -1,5 +1,6 @@
-"""Group commit of runtime reports: results, failures and heartbeats that arrive together — on
-one Poll stream or many — are applied in one transaction, with one statement per table per batch.
+"""Group commit of runtime reports: results, failures, heartbeats and output chunks that arrive
+together — on one Poll stream or many — are applied in one transaction, with one statement per
+table per batch.
 
 Every report keeps its own guard and its own answer. The batch locks its jobs' rows first (in
 primary-key order, so two batches never deadlock on each other), judges each report on the locked
