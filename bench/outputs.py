@@ -38,7 +38,10 @@ from devtools.harness.runtime_client import ClientRuntime, JobClient
 from devtools.scripted_model import ScriptedModelServer
 
 JOBS, CALLERS_PER_JOB = size("OUTPUT_JOBS", 20, 4), 10
-WINDOW_S = span_s("OUTPUT_WINDOW_S", 10, 2)
+WINDOW_S = span_s("OUTPUT_WINDOW_S", 10, 1)
+#: How long the killed job's model call takes to write its answer, and the chunks read first.
+DRIP_MS = size("RESUME_DRIP_MS", 6_000, 1_500)
+KILL_AFTER = size("RESUME_KILL_AFTER", 6, 3)
 CHUNK_EVERY_S = 0.25
 #: The output hub's round (the scheduler's AIJOB_WATCH_POLL_MS default).
 HUB_ROUND_S = 0.25
@@ -184,7 +187,13 @@ async def _resume() -> dict[str, float]:
             ):
                 channel = grpc.aio.insecure_channel(scheduler.address)
                 try:
-                    run = await kill_mid_generation(channel, launch, model.state.stats)
+                    run = await kill_mid_generation(
+                        channel,
+                        launch,
+                        model.state.stats,
+                        drip_ms=DRIP_MS,
+                        kill_after_chunks=KILL_AFTER,
+                    )
                 finally:
                     await channel.close(None)
     finally:

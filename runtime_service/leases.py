@@ -51,6 +51,8 @@ class LeaseInput:
     #: Text an earlier attempt wrote: this one continues it (prefix completion) instead of
     #: starting over; empty: start over.
     resume_output: str = field(default="", repr=False)
+    #: The scheduler takes the answer's text as it is written (OutputChunk reports).
+    stream_output: bool = False
 
 
 @dataclass

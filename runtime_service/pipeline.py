@@ -49,7 +49,6 @@ from runtime_service.usage import saw_limits, with_call
 from shared import tracing
 from shared.canonical_json import canonical_json
 from shared.error_codes import ErrorCode
-from shared.job_types import spec_of
 from shared.redaction import scrub_secrets
 
 __all__ = [
@@ -346,10 +345,10 @@ class JobRunner:
         return validated(schema, answer)
 
     def _output_chunks(self, lease: LeaseInput) -> OutputChunks | None:
-        """The sender of the answer's text as it is written, for job types that stream it;
-        a resumed attempt's text starts with what the attempt before it wrote."""
-        spec = spec_of(lease.job_type)
-        if spec is None or not spec.streams_output:
+        """The sender of the answer's text as it is written, when the lease asks for it (the job
+        types that stream it, on a scheduler that stores it); a resumed attempt's text starts
+        with what the attempt before it wrote."""
+        if not lease.stream_output:
             return None
         chunks = OutputChunks(
             functools.partial(self._scheduler.send_chunk, lease), every_s=self._output_chunk_s

@@ -52,6 +52,7 @@ def lease_input(lease: types_pb2.Lease) -> LeaseInput:
         traceparent=lease.traceparent,
         provider_user_id=lease.provider_user_id,
         resume_output=lease.resume_output,
+        stream_output=lease.stream_output,
     )
 
 

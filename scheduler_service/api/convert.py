@@ -122,6 +122,7 @@ def lease(payload: LeasePayload) -> types_pb2.Lease:
         traceparent=payload.traceparent,
         provider_user_id=payload.provider_user_id,
         resume_output=payload.resume_output,
+        stream_output=payload.stream_output,
     )
 
 

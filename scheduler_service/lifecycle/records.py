@@ -251,6 +251,8 @@ class LeasePayload:
     user_id: str = field(default="", repr=False)
     #: The text an earlier attempt wrote, for this one to continue (empty: start over).
     resume_output: str = field(default="", repr=False)
+    #: The runtime sends the answer's text as it is written (the job type streams it).
+    stream_output: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,5 +1,6 @@
-"""Resume on retry (issue 31): a later attempt of a type that resumes gets the text the attempt
-before it wrote, to continue rather than start over."""
+"""Streaming and resume on retry (issue 31): a lease of a type that streams its answer says so,
+and a later attempt of one gets the text the attempt before it wrote, to continue rather than
+start over."""
 
 from __future__ import annotations
 
@@ -16,22 +17,24 @@ __all__ = ["resuming"]
 async def resuming(
     tx: Transaction, registry: JobRegistry, leases: list[LeasePayload]
 ) -> list[LeasePayload]:
-    """``leases`` with the text to continue from, for the later attempts of types that resume:
-    what the latest earlier attempt wrote, unless it ended for its text's sake. A read only when
-    such a lease is among them (a first attempt never has one)."""
-    later = {
+    """``leases``, those of types that stream marked so, and their later attempts with the text
+    to continue from: what the latest earlier attempt wrote, unless it ended for its text's sake.
+    A read only when such a later attempt is among them (a first attempt never has one)."""
+    streaming = {
         lease.job_id
         for lease in leases
-        if lease.attempt_no > 1
-        and lease.job_type in registry
-        and registry.get(lease.job_type).resumes
+        if lease.job_type in registry and registry.get(lease.job_type).resumes
     }
-    if not later:
+    if not streaming:
         return leases
-    earlier = await tx.outputs.earlier_text(later)
-    resumed: list[LeasePayload] = []
+    later = {lease.job_id for lease in leases if lease.job_id in streaming and lease.attempt_no > 1}
+    earlier = await tx.outputs.earlier_text(later) if later else {}
+    marked: list[LeasePayload] = []
     for lease in leases:
+        if lease.job_id not in streaming:
+            marked.append(lease)
+            continue
         error_code, text = earlier.get(lease.job_id, (None, ""))
-        resume = bool(text) and resumable(error_code)
-        resumed.append(replace(lease, resume_output=text) if resume else lease)
-    return resumed
+        resume = text if text and resumable(error_code) else ""
+        marked.append(replace(lease, stream_output=True, resume_output=resume))
+    return marked

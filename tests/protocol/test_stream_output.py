@@ -39,7 +39,9 @@ async def _leased(
     runtime = ClientRuntime(scheduler.channel, "rt-out", job_types=["quiz_generation"])
     await runtime.connect()
     runtime.credit(1)
-    return runtime, await runtime.next_lease(), jobs
+    lease = await runtime.next_lease()
+    assert lease.stream_output  # quiz_generation streams its answer
+    return runtime, lease, jobs
 
 
 async def _next(call: Any) -> types_pb2.OutputChunk:

@@ -36,7 +36,7 @@ async def test_a_streaming_answer_reaches_the_scheduler_in_chunks(
     model_server.state.queued.append("drip:2000")
     scheduler = FakeScheduler()
     runner = _runner(scheduler, model_server, output_chunk_s=0.01)
-    quiz = lease("quiz_generation", snapshot=SNAPSHOT, params=QUIZ_PARAMS)
+    quiz = lease("quiz_generation", snapshot=SNAPSHOT, params=QUIZ_PARAMS, stream_output=True)
     assert await runner.run(quiz) == "succeeded"
     ((output, _),) = scheduler.results
     assert len(scheduler.chunks) >= 5
@@ -49,7 +49,7 @@ async def test_a_resumed_attempt_continues_the_text_and_pays_for_the_rest(
 ) -> None:
     whole = FakeScheduler()
     runner = _runner(whole, model_server)
-    quiz = lease("quiz_generation", snapshot=SNAPSHOT, params=QUIZ_PARAMS)
+    quiz = lease("quiz_generation", snapshot=SNAPSHOT, params=QUIZ_PARAMS, stream_output=True)
     assert await runner.run(quiz) == "succeeded"
     text = _text(whole.chunks)
     written = text[: len(text) * 2 // 3]
@@ -62,6 +62,7 @@ async def test_a_resumed_attempt_continues_the_text_and_pays_for_the_rest(
         params=QUIZ_PARAMS,
         attempt_no=2,
         resume_output=written,
+        stream_output=True,
     )
     assert await runner.run(second) == "succeeded"
     assert resumed.chunks[0] == (0, written)  # the earlier text, streamed again first
@@ -74,13 +75,17 @@ async def test_a_resumed_attempt_continues_the_text_and_pays_for_the_rest(
     await runner.close()
 
 
-async def test_a_type_that_does_not_stream_sends_no_chunk(
+async def test_a_lease_that_does_not_ask_for_the_text_gets_no_chunk(
     model_server: ScriptedModelServer,
 ) -> None:
+    """A type that does not stream, or a scheduler that predates partial outputs (it never sets
+    ``stream_output``, and would end a stream that carried a chunk): nothing is sent."""
     scheduler = FakeScheduler()
     runner = _runner(scheduler, model_server)
     assert await runner.run(lease("weak_point_analysis", snapshot=SNAPSHOT)) == "succeeded"
-    assert scheduler.chunks == []
+    quiz = lease("quiz_generation", snapshot=SNAPSHOT, params=QUIZ_PARAMS)
+    assert await runner.run(quiz) == "succeeded"
+    assert scheduler.chunks == [] and len(scheduler.results) == 2
     await runner.close()
 
 
