@@ -19,11 +19,7 @@ attempt saves.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
+import functools
 from typing import Any
 
 import grpc
@@ -31,8 +27,7 @@ import grpc
 from bench.databases import throwaway_database
 from bench.inflight import _connect, _scalar
 from bench.sizes import size, span_s
-from devtools.harness import tokens
-from devtools.harness.procs import spawn_schedulers
+from devtools.harness.procs import runtime_processes, spawn_schedulers
 from devtools.harness.resume import SNAPSHOT, kill_mid_generation
 from devtools.harness.runtime_client import ClientRuntime, JobClient
 from devtools.scripted_model import ScriptedModelServer
@@ -147,35 +142,6 @@ async def _per_s(conn: Any) -> tuple[float, float]:
     return (after[0] - before[0] - 4) / WINDOW_S, (after[1] - before[1]) / WINDOW_S
 
 
-@contextlib.contextmanager
-def _runtimes(address: str, model: ScriptedModelServer) -> Iterator[Any]:
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def launch(name: str) -> subprocess.Popen[bytes]:
-        env = {
-            **os.environ,
-            "AIJOB_SCHEDULER_ADDR": address,
-            "AIJOB_RUNTIME_TOKEN": tokens.RUNTIME_TOKEN,
-            "AIJOB_RUNTIME_INSTANCE_ID": name,
-            "AIJOB_MODEL_BASE_URL": model.base_url,
-            "AIJOB_HEARTBEAT_S": "0.5",
-            "AIJOB_OUTPUT_CHUNK_MS": "50",
-        }
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "runtime_service"], env=env, stderr=subprocess.DEVNULL
-        )
-        procs.append(proc)
-        return proc
-
-    try:
-        yield launch
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
-
-
 async def _resume() -> dict[str, float]:
     model = ScriptedModelServer()
     model.start_in_thread()
@@ -183,13 +149,13 @@ async def _resume() -> dict[str, float]:
         async with throwaway_database() as url:
             with (
                 spawn_schedulers(url, 1, env=SHORT_LEASES) as (scheduler,),
-                _runtimes(scheduler.address, model) as launch,
+                runtime_processes(model.base_url, AIJOB_OUTPUT_CHUNK_MS="50") as start,
             ):
                 channel = grpc.aio.insecure_channel(scheduler.address)
                 try:
                     run = await kill_mid_generation(
                         channel,
-                        launch,
+                        functools.partial(start, scheduler.address),
                         model.state.stats,
                         drip_ms=DRIP_MS,
                         kill_after_chunks=KILL_AFTER,

@@ -7,7 +7,7 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,3 +122,46 @@ def scheduler_processes(
     """Addresses of ``count`` scheduler processes (see ``spawn_schedulers``)."""
     with spawn_schedulers(database_url, count, log_dir, env=env) as schedulers:
         yield [s.address for s in schedulers]
+
+
+#: Starts a runtime process: (scheduler address, instance id, extra AIJOB_* settings).
+RuntimeLauncher = Callable[..., subprocess.Popen[bytes]]
+
+
+@contextmanager
+def runtime_processes(
+    model_base_url: str, log_dir: Path | None = None, **defaults: str
+) -> Iterator[RuntimeLauncher]:
+    """Start ``python -m runtime_service`` processes against a scheduler and a model, with the
+    test runtime token and ``defaults`` (then each start's own settings) on top; each is killed
+    at the end if still up."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(address: str, name: str, **env: str) -> subprocess.Popen[bytes]:
+        child_env = {
+            **os.environ,
+            "AIJOB_SCHEDULER_ADDR": address,
+            "AIJOB_RUNTIME_TOKEN": tokens.RUNTIME_TOKEN,
+            "AIJOB_RUNTIME_INSTANCE_ID": name,
+            "AIJOB_RUNTIME_SLOTS": "2",
+            "AIJOB_MODEL_BASE_URL": model_base_url,
+            "AIJOB_HEARTBEAT_S": "0.5",
+            **defaults,
+            **env,
+        }
+        stderr: IO[bytes] | int = (
+            (log_dir / f"{name}.log").open("wb") if log_dir else subprocess.DEVNULL
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "runtime_service"], env=child_env, stderr=stderr
+        )
+        procs.append(proc)
+        return proc
+
+    try:
+        yield start
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()

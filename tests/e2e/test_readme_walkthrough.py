@@ -3,17 +3,13 @@ changed, so the test can run beside a developer's own stack)."""
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from devtools.harness.procs import free_port, wait_until_serving
-
-ROOT = Path(__file__).resolve().parent.parent.parent
+from devtools.harness.procs import free_port
+from tests.support.stack import ROOT, running_stack
 
 
 def _blocks() -> list[str]:
@@ -23,36 +19,17 @@ def _blocks() -> list[str]:
 
 
 def test_the_walkthrough_works_as_printed(tmp_path: Path) -> None:
-    main_addr, by_hand_addr = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    by_hand_addr = f"127.0.0.1:{free_port()}"
     (tmp_path / ".venv").symlink_to(Path(sys.executable).parent.parent)
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "AIJOB_LISTEN": main_addr,
-        "AIJOB_METRICS_LISTEN": f"127.0.0.1:{free_port()}",
-        "AIJOB_RUNTIME_METRICS_BASE_PORT": str(free_port()),
-    }
-    env.pop("DEEPSEEK_API_KEY", None)
-    stack = subprocess.Popen(
-        [sys.executable, "-m", "devtools.devstack", "run"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_until_serving(main_addr)
-        deadline = time.monotonic() + 60
-        while not (tmp_path / ".aijob" / "logs" / "runtime-2.log").exists():
-            # The launcher starts the runtimes right after the scheduler answers.
-            assert time.monotonic() < deadline, "the runtimes never started"
-            time.sleep(0.05)
-        outputs = []
+    outputs = []
+    # The launcher's banner comes once the runtimes and the console are up.
+    with running_stack(tmp_path) as stack:
+        main_addr = stack.env["AIJOB_LISTEN"]
+        shell_env = {k: v for k, v in stack.env.items() if not k.startswith("AIJOB_")}
         for block in _blocks():
             script = block.replace("127.0.0.1:50051", main_addr).replace(
                 "127.0.0.1:50061", by_hand_addr
             )
-            shell_env = {k: v for k, v in env.items() if not k.startswith("AIJOB_")}
             done = subprocess.run(
                 ["bash", "-euo", "pipefail", "-c", script],
                 cwd=tmp_path,
@@ -66,9 +43,6 @@ def test_the_walkthrough_works_as_printed(tmp_path: Path) -> None:
                 f"{script}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
             )
             outputs.append(done.stdout)
-    finally:
-        stack.send_signal(signal.SIGINT)
-        assert stack.wait(timeout=60) == 0
     first, by_hand = outputs
     assert '"status": "SERVING"' in first
     assert '"outcome": "cancel_requested"' in first
