@@ -91,8 +91,41 @@ def _until(driver: Any, condition: Any) -> Any:
     return WebDriverWait(driver, WAIT_S, poll_frequency=0.1).until(condition)
 
 
+def _shown(driver: Any, selector: str) -> str:
+    """The text of what ``selector`` matches now ("" when nothing does). live.js swaps a live
+    part's HTML every 2 s, so an element handle found in one WebDriver call can be gone by the
+    next (stale): the lookup and the read are one script, one step in the browser."""
+    text = driver.execute_script(
+        "const found = document.querySelector(arguments[0]);"
+        "return found === null ? '' : found.innerText;",
+        selector,
+    )
+    return str(text).strip()
+
+
 def _text(driver: Any, element_id: str) -> str:
-    return str(driver.find_element(By.ID, element_id).text)
+    return _shown(driver, f"#{element_id}")
+
+
+def _all_shown(driver: Any, selector: str) -> list[str]:
+    texts = driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]), (e) => e.innerText.trim());",
+        selector,
+    )
+    return [str(text) for text in texts]
+
+
+def _follow(driver: Any, selector: str) -> None:
+    """Follow the link ``selector`` matches inside a live part: its href is read in one browser
+    step (a click on a handle found a step earlier can meet a part swapped meanwhile)."""
+    href = _until(
+        driver,
+        lambda d: d.execute_script(
+            "const link = document.querySelector(arguments[0]); return link && link.href;",
+            selector,
+        ),
+    )
+    driver.get(href)
 
 
 def _shot(driver: Any, name: str) -> None:
@@ -144,26 +177,23 @@ def test_an_operator_works_the_console(stack: Stack, browser: Any, jobs: Jobs) -
     driver.get(f"{stack.console}/jobs?user_id=console-user")
     (job_id,) = jobs.create("console-user", "hello scripted-fault=latency:2500")
     row = f"tr[data-job-id='{job_id}']"
-    _until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, row))
-    _until(
-        driver,
-        lambda d: "succeeded" in d.find_element(By.CSS_SELECTOR, row).text,
-    )
+    _until(driver, lambda d: _shown(d, row))
+    _until(driver, lambda d: "succeeded" in _shown(d, row))
     _shot(driver, "jobs")
 
     # Its page: the timeline names its events and the attempt's runtime.
-    driver.find_element(By.LINK_TEXT, job_id).click()
+    _follow(driver, f"{row} a[href$='/jobs/{job_id}']")
     _until(driver, lambda d: _text(d, "job-status") == "succeeded")
     timeline = _text(driver, "timeline")
     assert "ai.job.enqueue" in timeline and "ai.job.completed" in timeline
-    assert re.search(r"attempt ended 1 dev-runtime-\d", timeline), timeline
+    assert re.search(r"attempt ended\s+1\s+dev-runtime-\d", timeline), timeline
     _shot(driver, "job")
 
     # Cancel a running job, behind its confirmation.
     (running,) = jobs.create("console-user", "stuck scripted-fault=hang")
     driver.get(f"{stack.console}/jobs/{running}")
     _until(driver, lambda d: _text(d, "job-status") == "running")
-    driver.find_element(By.ID, "cancel-job").click()
+    _follow(driver, "#cancel-job")
     _until(driver, lambda d: d.find_elements(By.ID, "confirm"))
     _shot(driver, "confirm")
     driver.find_element(By.ID, "confirm").click()
@@ -184,7 +214,7 @@ def test_an_operator_works_the_console(stack: Stack, browser: Any, jobs: Jobs) -
 
     # Each action is in the audit log, with who did it.
     driver.get(f"{stack.console}/audit")
-    actions = [cell.text for cell in driver.find_elements(By.CSS_SELECTOR, "#audit td.action")]
+    actions = _all_shown(driver, "#audit td.action")
     assert actions.count("RetryJob") == 3 and actions.count("CancelJob") == 1, actions
     _shot(driver, "audit")
 
