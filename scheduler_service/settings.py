@@ -23,6 +23,7 @@ from scheduler_service.lifecycle.retry_policy import MAX_WAIVED_ATTEMPTS
 from scheduler_service.provider_ids import ProviderUserIds
 from scheduler_service.registry.definitions import USER_KEY_MODE
 from shared.config import DEV_TOKENS_FILE, comma_list, split_commas
+from shared.model_catalogue import ACCOUNT_CONCURRENCY, DEEPSEEK
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./aijob.db"
 
@@ -133,6 +134,10 @@ class SchedulerSettings(BaseSettings):
     #: Calls at once a key without a concurrency limit starts at, doubling per round of
     #: successes until the provider pushes back (0: unlimited until then).
     model_initial_concurrency: int = Field(default=4, ge=0)
+    #: "documented": a platform key that neither an operator nor AIJOB_MODEL_MAX_CONCURRENCY
+    #: limited takes the calls at once DeepSeek documents per account and model
+    #: (shared/model_catalogue.py: 2,500 Flash, 500 Pro); "off": no limit until congestion.
+    model_account_concurrency: Literal["documented", "off"] = "documented"
     #: A time to first token above this many times the key's baseline (its fastest of the last
     #: minutes), and more than 100 ms above it, halves the key's concurrency, as a 429 does (0:
     #: latency is not read).
@@ -227,6 +232,11 @@ class SchedulerSettings(BaseSettings):
             USER_KEY_MODE,
             initial_concurrency=self.model_initial_concurrency,
             latency_tolerance=self.model_latency_tolerance,
+            account_concurrency=(
+                {(DEEPSEEK, model): n for model, n in ACCOUNT_CONCURRENCY.items()}
+                if self.model_account_concurrency == "documented"
+                else {}
+            ),
         )
 
     @field_validator("model_prices")

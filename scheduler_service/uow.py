@@ -23,6 +23,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from scheduler_service.billing.sql_store import SqlSpendStore
+from scheduler_service.db.engine import mark_committed
 from scheduler_service.db.retry import (
     is_missing_legacy_status,
     is_retryable_conflict,
@@ -144,9 +145,11 @@ class SqlUnitOfWork:
     async def _attempt(self, work: Callable[[SqlTransaction], Awaitable[T]]) -> T:
         tx: SqlTransaction | None = None
         try:
-            async with _mapped_errors(), self.engine.begin() as conn:
-                tx = SqlTransaction(conn, self._wakeups, self.lease)
-                result = await work(tx)
+            async with _mapped_errors(), self.engine.connect() as conn:
+                async with conn.begin():
+                    tx = SqlTransaction(conn, self._wakeups, self.lease)
+                    result = await work(tx)
+                mark_committed(conn)
         except BaseException:
             if tx is not None:
                 await tx.run_hooks(committed=False)

@@ -8,12 +8,15 @@ from __future__ import annotations
 __all__ = [
     "ACCOUNT_CONCURRENCY",
     "ALIASES",
+    "DEEPSEEK",
     "DEFAULT_MODEL",
     "FLASH",
     "PRO",
     "canonical_model",
 ]
 
+#: The provider name jobs and model keys carry for DeepSeek.
+DEEPSEEK = "deepseek"
 FLASH = "deepseek-v4-flash"
 PRO = "deepseek-v4-pro"
 DEFAULT_MODEL = FLASH

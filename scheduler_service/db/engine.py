@@ -7,11 +7,16 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import PoolResetState
 
 from scheduler_service.db.failover import WriterChoice
 
-__all__ = ["create_engine", "is_sqlite"]
+__all__ = ["create_engine", "is_sqlite", "mark_committed"]
+
+#: Set on a pooled connection whose transaction has just committed: the pool's rollback when it
+#: comes back would be one more round trip that ends nothing.
+_COMMITTED = "aijob_committed"
 
 
 def is_sqlite(url: str | URL) -> bool:
@@ -54,11 +59,30 @@ def create_engine(
         max_overflow=pool_size,
         pool_pre_ping=True,
         pool_recycle=1800,
+        # The rollback on return is ours (_reset_unless_committed): skipped after a commit.
+        pool_reset_on_return=None,
         # Statement parameters hold snapshots and outputs: keep them out of exception text.
         hide_parameters=True,
     )
     event.listen(engine.sync_engine, "connect", _tcp_keepalive)
+    event.listen(engine.sync_engine.pool, "reset", _reset_unless_committed)
     return engine
+
+
+def mark_committed(conn: AsyncConnection) -> None:
+    """``conn``'s transaction has committed and nothing runs on it before it goes back to the
+    pool: its return needs no rollback."""
+    conn.info[_COMMITTED] = True
+
+
+def _reset_unless_committed(dbapi_conn: Any, record: Any, state: PoolResetState) -> None:
+    """The pool's rollback on return (SQLAlchemy's default), unless the connection's last
+    transaction committed just before (``mark_committed``) or SQLAlchemy already rolled it back.
+    A connection returned any other way (an error, a cancelled task) is rolled back as always."""
+    committed = record is not None and record.info.pop(_COMMITTED, False)
+    if committed or state.transaction_was_reset or not state.asyncio_safe:
+        return
+    dbapi_conn.rollback()
 
 
 #: TCP keepalive on every database connection: an idle pooled connection whose peer vanished is

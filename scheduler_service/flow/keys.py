@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from shared.model_catalogue import canonical_model
@@ -66,8 +66,9 @@ BASELINE_MINUTES = 5
 #: at the provider: a fast or local model's baseline of a few milliseconds would otherwise halve
 #: its key's window at every hiccup of the runtime's machine.
 LATENCY_SLACK_MS = 100
-#: A key no operator limited runs unlimited again once its window grows past this many calls
-#: (until the provider pushes back), so that an idle key costs no write per success.
+#: A key without a limit runs unlimited again once its window grows past this many calls (until
+#: the provider pushes back), and a slow start that met no congestion ends here whatever the
+#: limit, so that a settled key costs no write per success.
 PROBE_CEILING = 256
 
 
@@ -162,11 +163,36 @@ class FlowPolicy:
     initial_concurrency: int = 0
     #: A first token slower than this many times the key's baseline is congestion (0: never).
     latency_tolerance: float = 0.0
+    #: Calls at once per (provider, model) that the provider documents for one account, across
+    #: all its API keys: the concurrency of a platform key neither an operator nor the settings
+    #: limited (a user's own key belongs to another account, which the provider limits alone).
+    account_concurrency: Mapping[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def keeps_rows(self) -> bool:
         """Every key dispatch meets needs a state row (defaults to spend, or a window to grow)."""
-        return self.defaults.any or self.initial_concurrency > 0
+        return self.defaults.any or self.initial_concurrency > 0 or bool(self.account_concurrency)
+
+    @property
+    def limits_by_default(self) -> bool:
+        """Keys nobody limited have strict limits all the same (the settings' defaults): a
+        claim may take the keys' locks without a look first."""
+        return self.defaults.any
+
+    def limits(self, key: ModelKey, set_limits: Limits) -> Limits:
+        """A key's limits in force: those an operator set, each unset one from the settings'
+        defaults, and a platform key's concurrency, when neither names one, the account's."""
+        limits = set_limits.over(self.defaults)
+        if limits.max_concurrency or key.scope != PLATFORM:
+            return limits
+        documented = self.account_concurrency.get((key.provider, key.model), 0)
+        return replace(limits, max_concurrency=documented) if documented else limits
+
+    def account_limited(self, key: ModelKey, set_limits: Limits) -> bool:
+        """Whether the key's concurrency in force is the account's (``limits``)."""
+        return not set_limits.over(self.defaults).max_concurrency and bool(
+            self.limits(key, set_limits).max_concurrency
+        )
 
     def fresh(self) -> float | None:
         """The window a new key's row starts with."""
@@ -197,6 +223,12 @@ class KeyState:
     decreased_at: datetime | None = None
     #: What the key's calls cost so far on the current UTC day.
     cost_today: int = 0
+    #: The concurrency limit is the account's as the provider documents it, not one an operator
+    #: or the settings chose: claims keep to it by the running count they read, without the
+    #: key's lock, so concurrent claims of two replicas may pass it by the size of one of them
+    #: (the provider answers 429 beyond it, and the window halves). Far above what a fleet runs,
+    #: it must not make every claim of every replica wait for the others.
+    account_limited: bool = False
 
     def concurrency(self) -> int:
         """Calls at once allowed now: the configured limit, lowered by congestion."""
@@ -208,10 +240,11 @@ class KeyState:
 
 
 def restricts(state: KeyState, now: datetime) -> bool:
-    """Whether the key may refuse a lease now: a limit (the operator's or the default), a
-    congestion window, or a pause."""
+    """Whether the key may refuse a lease now, beyond a running count: a limit (the operator's
+    or the default; the account's is kept by count alone), a congestion window, or a pause."""
+    limits = replace(state.limits, max_concurrency=0) if state.account_limited else state.limits
     return (
-        state.limits.any
+        limits.any
         or state.effective is not None
         or (state.paused_until is not None and state.paused_until > now)
     )
@@ -399,7 +432,9 @@ def after_answers(
     """Calls answered: a slow first token halves the window (once per round: calls leased
     before the last decrease judge nothing); otherwise each success grows it — by one below the
     threshold (slow start), by ``1/window`` above — up to the configured limit (or, with none,
-    PROBE_CEILING, past which the key runs unlimited again). The first tokens join the baseline."""
+    PROBE_CEILING), past which the key runs at its limit again (unlimited with none), so that a
+    settled key costs no write per success; a slow start that met no congestion stops probing at
+    PROBE_CEILING whatever the limit. The first tokens join the baseline."""
     if slowed(state, calls, now, tolerance):
         return _with_first_tokens(_decreased(state, now, running), calls, now)
     return _with_first_tokens(_grown(state, len(_since_decrease(state, calls))), calls, now)
@@ -411,8 +446,12 @@ def _grown(state: KeyState, successes: int) -> KeyState:
     window, threshold = state.effective, state.threshold
     for _ in range(successes):
         window += 1 if threshold is None or window < threshold else 1 / window
-    limit = state.limits.max_concurrency
-    if window >= (limit or PROBE_CEILING):
+    ceiling = state.limits.max_concurrency or PROBE_CEILING
+    if threshold is None:
+        # Slow start, no congestion seen yet: a limit as high as an account's documented
+        # concurrency (2,500) would take that many successes, each a write.
+        ceiling = min(ceiling, PROBE_CEILING)
+    if window >= ceiling:
         return replace(state, effective=None)  # back at the configured limit, or unlimited
     return replace(state, effective=window)
 

@@ -114,9 +114,10 @@ def cost_today(row: Any, now: datetime | None) -> int:
     return int(row.costToday or 0)
 
 
-def state_of(row: Any, defaults: Limits, now: datetime | None = None) -> KeyState:
+def state_of(row: Any, flow: FlowPolicy, now: datetime | None = None) -> KeyState:
+    key, set_limits = key_of(row), limits_of(row)
     return KeyState(
-        limits_of(row).over(defaults),
+        flow.limits(key, set_limits),
         row.pausedUntil,
         row.effectiveConcurrency,
         _window(row.requestWindow),
@@ -126,6 +127,7 @@ def state_of(row: Any, defaults: Limits, now: datetime | None = None) -> KeyStat
         _window(row.firstTokenWindow),
         row.decreasedAt,
         cost_today(row, now),
+        flow.account_limited(key, set_limits),
     )
 
 
@@ -161,7 +163,7 @@ async def lock_states(
     if not found:
         return None, {}
     now = found[0].dbNow
-    return now, {key_of(row): state_of(row, flow.defaults, now) for row in found}
+    return now, {key_of(row): state_of(row, flow, now) for row in found}
 
 
 async def claim_states(
@@ -174,19 +176,24 @@ async def claim_states(
     A key that nothing restricts (no limit, its window grown back to unlimited, no pause) is
     spent without a write, so its lock would only make every claim and every replica wait for
     each other. A limit, pause or window set meanwhile orders after this claim, as it would had
-    the claim taken the lock first; and the claim writes no state it read unlocked."""
+    the claim taken the lock first; and the claim writes no state it read unlocked.
+
+    When strict limits hold by default (``FlowPolicy.limits_by_default``), every key restricts:
+    they are read under their locks at once, one statement instead of two."""
+    if flow.limits_by_default:
+        return await lock_states(conn, flow)
     found = (await conn.execute(_ALL_UNLOCKED)).all()
     if not found:
         return None, {}
     now = found[0].dbNow
-    states = {key_of(row): state_of(row, flow.defaults, now) for row in found}
+    states = {key_of(row): state_of(row, flow, now) for row in found}
     if any(claim_locks(state, now) for state in states.values()):
         return await lock_states(conn, flow)
     return now, states
 
 
 async def lock_keys(
-    conn: AsyncConnection, defaults: Limits, keys: Collection[ModelKey]
+    conn: AsyncConnection, flow: FlowPolicy, keys: Collection[ModelKey]
 ) -> tuple[datetime | None, dict[ModelKey, KeyState]]:
     """The states of those ``keys`` that have a row, locked (in key order), with the database's
     now."""
@@ -199,7 +206,7 @@ async def lock_keys(
             )
         ).one_or_none()
         if found is not None:
-            now, states[key] = found.dbNow, state_of(found, defaults, found.dbNow)
+            now, states[key] = found.dbNow, state_of(found, flow, found.dbNow)
     return now, states
 
 
@@ -271,20 +278,18 @@ async def congested(
             _ONE_LOCKED, {"b_provider": key.provider, "b_model": key.model, "b_scope": key.scope}
         )
     ).one()
-    return found.dbNow, state_of(found, flow.defaults, found.dbNow)
+    return found.dbNow, state_of(found, flow, found.dbNow)
 
 
 async def congested_keys(
-    conn: AsyncConnection, defaults: Limits, keys: Collection[ModelKey]
+    conn: AsyncConnection, flow: FlowPolicy, keys: Collection[ModelKey]
 ) -> tuple[datetime | None, dict[ModelKey, KeyState]]:
     """The states of those ``keys`` whose window is below their limit (congestion lowered it,
     or it is still growing), locked, with the database's now (None when there are none)."""
     if not keys:
         return None, {}
     found = (await conn.execute(_CONGESTED_LOCKED)).all()
-    states = {
-        key_of(row): state_of(row, defaults, row.dbNow) for row in found if key_of(row) in keys
-    }
+    states = {key_of(row): state_of(row, flow, row.dbNow) for row in found if key_of(row) in keys}
     return (found[0].dbNow if found else None), states
 
 

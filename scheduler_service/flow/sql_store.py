@@ -61,10 +61,10 @@ class SqlModelKeyStore(ModelKeyStore):
             first_token = usage.first_token_ms if usage is not None else None
             calls.setdefault(key, []).append(Answered(job.lockedAt, first_token))
         if any(c.first_token_ms is not None for batch in calls.values() for c in batch):
-            now, states = await flow_sql.lock_keys(self._conn, flow.defaults, calls)
+            now, states = await flow_sql.lock_keys(self._conn, flow, calls)
         else:
             # Nothing to judge: only windows still growing change (no lock on a settled key).
-            now, states = await flow_sql.congested_keys(self._conn, flow.defaults, calls)
+            now, states = await flow_sql.congested_keys(self._conn, flow, calls)
         changed: dict[ModelKey, KeyState] = {}
         for key, state in states.items():
             assert now is not None  # read with the states
@@ -103,7 +103,7 @@ class SqlModelKeyStore(ModelKeyStore):
         found = []
         for row in rows:
             key, set_limits = flow_sql.key_of(row), flow_sql.limits_of(row)
-            state = flow_sql.state_of(row, flow.defaults, now)
+            state = flow_sql.state_of(row, flow, now)
             paused_until = row.pausedUntil if row.pausedUntil and row.pausedUntil > now else None
             found.append(
                 KeyStats(

@@ -60,6 +60,29 @@ async def test_concurrency_is_shared_by_every_claim(repo: StoreCalls, engine: As
     assert len(leased) == 4  # two of model-a (its limit), both of model-b (no limit)
 
 
+async def test_a_platform_key_nobody_limited_takes_the_account_concurrency(
+    repo: StoreCalls, engine: AsyncEngine
+) -> None:
+    """DeepSeek limits calls at once per account and model, across the account's API keys
+    (issue 30): a platform key no operator limited takes that, a user's own key (another
+    account) does not, and an operator's limit replaces it."""
+    documented = replace(FLOW, account_concurrency={("deepseek", "model-a"): 2})
+    platform = await _jobs(repo, engine, "model-a", 5)
+    own = [
+        await create_job(repo, engine, model_name="model-a", credential_mode=USER_KEY_MODE)
+        for _ in range(2)
+    ]
+
+    async def claim(want: int, holder: str) -> list[str]:
+        (share,) = await repo.claim_batches(TYPES, [(holder, want)], flow=documented)
+        return [grant.job_id for grant in share]
+
+    leased = await claim(3, "rt-1") + await claim(6, "rt-2")  # two replicas' claims
+    assert len(set(leased) & set(platform)) == 2 and set(own) <= set(leased)
+    await _put(engine, KEY_A, Limits(max_concurrency=3))
+    assert len(set(await claim(6, "rt-3")) & set(platform)) == 1
+
+
 async def test_a_429_pauses_its_key_and_not_the_others(
     repo: StoreCalls, engine: AsyncEngine
 ) -> None:
@@ -114,11 +137,15 @@ async def test_two_racing_claims_never_pass_the_limit(
     assert sum(len(share) for share in shares) == 3
 
 
-async def _claim_within_a_second(engine: AsyncEngine) -> int:
+async def _claim_within_a_second(
+    engine: AsyncEngine, flow: FlowPolicy = FLOW, want: int = 1
+) -> int:
     """Leases one claim gives, waiting at most a second for any row lock."""
     async with engine.begin() as conn:
         await conn.execute(text("SET SESSION innodb_lock_wait_timeout = 1"))
-        (share,) = await claim_batches(conn, TYPES, [("rt-1", 1)], lease_ttl_ms=60_000, flow=FLOW)
+        (share,) = await claim_batches(
+            conn, TYPES, [("rt-1", want)], lease_ttl_ms=60_000, flow=flow
+        )
         return len(share)
 
 
@@ -150,3 +177,17 @@ async def test_a_claim_locks_the_key_rows_only_when_a_key_may_refuse_or_be_writt
     assert not await waits_for_the_key_rows()
     await _put(mysql_engine, KEY_A, Limits(max_concurrency=5))
     assert await waits_for_the_key_rows()
+
+
+@pytest.mark.mysql
+async def test_the_account_concurrency_is_kept_without_the_key_lock(
+    mysql_repo: StoreCalls, mysql_engine: AsyncEngine
+) -> None:
+    """Far above what a fleet runs, the account's documented concurrency must not make every
+    claim of every replica wait for the others: it is kept by the running count alone."""
+    documented = replace(FLOW, account_concurrency={("deepseek", "model-a"): 2})
+    await _jobs(mysql_repo, mysql_engine, "model-a", 3)
+    await _put(mysql_engine, KEY_A, Limits())  # a row, limited by nobody
+    async with mysql_engine.connect() as holder, holder.begin():
+        await flow_sql.lock_states(holder, documented)
+        assert await _claim_within_a_second(mysql_engine, documented, want=3) == 2

@@ -21,6 +21,7 @@ from scheduler_service.registry import JobRegistry
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc, types_pb2
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
+from shared.model_catalogue import ACCOUNT_CONCURRENCY, FLASH
 from shared.status_details import error_reason
 from tests.support.db import db_now_value
 from tests.support.db_checks import job_row
@@ -220,8 +221,11 @@ async def test_headers_saying_none_remain_pause_the_key_before_a_429(
     # Paused for 2 s from a moment of the result's transaction, by the database clock.
     until = stats.paused_until.ToDatetime()
     assert row["finishedAt"] + timedelta(seconds=2) <= until <= after + timedelta(seconds=2)
-    # Not congestion: no 429 counted, the concurrency left alone.
-    assert (stats.rate_limited_total, stats.effective_concurrency) == (0, 0)
+    # Not congestion: no 429 counted, the concurrency left alone (the account's, as documented).
+    assert (stats.rate_limited_total, stats.effective_concurrency) == (
+        0,
+        ACCOUNT_CONCURRENCY[FLASH],
+    )
 
 
 async def _slots_fill(runtime: ClientRuntime, count: int) -> list[types_pb2.Lease]:

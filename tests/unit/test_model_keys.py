@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,6 +13,7 @@ from scheduler_service.flow.keys import (
     LATENCY_SLACK_MS,
     PROBE_CEILING,
     Answered,
+    FlowPolicy,
     KeyState,
     Limits,
     ModelKey,
@@ -33,6 +36,19 @@ B = ModelKey("deepseek", "deepseek-reasoner", "platform")
 
 def _jobs(key: ModelKey, count: int, tokens: int = 100) -> list[tuple[str, ModelKey, int]]:
     return [(f"{key.model}-{n}", key, tokens) for n in range(count)]
+
+
+def test_the_account_concurrency_fills_only_a_platform_key_nobody_limited() -> None:
+    flow = FlowPolicy(
+        Limits(requests_per_minute=60), account_concurrency={("deepseek", "deepseek-v4-pro"): 500}
+    )
+    pro = ModelKey("deepseek", "deepseek-v4-pro", "platform")
+    assert flow.limits(pro, Limits()) == Limits(max_concurrency=500, requests_per_minute=60)
+    assert flow.limits(pro, Limits(max_concurrency=7)).max_concurrency == 7  # an operator's
+    assert flow.limits(replace(pro, scope="user"), Limits()).max_concurrency == 0  # own account
+    assert flow.limits(A, Limits()).max_concurrency == 0  # a model the table does not list
+    limited = FlowPolicy(Limits(max_concurrency=9), account_concurrency=flow.account_concurrency)
+    assert limited.limits(pro, Limits()).max_concurrency == 9  # the settings' default first
 
 
 def test_a_paused_key_leases_nothing_and_others_go_on() -> None:
@@ -122,6 +138,15 @@ def test_the_baseline_is_the_fastest_first_token_of_the_last_minutes() -> None:
 def test_an_unlimited_key_stops_counting_past_the_probe_ceiling() -> None:
     state = _succeeded(KeyState(Limits(), effective=4.0), PROBE_CEILING, NOW)
     assert state.effective is None and state.concurrency() == 0
+
+
+def test_a_slow_start_below_a_high_limit_ends_at_the_probe_ceiling() -> None:
+    """An account's documented 2,500 is not probed a success (and a write) at a time; after a
+    decrease the window grows additively to the limit as before."""
+    state = _succeeded(KeyState(Limits(max_concurrency=2_500), effective=4.0), PROBE_CEILING, NOW)
+    assert state.effective is None and state.concurrency() == 2_500
+    congested = KeyState(Limits(max_concurrency=1_000), effective=300.0, threshold=300.0)
+    assert _succeeded(congested, 1, NOW).effective == pytest.approx(300 + 1 / 300)
 
 
 @settings(max_examples=50, deadline=None)
