@@ -29,7 +29,8 @@ ALIASES: dict[str, str] = {
     "deepseek-flash": FLASH,
 }
 #: Calls at once per account and model, counted from request sent to response complete,
-#: across every API key of the account; beyond it, HTTP 429.
+#: across every API key of the account; beyond it, HTTP 429. The scheduler's limit of a platform
+#: key nobody limited (AIJOB_MODEL_ACCOUNT_CONCURRENCY).
 ACCOUNT_CONCURRENCY: dict[str, int] = {FLASH: 2_500, PRO: 500}
 
 
