@@ -34,8 +34,10 @@ LEASE_ENV = {
     "AIJOB_LEASE_GRACE_S": "5",
     "AIJOB_STREAM_ALIVE_S": "15",
     # These jobs never finish, so a model key's slow start (4 calls, growing only on answers)
-    # would lease four of them and wait for ever: this measures held leases, not flow control.
+    # would lease four of them and wait for ever, and DeepSeek's account concurrency (2,500
+    # Flash) would stop the phase at a quarter: this measures held leases, not flow control.
     "AIJOB_MODEL_INITIAL_CONCURRENCY": "0",
+    "AIJOB_MODEL_ACCOUNT_CONCURRENCY": "off",
 }
 #: Leasing that makes no progress for this long ends the phase with an error, not a hang.
 STALL_S = 60.0

@@ -351,11 +351,15 @@ def after_congestion(
 
 def _decreased(state: KeyState, now: datetime, running: int) -> KeyState:
     """Multiplicative decrease: half the window (or of the limit, or of what runs, when no window
-    was known yet); growth above it is additive from now on."""
+    was known yet); growth above it is additive from now on. An account's documented
+    concurrency is no window: far above what runs when the provider pushes back, half of it
+    would lower nothing."""
     if state.effective is not None:
         window = state.effective
+    elif state.limits.max_concurrency and not state.account_limited:
+        window = float(state.limits.max_concurrency)
     else:
-        window = float(state.limits.max_concurrency or max(1, running))
+        window = float(max(1, running))
     halved = max(1.0, window / 2)
     return replace(state, effective=halved, threshold=halved, decreased_at=now)
 

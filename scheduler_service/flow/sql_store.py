@@ -86,7 +86,9 @@ class SqlModelKeyStore(ModelKeyStore):
         flow: FlowPolicy,
     ) -> int:
         """What runs on a key about to be halved with neither a window nor a limit to halve."""
-        if state.effective is not None or state.limits.max_concurrency:
+        if state.effective is not None or (
+            state.limits.max_concurrency and not state.account_limited
+        ):
             return 0
         if not slowed(state, calls, now, flow.latency_tolerance):
             return 0

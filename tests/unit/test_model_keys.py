@@ -172,6 +172,14 @@ def test_a_503_lowers_without_pausing() -> None:
     assert (congested.concurrency(), congested.paused_until) == (3, None)
 
 
+def test_pushback_under_the_accounts_concurrency_halves_what_runs() -> None:
+    """2,500 documented, 40 running when DeepSeek pushes back: the window is 20, not 1,250."""
+    account = KeyState(Limits(max_concurrency=2_500), account_limited=True)
+    assert after_congestion(account, NOW, None, running=40).concurrency() == 20
+    chosen = KeyState(Limits(max_concurrency=2_500))  # an operator's limit: halved as set
+    assert after_congestion(chosen, NOW, None, running=40).concurrency() == 1_250
+
+
 @settings(max_examples=50, deadline=None)
 @given(
     st.integers(min_value=6, max_value=600),
