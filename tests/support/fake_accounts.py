@@ -83,11 +83,12 @@ class FakeModelKeyStore(FakeTables, ModelKeyStore):
         return flow.key(row["modelProvider"], row["modelName"], row["credentialMode"])
 
     def _state(self, key: ModelKey, flow: FlowPolicy) -> KeyState:
-        limits = self.state.key_limits.get(key, Limits()).over(flow.defaults)
+        set_limits = self.state.key_limits.get(key, Limits())
+        limits, account = flow.limits(key, set_limits), flow.account_limited(key, set_limits)
         stored = self.state.keys.get(key)
         if stored is None:
-            return KeyState(limits, effective=flow.fresh())
-        return replace(stored, limits=limits)
+            return KeyState(limits, effective=flow.fresh(), account_limited=account)
+        return replace(stored, limits=limits, account_limited=account)
 
     def _running(self, flow: FlowPolicy) -> Counter[ModelKey]:
         return Counter(
