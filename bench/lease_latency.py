@@ -82,7 +82,9 @@ async def measure(runtime: ClientRuntime, jobs: JobClient, count: int) -> Sample
         replied = time.perf_counter()
         samples.create_ms.append((replied - start) * 1000)
         lease = await runtime.next_lease()
-        samples.leased_at[lease.job_id] = time.time()
+        # When the lease came off the stream, not when this loop got to it: the reply to
+        # CreateJob, which this process handles too, may have been read in between.
+        samples.leased_at[lease.job_id] = runtime.arrived[lease.job_id]
         leased = time.perf_counter()
         samples.lease_ms.append((leased - start) * 1000)
         samples.after_reply_ms.append((leased - replied) * 1000)

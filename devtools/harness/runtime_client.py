@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ class ClientRuntime:
     leases: asyncio.Queue[types_pb2.Lease] = field(default_factory=asyncio.Queue)
     cancels: asyncio.Queue[rt.CancelNotice] = field(default_factory=asyncio.Queue)
     received: list[tuple[str, int]] = field(default_factory=list)
+    #: job id -> wall-clock time its latest lease came off the stream
+    arrived: dict[str, float] = field(default_factory=dict)
     token: str = RUNTIME_TOKEN
     #: Subscribe with batch_frames and send what is ready together in one frame.
     batch_frames: bool = False
@@ -88,6 +91,7 @@ class ClientRuntime:
                     self.cancels.put_nowait(message.cancel)
 
     def _leased(self, lease: types_pb2.Lease) -> None:
+        self.arrived[lease.job_id] = time.time()
         self.received.append((lease.job_id, lease.attempt_no))
         self.leases.put_nowait(lease)
 

@@ -11,7 +11,7 @@ repeated for the rows of a call, the clock in SQL and a placeholder per row and 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.db.clock import db_now
 
-__all__ = ["MAX_CHUNK", "insert_rows"]
+__all__ = ["MAX_CHUNK", "insert_rows", "insert_rows_returning"]
 
 #: Most rows one statement carries.
 MAX_CHUNK = 500
@@ -46,22 +46,82 @@ async def insert_rows(
     as it is (not INSERT IGNORE, which would also swallow truncation and other data errors); with
     ``accumulate``, such a row's ``accumulate`` columns are added to the existing row's (a
     counter's upsert: many keys, one statement)."""
+    for template, chunk in _chunks(
+        conn.dialect,
+        table,
+        rows,
+        stamped=stamped,
+        fixed=fixed,
+        ignore_duplicates=ignore_duplicates,
+        accumulate=tuple(accumulate),
+    ):
+        await conn.exec_driver_sql(template.sql(len(chunk)), template.parameters(chunk))
+
+
+async def insert_rows_returning(
+    conn: AsyncConnection,
+    table: Table,
+    rows: Sequence[Mapping[str, Any]],
+    returning: Sequence[str],
+    *,
+    stamped: Sequence[str] = ("createdAt",),
+    fixed: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]] | None:
+    """:func:`insert_rows` that answers the rows as written, their ``returning`` columns in
+    insert order (``INSERT ... RETURNING``: the row costs no read after it); None, with the
+    rows inserted, where the database cannot (MySQL, MariaDB before 10.5)."""
+    dialect = conn.dialect
+    if not dialect.insert_returning:
+        await insert_rows(conn, table, rows, stamped=stamped, fixed=fixed)
+        return None
+    quote = dialect.identifier_preparer.quote
+    clause = " RETURNING " + ", ".join(quote(column) for column in returning)
+    processors = [
+        table.c[column].type.dialect_impl(dialect).result_processor(dialect, None)
+        for column in returning
+    ]
+    written: list[dict[str, Any]] = []
+    for template, chunk in _chunks(dialect, table, rows, stamped=stamped, fixed=fixed):
+        found = await conn.exec_driver_sql(
+            template.sql(len(chunk)) + clause, template.parameters(chunk)
+        )
+        written.extend(
+            {
+                column: value if process is None else process(value)
+                for column, value, process in zip(returning, values, processors, strict=True)
+            }
+            for values in found.all()
+        )
+    return written
+
+
+def _chunks(
+    dialect: Dialect,
+    table: Table,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    stamped: Sequence[str],
+    fixed: Mapping[str, Any] | None,
+    ignore_duplicates: bool = False,
+    accumulate: tuple[str, ...] = (),
+) -> Iterator[tuple[_Template, Sequence[Mapping[str, Any]]]]:
+    """The rows by the columns they carry, each group in statements of at most MAX_CHUNK
+    rows, with the template that writes them."""
     groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
     for row in rows:
         groups.setdefault(tuple(sorted(row)), []).append(row)
     for columns, group in groups.items():
         template = _template(
-            conn.dialect,
+            dialect,
             table,
             columns,
             stamped=tuple(stamped),
             fixed=tuple(sorted((fixed or {}).items())),
             ignore_duplicates=ignore_duplicates,
-            accumulate=tuple(accumulate),
+            accumulate=accumulate,
         )
         for start in range(0, len(group), MAX_CHUNK):
-            chunk = group[start : start + MAX_CHUNK]
-            await conn.exec_driver_sql(template.sql(len(chunk)), template.parameters(chunk))
+            yield template, group[start : start + MAX_CHUNK]
 
 
 @dataclass(frozen=True)

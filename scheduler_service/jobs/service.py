@@ -35,12 +35,14 @@ from scheduler_service.lifecycle.records import (
     ArtifactRow,
     CancelOutcome,
     JobRecord,
+    LeasePayload,
     NewJob,
+    Placement,
     WatchState,
 )
 from scheduler_service.lifecycle.state_machine import LifecycleStatus, parse_status
 from scheduler_service.outbox.events import EventType, NewEvent
-from scheduler_service.ports import Transaction, UnitOfWork
+from scheduler_service.ports import NewJobRows, Transaction, UnitOfWork
 from scheduler_service.registry import JobRegistry
 from shared.error_codes import ErrorCode
 
@@ -64,7 +66,11 @@ CreateResult = Created | SchedulerError
 
 #: Offers up to ``count`` just-created jobs of a type to local runtimes inside the create's
 #: transaction; it registers its own after-commit delivery and after-rollback release on ``tx``.
-Handoff = Callable[[Transaction, str, int], Awaitable[None]]
+#: Dispatch's ``offer_within``: lease up to n jobs of a type to runtimes here, in the create's
+#: transaction; with the create's jobs (before their insert), of those only.
+Handoff = Callable[
+    [Transaction, str, int, NewJobRows | None], Awaitable[list[tuple[str, LeasePayload]]]
+]
 #: A gathered create's answer: its result, or what its transaction raised.
 _Gathered = Created | Exception
 
@@ -238,7 +244,7 @@ class JobService:
             if not accepted:
                 return refused, accepted
             places = await tx.gates.fair_places([prepared[i][0] for i in accepted])
-            await tx.jobs.create_many([prepared[i] for i in accepted], places)
+            # The events first: between a job's insert and the commit stands only what must.
             await tx.emit_many(
                 [
                     NewEvent(
@@ -253,15 +259,20 @@ class JobService:
                     for i in accepted
                 ]
             )
-            # The reply's rows, read before commit on the same connection (saves a checkout).
-            rows = await tx.reads.get_many([prepared[i][0].job_id for i in accepted])
+            rows_of = [prepared[i] for i in accepted]
+            leased = await self._hand_off_fresh(tx, rows_of)
+            written = await tx.jobs.create_many(rows_of, places, leased=leased)
+            # The reply's rows: as the insert wrote them, or read before commit on the same
+            # connection (saves a checkout).
+            rows = written or await tx.reads.get_many([prepared[i][0].job_id for i in accepted])
             for index in accepted:
                 refused[index] = Created(rows[prepared[index][0].job_id], True)
             if self._handoff is not None:
-                # Runtimes here with free slots get their leases in this same transaction.
-                types = Counter(prepared[i][0].job_type for i in accepted)
+                # Older jobs went first, or the fresh ones were not placed: runtimes here with
+                # free slots get the queue's best in this same transaction.
+                types = Counter(job.job_type for job, _, _ in rows_of if job.job_id not in leased)
                 for job_type, count in types.items():
-                    await self._handoff(tx, job_type, count)
+                    await self._handoff(tx, job_type, count, None)
             return refused, accepted
 
         created, _accepted = await self._uow.run(insert)
@@ -277,6 +288,20 @@ class JobService:
                 else first
             )
         return results
+
+    async def _hand_off_fresh(self, tx: Transaction, rows: NewJobRows) -> dict[str, Placement]:
+        """The new jobs that runtimes here waiting for their types take as they are written:
+        each is inserted already leased, so its lease leaves with the commit."""
+        if self._handoff is None:
+            return {}
+        by_type: dict[str, list[tuple[NewJob, dict[str, Any], dict[str, Any]]]] = {}
+        for row in rows:
+            by_type.setdefault(row[0].job_type, []).append(row)
+        placed: dict[str, Placement] = {}
+        for job_type, fresh in by_type.items():
+            for holder, lease in await self._handoff(tx, job_type, len(fresh), fresh):
+                placed[lease.job_id] = Placement(holder, lease.lease_token, lease.lock_until)
+        return placed
 
     async def _admitted(
         self, tx: Transaction, fresh: Sequence[tuple[int, str, NewJob]], enforce_limits: bool

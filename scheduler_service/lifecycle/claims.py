@@ -3,22 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.billing import sql as billing_sql
 from scheduler_service.billing.budgets import Budget, admit_within_budgets
+from scheduler_service.billing.cheap_hours import OFF_PEAK
 from scheduler_service.flow import sql as flow_sql
 from scheduler_service.flow.keys import FlowPolicy, KeyState, ModelKey, admit, within_user_caps
 from scheduler_service.lifecycle import queries, sql
 from scheduler_service.lifecycle.fairness import RunningCaps
 from scheduler_service.lifecycle.lease_tokens import digest, new_lease_token
-from scheduler_service.lifecycle.records import LeaseGrant
+from scheduler_service.lifecycle.records import LeaseGrant, NewJob
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
+from scheduler_service.registry.definitions import USER_KEY_MODE
 
-__all__ = ["claim_batches", "deal", "grant_of"]
+#: Jobs about to be inserted, with their snapshots and params.
+FreshJobs = Sequence[tuple[NewJob, dict[str, Any], dict[str, Any]]]
+
+__all__ = ["claim_batches", "claim_fresh", "deal", "grant_of"]
 
 
 async def claim_batches(
@@ -33,8 +39,10 @@ async def claim_batches(
     flow: FlowPolicy | None = None,
     budget: Budget | None = None,
     defer_ms: int = 0,
+    fresh: FreshJobs | None = None,
 ) -> list[list[LeaseGrant]]:
-    """Lease available queued jobs of ``job_types`` to several runtimes.
+    """Lease available queued jobs of ``job_types`` to several runtimes (with ``fresh``, of
+    those jobs about to be inserted: :func:`claim_fresh`).
 
     ``demands`` are (runtime instance id, how many) pairs; the answer holds each one's grants, in
     the same order. Highest priority first, then users in turn (``fairSeq``), then oldest, dealt
@@ -55,12 +63,26 @@ async def claim_batches(
     While ``defer_ms`` > 0 (a peak window lasts that long), off-peak jobs stay queued unless
     their deadline cannot wait (billing/cheap_hours.py).
     """
+    if fresh is not None:
+        return await claim_fresh(
+            conn,
+            fresh,
+            job_types,
+            demands,
+            lease_ttl_ms=lease_ttl_ms,
+            platform_key_only=platform_key_only,
+            payload_rows=payload_rows,
+            running_caps=running_caps,
+            flow=flow,
+            budget=budget,
+            defer_ms=defer_ms,
+        )
     wanted = sum(max(0, want) for _, want in demands)
     if wanted <= 0 or not job_types:
         return [[] for _ in demands]
     caps = running_caps if running_caps is not None and running_caps.active else None
     now, states = await flow_sql.claim_states(conn, flow) if flow is not None else (None, {})
-    if caps is not None or states or budget is not None or (flow is not None and flow.keeps_rows):
+    if _judged(caps, states, budget, flow):
         ids = await _filtered_candidates(
             conn,
             job_types,
@@ -109,6 +131,120 @@ async def claim_batches(
     return [[grants[job_id] for job_id in share] for share in shares]
 
 
+@dataclass(frozen=True, slots=True)
+class _FreshRow:
+    """A job this transaction is about to insert, shaped as the claim's candidate rows and the
+    payload rows are (``queries.payload_of``)."""
+
+    id: str
+    userId: str
+    jobType: str
+    modelProvider: str
+    modelName: str
+    credentialMode: str
+    credentialId: str | None
+    tokenEstimate: int
+    timeoutMs: int
+    content: dict[str, Any]
+    params: dict[str, Any]
+    promptKey: str | None
+    promptVersion: str | None
+    outputSchemaVersion: str | None
+    maxOutputTokens: int
+    traceParent: str | None
+
+    @classmethod
+    def of(cls, job: NewJob, snapshot: dict[str, Any], params: dict[str, Any]) -> _FreshRow:
+        return cls(
+            job.job_id,
+            job.user_id,
+            job.job_type,
+            job.model_provider,
+            job.model_name,
+            job.credential_mode,
+            job.credential_id,
+            job.token_estimate,
+            job.timeout_ms,
+            snapshot,
+            params,
+            job.prompt_key,
+            job.prompt_version,
+            job.output_schema_version,
+            job.max_output_tokens,
+            job.trace_parent,
+        )
+
+
+def _may_take_fresh(
+    job: NewJob, job_types: Sequence[str], platform_key_only: bool, defer_ms: int
+) -> bool:
+    """Whether a claim for ``job_types`` could take ``job`` the moment it is written: what the
+    claimable SELECT asks of a row that is new (an off-peak job in a peak window is left to
+    it: its deadline decides)."""
+    return (
+        job.job_type in job_types
+        and job.prompt_version is not None
+        and not (platform_key_only and job.credential_mode == USER_KEY_MODE)
+        and not (defer_ms > 0 and job.cost_policy == OFF_PEAK)
+    )
+
+
+async def claim_fresh(
+    conn: AsyncConnection,
+    fresh: FreshJobs,
+    job_types: Sequence[str],
+    demands: Sequence[tuple[str, int]],
+    *,
+    lease_ttl_ms: int,
+    platform_key_only: bool = False,
+    payload_rows: dict[str, Any] | None = None,
+    running_caps: RunningCaps | None = None,
+    flow: FlowPolicy | None = None,
+    budget: Budget | None = None,
+    defer_ms: int = 0,
+) -> list[list[LeaseGrant]]:
+    """Lease jobs of ``fresh``, which this transaction is about to insert, to several runtimes
+    (as :func:`claim_batches` does queued ones), before their rows exist: the caller inserts
+    the leased ones already running (``SqlJobStore.create_many``), so a job created while a
+    runtime waits is leased by the statement that writes it.
+
+    Only when no queued job of ``job_types`` could be claimed and none of them is a type System
+    A owns (one statement, which reads the database's clock for the leases' ends): otherwise
+    every share is empty, and a claim after the insert takes the queue's best, old or new.
+    The users' budgets and caps and the model keys are judged as for queued candidates."""
+    wanted = sum(max(0, want) for _, want in demands)
+    rows = [
+        _FreshRow.of(job, snapshot, params)
+        for job, snapshot, params in fresh
+        if _may_take_fresh(job, job_types, platform_key_only, defer_ms)
+    ]
+    if wanted <= 0 or not rows:
+        return [[] for _ in demands]
+    bound = {"b_types": sorted(job_types), "b_defer_ms": defer_ms}
+    check = (await conn.execute(sql.SELECT_BEFORE_FRESH, bound)).one()
+    if check.waiting or check.legacy:
+        return [[] for _ in demands]
+    caps = running_caps if running_caps is not None and running_caps.active else None
+    locked = await flow_sql.claim_states(conn, flow) if flow is not None else (None, {})
+    if _judged(caps, locked[1], budget, flow):
+        ids = await _admitted(
+            conn, rows, wanted, caps=caps, flow=flow, budget=budget, locked=locked
+        )
+    else:
+        ids = [row.id for row in rows[:wanted]]
+    lock_until = check.dbNow + timedelta(milliseconds=lease_ttl_ms)
+    by_id = {row.id: row for row in rows}
+    shares = deal(ids, [want for _, want in demands])
+    grants: list[list[LeaseGrant]] = []
+    for share in shares:
+        # One token per runtime per claim, as for queued jobs.
+        token = new_lease_token()
+        grants.append([LeaseGrant(job_id, 1, lock_until, 0.0, token) for job_id in share])
+    if payload_rows is not None:
+        payload_rows.update((job_id, by_id[job_id]) for job_id in ids)
+    return grants
+
+
 async def _filtered_candidates(
     conn: AsyncConnection,
     job_types: Sequence[str],
@@ -128,9 +264,26 @@ async def _filtered_candidates(
     )
     bound = {"b_types": sorted(job_types), "b_limit": 2 * wanted, "b_defer_ms": defer_ms}
     found = await conn.execute(select, bound)
-    rows = list(found)
+    rows: list[Any] = list(found)
     if not rows:
         return []
+    return await _admitted(conn, rows, wanted, caps=caps, flow=flow, budget=budget, locked=locked)
+
+
+async def _admitted(
+    conn: AsyncConnection,
+    rows: Sequence[Any],
+    wanted: int,
+    *,
+    caps: RunningCaps | None,
+    flow: FlowPolicy | None,
+    budget: Budget | None,
+    locked: tuple[datetime | None, dict[ModelKey, KeyState]],
+) -> list[str]:
+    """Of the candidate ``rows`` (best first; each with ``id``, ``userId``, ``modelProvider``,
+    ``modelName``, ``credentialMode`` and ``tokenEstimate``), the ids of at most ``wanted``
+    that their users' budgets and caps and their model keys let run now; the keys' spent
+    budgets are written."""
     if budget is not None:
         # Running jobs reserve their estimates: a lease is granted only if its own fits too.
         standings = await billing_sql.budget_standings(
@@ -168,6 +321,18 @@ async def _filtered_candidates(
     ids, spent = admit(keyed, states, running_keys, now, wanted)
     await flow_sql.save_states(conn, spent)
     return ids
+
+
+def _judged(
+    caps: RunningCaps | None,
+    states: dict[ModelKey, KeyState],
+    budget: Budget | None,
+    flow: FlowPolicy | None,
+) -> bool:
+    """Whether candidates need judging (their users' caps or budgets, their keys' states), or
+    the best of them are simply leased."""
+    keeps_rows = flow is not None and flow.keeps_rows
+    return caps is not None or bool(states) or budget is not None or keeps_rows
 
 
 def deal(ids: Sequence[str], wants: Sequence[int]) -> list[list[str]]:

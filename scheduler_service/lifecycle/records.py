@@ -28,6 +28,7 @@ __all__ = [
     "LeasePayload",
     "LockedRows",
     "NewJob",
+    "Placement",
     "StrandedJob",
     "Success",
     "WatchState",
@@ -97,6 +98,16 @@ class LeaseGrant:
     waited_s: float = 0.0
     #: The lease's token (its digest is on the row); never logged.
     lease_token: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A new job written already leased (its runtime was waiting when it was created): to
+    whom, under which token, until when."""
+
+    holder: str
+    lease_token: str = field(repr=False)
+    lock_until: datetime
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
+    exists,
     func,
     not_,
     or_,
@@ -57,11 +58,15 @@ from scheduler_service.lifecycle.transitions import (
 from scheduler_service.registry.definitions import USER_KEY_MODE
 
 __all__ = [
+    "LEASED_PER_ROW",
+    "LEASED_STAMPED",
+    "SELECT_BEFORE_FRESH",
     "SELECT_CLAIMABLE",
     "SELECT_GRANTS",
     "SELECT_RECORD",
     "engine_owned",
     "jobs",
+    "leased_fixed",
     "lock_many",
     "not_waiting_for_cheap_hours",
     "overdue",
@@ -316,18 +321,43 @@ def queued_fixed() -> dict[str, Any]:
     return {column: value for column, value in _QUEUED_FIXED.items() if _written(column)}
 
 
+#: A new job written already leased (claims.claim_fresh): the queued row with the lock write
+#: applied. Its holder, token digest and ``lockUntil`` come per row.
+LEASED_PER_ROW = ("lockedBy", "leaseTokenHash", "lockUntil")
+LEASED_STAMPED = (
+    *QUEUED_STAMPED,
+    *(c for c, v in LOCK.all_values.items() if v == Now() and c not in QUEUED_STAMPED),
+)
+
+
+def leased_fixed() -> dict[str, Any]:
+    """What a new job written already leased starts with, on the schema the engine runs on."""
+    fixed = dict(_QUEUED_FIXED)
+    for column, value in LOCK.all_values.items():
+        if isinstance(value, Plus):
+            fixed[column] = fixed[column] + value.amount
+        elif value is None or isinstance(value, str | int):
+            fixed[column] = value
+        elif column not in LEASED_PER_ROW and column not in LEASED_STAMPED:
+            raise AssertionError(f"the lock write's {column} has no value for a new row")
+    return {column: value for column, value in fixed.items() if _written(column)}
+
+
+def _claimable_where() -> list[ColumnElement[bool]]:
+    return [
+        status_in(sources_of(Operation.LOCK)),
+        _c.jobType.in_(bindparam("b_types", expanding=True)),
+        _available_now(),
+        engine_owned(),
+        taken_in(),
+        not_waiting_for_cheap_hours(),
+    ]
+
+
 def _claimable(*extra: ColumnElement[bool], columns: Sequence[Any] = (_c.id,)) -> Select[Any]:
     return (
         select(*columns)
-        .where(
-            status_in(sources_of(Operation.LOCK)),
-            _c.jobType.in_(bindparam("b_types", expanding=True)),
-            _available_now(),
-            engine_owned(),
-            taken_in(),
-            not_waiting_for_cheap_hours(),
-            *extra,
-        )
+        .where(*_claimable_where(), *extra)
         # Users in turn within a priority (lifecycle/fairness.py), on idx_fair_dispatch.
         .order_by(_c.priority, _c.fairSeq, _c.createdAt, _c.id)
         .limit(bindparam("b_limit"))
@@ -343,6 +373,16 @@ _DETAIL = (_c.id, _c.userId, _c.modelProvider, _c.modelName, _c.credentialMode, 
 SELECT_CLAIMABLE_DETAIL = _claimable(columns=_DETAIL)
 SELECT_CLAIMABLE_DETAIL_PLATFORM_KEY = _claimable(
     _c.credentialMode != USER_KEY_MODE, columns=_DETAIL
+)
+#: Before new jobs are leased as they are written (claims.claim_fresh): the database's clock,
+#: whether a queued job of ``b_types`` could be claimed (it goes first), and whether System A
+#: owns one of them. Read without locks: a row being claimed elsewhere counts as waiting.
+SELECT_BEFORE_FRESH = select(
+    db_now().label("dbNow"),
+    exists().where(*_claimable_where()).label("waiting"),
+    exists()
+    .where(_legacy_types.c.jobType.in_(bindparam("b_types", expanding=True)))
+    .label("legacy"),
 )
 #: Running jobs per user, for those users.
 SELECT_RUNNING_BY_USER = (

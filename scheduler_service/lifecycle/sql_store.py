@@ -12,7 +12,7 @@ the state change and its outbox event commit together.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -23,13 +23,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from scheduler_service.billing.budgets import Budget
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import AiJobSnapshot
-from scheduler_service.db.multirow import batch_bucket, insert_rows
+from scheduler_service.db.multirow import batch_bucket, insert_rows, insert_rows_returning
 from scheduler_service.flow.keys import FlowPolicy
 from scheduler_service.ids import new_id
 from scheduler_service.lifecycle import claims, queries, sql
 from scheduler_service.lifecycle.fairness import RunningCaps
 from scheduler_service.lifecycle.guards import GUARD_PARAMS
+from scheduler_service.lifecycle.lease_tokens import digest
 from scheduler_service.lifecycle.records import (
+    RECORD_FIELDS,
     Beat,
     ExpiredLease,
     HeartbeatOutcome,
@@ -39,6 +41,7 @@ from scheduler_service.lifecycle.records import (
     LeasePayload,
     LockedRows,
     NewJob,
+    Placement,
     StrandedJob,
     Success,
     WatchState,
@@ -56,6 +59,8 @@ from scheduler_service.ports import JobReads, JobStore, JobSweeps, NewJobRows
 __all__ = ["LeaseTimes", "SqlJobReads", "SqlJobStore", "SqlJobSweeps"]
 
 _snapshots = cast(Table, AiJobSnapshot.__table__)
+#: The job columns that hold times: the database stores them at its own precision.
+_TIMES = frozenset(c.name for c in sql.jobs.c if c.type.python_type is datetime)
 
 _HELD_BY = frozenset({Guard.ATTEMPT, Guard.HOLDER})
 _RESULT_VALUES = frozenset({"outputHash", "resultIdempotencyKey", "validatedOutput"})
@@ -105,14 +110,26 @@ class SqlJobStore(JobStore):
             return False
         raise miss
 
-    async def create_many(self, jobs: NewJobRows, places: Sequence[int]) -> None:
-        await insert_rows(
-            self._conn,
-            sql.jobs,
-            [_insert_values(job, place) for (job, _, _), place in zip(jobs, places, strict=True)],
-            stamped=sql.QUEUED_STAMPED,
-            fixed=sql.queued_fixed(),
-        )
+    async def create_many(
+        self,
+        jobs: NewJobRows,
+        places: Sequence[int],
+        *,
+        leased: Mapping[str, Placement] | None = None,
+    ) -> dict[str, JobRecord] | None:
+        leased = leased or {}
+        queued, running = [], []
+        for (job, _, _), place in zip(jobs, places, strict=True):
+            values = _insert_values(job, place)
+            placement = leased.get(job.job_id)
+            if placement is None:
+                queued.append(values)
+                continue
+            values["lockedBy"] = placement.holder
+            values["leaseTokenHash"] = digest(placement.lease_token)
+            values["lockUntil"] = placement.lock_until
+            running.append(values)
+        # Ready before the jobs' insert: between it and the commit stands only the snapshots'.
         snapshots = [
             {
                 "id": new_id(),
@@ -123,7 +140,29 @@ class SqlJobStore(JobStore):
             }
             for job, snapshot, params in jobs
         ]
+        written: list[dict[str, Any]] | None = []
+        for rows, stamped, fixed in (
+            (queued, sql.QUEUED_STAMPED, sql.queued_fixed()),
+            (running, sql.LEASED_STAMPED, sql.leased_fixed()),
+        ):
+            if not rows:
+                continue
+            # Read back only what the database decides (its clock, the defaults, what it
+            # rounds): the rest of a record is what was written.
+            given = {*rows[0], *fixed}
+            asked = [c for c in RECORD_FIELDS if c not in given or c in _TIMES]
+            found = await insert_rows_returning(
+                self._conn, sql.jobs, rows, ["id", *asked], stamped=stamped, fixed=fixed
+            )
+            if found is None or written is None:
+                written = None
+                continue
+            by_id = {row["id"]: row for row in rows}
+            written += [{**by_id[row["id"]], **fixed, **row} for row in found]
         await insert_rows(self._conn, _snapshots, snapshots)
+        if written is None:
+            return None
+        return {row["id"]: JobRecord.from_mapping(row) for row in written}
 
     async def claim_batches(
         self,
@@ -135,6 +174,7 @@ class SqlJobStore(JobStore):
         flow: FlowPolicy | None = None,
         budget: Budget | None = None,
         defer_ms: int = 0,
+        fresh: NewJobRows | None = None,
     ) -> list[list[LeaseGrant]]:
         return await claims.claim_batches(
             self._conn,
@@ -147,6 +187,7 @@ class SqlJobStore(JobStore):
             flow=flow,
             budget=budget,
             defer_ms=defer_ms,
+            fresh=fresh,
         )
 
     async def keep_alive(self, holders: Collection[str]) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +31,7 @@ from scheduler_service.lifecycle.records import (
     LeasePayload,
     LockedRows,
     NewJob,
+    Placement,
     StrandedJob,
     Success,
     WatchState,
@@ -156,9 +157,18 @@ class JobStore(ABC):
         leaves the guard off), ``*_ms`` clock offsets, and the write's values by name."""
 
     @abstractmethod
-    async def create_many(self, jobs: NewJobRows, places: Sequence[int]) -> None:
+    async def create_many(
+        self,
+        jobs: NewJobRows,
+        places: Sequence[int],
+        *,
+        leased: Mapping[str, Placement] | None = None,
+    ) -> dict[str, JobRecord] | None:
         """Insert ``jobs`` as queued with their snapshots, at their fair ``places``
-        (:meth:`~scheduler_service.ports.gates.GateStore.fair_places`)."""
+        (:meth:`~scheduler_service.ports.gates.GateStore.fair_places`); those in ``leased``
+        (by job id) already leased, their first attempt running (the lock write applied: a
+        ``claim_batches`` of ``fresh`` jobs placed them). The rows as written, by job id, where
+        the insert can answer them; None where they are to be read."""
 
     @abstractmethod
     async def claim_batches(
@@ -171,6 +181,7 @@ class JobStore(ABC):
         flow: FlowPolicy | None = None,
         budget: Budget | None = None,
         defer_ms: int = 0,
+        fresh: NewJobRows | None = None,
     ) -> list[list[LeaseGrant]]:
         """Lease the best available jobs of ``job_types`` to several runtimes: ``demands`` are
         (runtime instance id, how many); the answer holds each one's grants, in order. With
@@ -178,7 +189,12 @@ class JobStore(ABC):
         ``running_caps``, jobs of users at their cap of running jobs stay queued; with ``flow``,
         jobs whose model key has no budget (scheduler_service/flow/keys.py) stay queued; with
         ``budget``, jobs of users who spent theirs stay queued; while ``defer_ms`` > 0 (a peak
-        window lasts that long), off-peak jobs whose deadline can wait stay queued."""
+        window lasts that long), off-peak jobs whose deadline can wait stay queued.
+
+        With ``fresh`` (jobs this transaction is about to insert), the grants are of those
+        jobs, judged the same way, and only when no queued job could be claimed (it would go
+        first): the caller inserts them leased (``create_many(leased=...)``). An adapter may
+        grant none; the jobs are then inserted queued and claimed as any other."""
 
     @abstractmethod
     async def keep_alive(self, holders: Collection[str]) -> int:

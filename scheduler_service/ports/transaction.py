@@ -102,11 +102,20 @@ class Transaction:
         self.wakeups = wakeups
         self.writable = writable
         self._after_commit: list[Hook] = []
+        #: How many hooks at the front of ``_after_commit`` were added ``first``.
+        self._first_hooks = 0
         self._after_rollback: list[Hook] = []
 
-    def after_commit(self, hook: Hook) -> None:
-        """Run ``hook`` once this transaction has committed (never if it rolls back)."""
-        self._after_commit.append(hook)
+    def after_commit(self, hook: Hook, *, first: bool = False) -> None:
+        """Run ``hook`` once this transaction has committed (never if it rolls back). Hooks
+        run in the order they were added, those added ``first`` (a lease for a waiting
+        runtime) before all others: what they wake is scheduled ahead of the other wake-ups'
+        readers."""
+        if first:
+            self._after_commit.insert(self._first_hooks, hook)
+            self._first_hooks += 1
+        else:
+            self._after_commit.append(hook)
 
     def after_rollback(self, hook: Hook) -> None:
         """Run ``hook`` if this attempt rolls back (a re-run is a new attempt with new hooks)."""
@@ -154,7 +163,7 @@ class Transaction:
     async def run_hooks(self, *, committed: bool) -> None:
         """Called by the unit of work once the attempt has ended."""
         hooks = self._after_commit if committed else self._after_rollback
-        self._after_commit, self._after_rollback = [], []
+        self._after_commit, self._after_rollback, self._first_hooks = [], [], 0
         for hook in hooks:
             outcome = hook()
             if outcome is not None:

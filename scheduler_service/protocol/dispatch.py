@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from scheduler_service import metrics
 from scheduler_service.lifecycle.records import LeasePayload
 from scheduler_service.loops import RoundLoop
-from scheduler_service.ports import Transaction
+from scheduler_service.ports import NewJobRows, Transaction
 from scheduler_service.protocol.reports import Answer
 from scheduler_service.protocol.service import RuntimeProtocol
 
@@ -50,7 +50,15 @@ class Closing:
 
 CLOSING = Closing()
 
-Message = LeasePayload | CancelNotice | Ack | Closing
+
+class ReaderEnded:
+    """Put on a stream's queue when its reader ended (the runtime closed its side, or broke
+    the protocol): the sender, waiting on the queue alone, learns of it there."""
+
+
+READER_ENDED = ReaderEnded()
+
+Message = LeasePayload | CancelNotice | Ack | Closing | ReaderEnded
 
 
 #: Runtime instances whose strikes are remembered (the oldest are forgotten first).
@@ -312,14 +320,19 @@ class Dispatcher(RoundLoop):
         """Whether ``job_id`` was created here and dispatched at its commit."""
         return job_id in self._dispatched
 
-    async def offer_within(self, tx: Transaction, job_type: str, count: int = 1) -> None:
+    async def offer_within(
+        self, tx: Transaction, job_type: str, count: int = 1, fresh: NewJobRows | None = None
+    ) -> list[tuple[str, LeasePayload]]:
         """Lease up to ``count`` jobs of ``job_type`` to streams of this replica with free slots,
-        inside ``tx`` (a create's), so new jobs need not wait for a dispatch round.
+        inside ``tx`` (a create's), so new jobs need not wait for a dispatch round: the leases,
+        with their holders.
 
         The claim is the dispatcher's own (priority, then age, SKIP LOCKED), so an older job
-        waiting for the same type goes first and nothing jumps the queue. The slots are held
-        until ``tx`` ends; the leases are delivered once it commits (a rollback takes the claim
-        with it).
+        waiting for the same type goes first and nothing jumps the queue. With ``fresh`` (the
+        create's jobs, before their insert), it leases those only when no older job waits, and
+        the create writes them leased (``JobStore.create_many``). The slots are held until
+        ``tx`` ends; the leases are delivered once it commits (a rollback takes the claim with
+        it).
         """
         demands: list[tuple[StreamSession, int]] = []
         left = count
@@ -332,16 +345,26 @@ class Dispatcher(RoundLoop):
                 demands.append((session, want))
                 left -= want
         if not demands:
-            return
+            return []
+
+        held = [want for _, want in demands]
 
         def give_back() -> None:
-            for session, want in demands:
-                session.credits += want
+            for (session, _), slots in zip(demands, held, strict=True):
+                session.credits += slots
 
         tx.after_rollback(give_back)
         shares = await self._protocol.claim_within(
-            tx, [job_type], [(session.runtime_instance_id, want) for session, want in demands]
+            tx,
+            [job_type],
+            [(session.runtime_instance_id, want) for session, want in demands],
+            fresh=fresh,
         )
+        # The slots the claim did not fill are free again at once (the create's fallback claim
+        # for older jobs, or a round, may use them); those it filled stay held to the commit.
+        for index, ((session, want), share) in enumerate(zip(demands, shares, strict=True)):
+            session.credits += want - len(share)
+            held[index] = len(share)
         placed = {lease.job_id for share in shares for lease in share}
         self._handed_off |= placed
 
@@ -356,8 +379,16 @@ class Dispatcher(RoundLoop):
             for (session, _), leases in zip(demands, shares, strict=True):
                 if leases and not self._deliver(session, leases):
                     await self._release(session, leases)
+            # The streams send before this task goes on to its caller's reply.
+            await asyncio.sleep(0)
 
-        tx.after_commit(deliver)
+        # Ahead of the commit's other wake-ups (outbox, watchers): the stream sends first.
+        tx.after_commit(deliver, first=True)
+        return [
+            (session.runtime_instance_id, lease)
+            for (session, _), share in zip(demands, shares, strict=True)
+            for lease in share
+        ]
 
     async def _release(self, session: StreamSession, leases: Sequence[LeasePayload]) -> None:
         for lease in leases:

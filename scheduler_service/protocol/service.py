@@ -40,7 +40,7 @@ from scheduler_service.lifecycle.retry_policy import (
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
 from scheduler_service.lifecycle.transitions import holds_lease
 from scheduler_service.outbox.events import EventType
-from scheduler_service.ports import CredentialReveal, Transaction, UnitOfWork
+from scheduler_service.ports import CredentialReveal, NewJobRows, Transaction, UnitOfWork
 from scheduler_service.protocol import judging
 from scheduler_service.protocol.group_commit import GroupCommit, ReportBatcher
 from scheduler_service.protocol.reports import (
@@ -191,12 +191,18 @@ class RuntimeProtocol:
         return leases
 
     async def claim_within(
-        self, tx: Transaction, job_types: Sequence[str], demands: Sequence[tuple[str, int]]
+        self,
+        tx: Transaction,
+        job_types: Sequence[str],
+        demands: Sequence[tuple[str, int]],
+        *,
+        fresh: NewJobRows | None = None,
     ) -> list[list[LeasePayload]]:
         """Leases with their payloads for several runtimes of the same job types, per demand, in
-        ``tx``; the leases are counted once it commits."""
+        ``tx``; the leases are counted once it commits. With ``fresh``, of those jobs about to
+        be inserted (``JobStore.claim_batches``), whose create's transaction ``tx`` is."""
         started = tracing.now_ns()
-        shares = await self._claim_shares(tx, job_types, demands)
+        shares = await self._claim_shares(tx, job_types, demands, fresh)
         granted = [grant for share in shares for grant in share]
         if granted:
             tx.after_commit(lambda: count_leases(granted))
@@ -247,21 +253,29 @@ class RuntimeProtocol:
         return kept
 
     async def _claim_shares(
-        self, tx: Transaction, job_types: Sequence[str], demands: Sequence[tuple[str, int]]
+        self,
+        tx: Transaction,
+        job_types: Sequence[str],
+        demands: Sequence[tuple[str, int]],
+        fresh: NewJobRows | None = None,
     ) -> list[list[LeaseGrant]]:
         """Claims for the runtimes allowed user keys and for the others apart, so a user-key
-        job only goes to a runtime allowed to run it; shares in the order of ``demands``."""
+        job only goes to a runtime allowed to run it; shares in the order of ``demands``. Fresh
+        jobs are dealt in one claim (two would deal them twice), user-key ones only when every
+        runtime may run them."""
         allowed = [self.may_use_user_keys(instance) for instance, _ in demands]
         caps = self._running_caps
         defer_ms = self.cheap_hours.defer_ms()
-        if all(allowed):
+        if all(allowed) or fresh is not None:
             return await tx.jobs.claim_batches(
                 job_types,
                 demands,
+                platform_key_only=not all(allowed),
                 running_caps=caps,
                 flow=self.flow,
                 budget=self._budget,
                 defer_ms=defer_ms,
+                fresh=fresh,
             )
         shares: list[list[LeaseGrant]] = [[] for _ in demands]
         for flag in (True, False):

@@ -32,10 +32,12 @@ from scheduler_service.errors import (
 from scheduler_service.lifecycle.records import LeasePayload
 from scheduler_service.protocol.dispatch import (
     CLOSING,
+    READER_ENDED,
     Ack,
     CancelNotice,
     Closing,
     Dispatcher,
+    ReaderEnded,
     StreamSession,
 )
 from scheduler_service.protocol.group_commit import ReportBatcher
@@ -237,6 +239,7 @@ class PollSessions:
         self, session: StreamSession, incoming: AsyncIterator[Incoming]
     ) -> AsyncGenerator[Outgoing, None]:
         reader = asyncio.get_running_loop().create_task(self._read(session, incoming))
+        reader.add_done_callback(lambda _: session.outgoing.put_nowait(READER_ENDED))
         undelivered: tuple[LeasePayload, ...] = ()
         self._dispatcher.attach(session)
         log.info(
@@ -323,23 +326,17 @@ class PollSessions:
 
 
 async def _next_message(session: StreamSession, reader: asyncio.Task[None]) -> Outgoing | None:
-    """The next message to send, or None once the runtime closed its side."""
-    getter = asyncio.ensure_future(session.outgoing.get())
-    try:
-        done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        # A stream that ends here (the runtime went away) must not leave its getter pending:
-        # asyncio logged "Task was destroyed but it is pending!" at ERROR for every disconnect.
-        if not getter.done():
-            getter.cancel()
-    if getter in done:
-        message = getter.result()
-        if isinstance(message, Closing):
-            raise ShuttingDownError("this scheduler is shutting down; reconnect")
-        return message
-    getter.cancel()
-    reader.result()  # re-raises a protocol error from the runtime's side
-    return None
+    """The next message to send, or None once the runtime closed its side.
+
+    Awaited on the queue itself, which the reader's end also reaches (``READER_ENDED``): a
+    lease put there wakes this stream at once, with no task or ``asyncio.wait`` between."""
+    message = await session.outgoing.get()
+    if isinstance(message, Closing):
+        raise ShuttingDownError("this scheduler is shutting down; reconnect")
+    if isinstance(message, ReaderEnded):
+        reader.result()  # re-raises a protocol error from the runtime's side
+        return None
+    return message
 
 
 def _frames(first: Outgoing, session: StreamSession) -> tuple[Outgoing, ...]:
@@ -348,7 +345,7 @@ def _frames(first: Outgoing, session: StreamSession) -> tuple[Outgoing, ...]:
     items = [first]
     while not session.outgoing.empty():
         item = session.outgoing.get_nowait()
-        if isinstance(item, Closing):
+        if isinstance(item, Closing | ReaderEnded):
             session.outgoing.put_nowait(item)  # ends the stream once these are sent
             break
         items.append(item)

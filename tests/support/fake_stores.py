@@ -6,7 +6,7 @@ store compiles (``scheduler_service/lifecycle/transitions.py``) with the same gu
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,6 +29,7 @@ from scheduler_service.lifecycle.records import (
     LeasePayload,
     LockedRows,
     NewJob,
+    Placement,
     StrandedJob,
     WatchState,
 )
@@ -284,10 +285,19 @@ class FakeJobStore(FakeTables, JobStore):
                 kept += 1
         return kept
 
-    async def create_many(self, jobs: NewJobRows, places: Sequence[int]) -> None:
+    async def create_many(
+        self,
+        jobs: NewJobRows,
+        places: Sequence[int],
+        *,
+        leased: Mapping[str, Placement] | None = None,
+    ) -> dict[str, JobRecord] | None:
+        # claim_batches grants no fresh job here: nothing is ever inserted leased.
+        assert not leased
         for (job, snapshot, params), place in zip(jobs, places, strict=True):
             self._insert(job, place)
             self.state.snapshots[job.job_id] = (snapshot, params or {})
+        return None
 
     def _insert(self, job: NewJob, place: int) -> None:
         key = (job.user_id, job.job_type, job.idempotency_key)
@@ -345,9 +355,13 @@ class FakeJobStore(FakeTables, JobStore):
         flow: FlowPolicy | None = None,
         budget: Budget | None = None,
         defer_ms: int = 0,
+        fresh: NewJobRows | None = None,
     ) -> list[list[LeaseGrant]]:
         """As the SQL claim: best first, then those of users over budget, of users at their cap
-        of running jobs and of model keys without budget stay queued."""
+        of running jobs and of model keys without budget stay queued. Jobs not yet written
+        (``fresh``) are granted none: they are claimed once inserted."""
+        if fresh is not None:
+            return [[] for _ in demands]
         wanted = max(0, sum(max(0, want) for _, want in demands))
         rows = sorted(
             (
