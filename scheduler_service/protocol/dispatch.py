@@ -124,6 +124,9 @@ class StreamSession:
         self.held.pop(job_id, None)
 
 
+#: Turns of the event loop a create's hand-off gives its leases' streams before its reply.
+_TURNS_BEFORE_REPLY = 2
+
 #: How many created jobs the dispatcher remembers having dispatched (their outbox events come
 #: within a round or two of the commit).
 _DISPATCHED_REMEMBERED = 50_000
@@ -379,8 +382,11 @@ class Dispatcher(RoundLoop):
             for (session, _), leases in zip(demands, shares, strict=True):
                 if leases and not self._deliver(session, leases):
                     await self._release(session, leases)
-            # The streams send before this task goes on to its caller's reply.
-            await asyncio.sleep(0)
+            # The streams send before this task goes on to its caller's reply: a turn of the
+            # loop for each stream to take its leases and hand them to gRPC, one for gRPC's
+            # write to get going (one turn measured 0.3 ms slower, three no faster).
+            for _ in range(_TURNS_BEFORE_REPLY):
+                await asyncio.sleep(0)
 
         # Ahead of the commit's other wake-ups (outbox, watchers): the stream sends first.
         tx.after_commit(deliver, first=True)
