@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import platform
+import sys
+import tempfile
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 import psutil
@@ -231,30 +234,78 @@ def table(f: Figures) -> str:
     return "\n".join(rows)
 
 
+Phase = Callable[[], Awaitable[Mapping[str, float | str | None]]]
+
+PHASES: dict[str, Phase] = {
+    "throughput": throughput.main,
+    "peer": lambda: peer.main(throughput.JOBS),
+    "protocol_floor": protocol_floor.main,
+    "lease_latency": lease_latency.main,
+    "scale": scale.main,
+    "inflight": inflight.main,
+    "api_scale": api_scale.main,
+    "llm_storm": llm_storm.main,
+    "llm_overload": llm_overload.main,
+    "cost": cost.main,
+    "outputs": outputs.main,
+    "galera": galera.main,
+}
+#: ``make bench-smoke`` runs the phases in these lanes at once, each lane a process of its own
+#: (its figures measure nothing, so the phases may share the cores): the whole smoke takes the
+#: longest lane's time. ``make bench`` runs every phase alone, one after another.
+SMOKE_LANES = (
+    ("galera", "llm_overload"),
+    ("throughput", "peer", "protocol_floor", "lease_latency", "scale", "inflight"),
+    ("api_scale", "llm_storm", "cost", "outputs"),
+)
+
+
+async def _phases(names: Sequence[str]) -> Figures:
+    figures: Figures = {}
+    for name in names:
+        phase_started = time.perf_counter()
+        figures.update(await PHASES[name]())
+        figures[f"phase_{name}_s"] = time.perf_counter() - phase_started
+    return figures
+
+
+async def _lanes() -> Figures:
+    """Every lane of SMOKE_LANES in a process of its own (``AIJOB_BENCH_LANE``), at once."""
+    with tempfile.TemporaryDirectory() as tmp:
+        outs = [Path(tmp) / f"lane-{n}.json" for n in range(len(SMOKE_LANES))]
+        lanes = [
+            await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "bench",
+                env={**os.environ, LANE: ",".join(names), LANE_OUT: str(out)},
+            )
+            for names, out in zip(SMOKE_LANES, outs, strict=True)
+        ]
+        codes = [await lane.wait() for lane in lanes]
+        if any(codes):
+            raise SystemExit(f"bench-smoke lanes exited {codes}")
+        figures: Figures = {}
+        for out in outs:
+            figures.update(json.loads(out.read_text()))
+        return figures
+
+
+#: A lane's phases (comma-separated) and where it writes their figures: set for a lane's process.
+LANE, LANE_OUT = "AIJOB_BENCH_LANE", "AIJOB_BENCH_LANE_OUT"
+
+
 async def main() -> None:
     started = time.perf_counter()
+    if os.environ.get(LANE):
+        lane = await _phases(os.environ[LANE].split(","))
+        await asyncio.to_thread(Path(os.environ[LANE_OUT]).write_text, json.dumps(lane))
+        return
     figures: Figures = {
         "machine": f"{platform.machine()}, {psutil.cpu_count()} cores, "
         f"{psutil.virtual_memory().total / 2**30:.0f} GiB, Python {platform.python_version()}",
     }
-    phases: list[tuple[str, Callable[[], Awaitable[Mapping[str, float | str | None]]]]] = [
-        ("throughput", throughput.main),
-        ("peer", lambda: peer.main(throughput.JOBS)),
-        ("protocol_floor", protocol_floor.main),
-        ("lease_latency", lease_latency.main),
-        ("scale", scale.main),
-        ("inflight", inflight.main),
-        ("api_scale", api_scale.main),
-        ("llm_storm", llm_storm.main),
-        ("llm_overload", llm_overload.main),
-        ("cost", cost.main),
-        ("outputs", outputs.main),
-        ("galera", galera.main),
-    ]
-    for name, phase in phases:
-        phase_started = time.perf_counter()
-        figures.update(await phase())
-        figures[f"phase_{name}_s"] = time.perf_counter() - phase_started
+    figures.update(await (_lanes() if sizes.SMOKE else _phases(list(PHASES))))
     figures["ours_vs_ceiling"] = _ratio(figures["ours_jobs_per_s"], figures["ceiling_jobs_per_s"])
     figures["ours_vs_peer"] = _ratio(figures["ours_jobs_per_s"], figures["peer_jobs_per_s"])
     figures["ours_vs_batched_ceiling"] = _ratio(
