@@ -64,10 +64,9 @@ class Created:
 
 CreateResult = Created | SchedulerError
 
-#: Offers up to ``count`` just-created jobs of a type to local runtimes inside the create's
-#: transaction; it registers its own after-commit delivery and after-rollback release on ``tx``.
-#: Dispatch's ``offer_within``: lease up to n jobs of a type to runtimes here, in the create's
-#: transaction; with the create's jobs (before their insert), of those only.
+#: Dispatch's ``offer_within``: leases up to n jobs of a type to runtimes here inside the
+#: create's transaction (with the create's jobs, before their insert: of those only), and
+#: registers its own after-commit delivery and after-rollback release on ``tx``.
 Handoff = Callable[
     [Transaction, str, int, NewJobRows | None], Awaitable[list[tuple[str, LeasePayload]]]
 ]

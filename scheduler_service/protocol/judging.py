@@ -4,6 +4,8 @@ attempt that sent it, and whether a lease can carry a job's input at all."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from scheduler_service import validation
 from scheduler_service.errors import (
     InvalidRequestError,
@@ -37,6 +39,11 @@ __all__ = [
     "prepared_result",
     "unleasable_error",
 ]
+
+
+def leasable_input(snapshot: Any, params: Any) -> bool:
+    """Whether a lease can carry this snapshot and these params."""
+    return validation.lease_problem(snapshot) is None and validation.lease_problem(params) is None
 
 
 def unleasable_error(lease: LeasePayload) -> JobError | None:

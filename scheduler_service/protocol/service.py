@@ -202,6 +202,10 @@ class RuntimeProtocol:
         ``tx``; the leases are counted once it commits. With ``fresh``, of those jobs about to
         be inserted (``JobStore.claim_batches``), whose create's transaction ``tx`` is."""
         started = tracing.now_ns()
+        if fresh is not None:
+            # Checked at create; a job a lease could not carry stays queued all the same, to be
+            # set apart by the claim that finds its row.
+            fresh = [row for row in fresh if judging.leasable_input(row[1], row[2])]
         shares = await self._claim_shares(tx, job_types, demands, fresh)
         granted = [grant for share in shares for grant in share]
         if granted:
