@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from scheduler_service.flow.keys import FlowPolicy, Limits
 from scheduler_service.lifecycle.fairness import RunningCaps
 from scheduler_service.lifecycle.lease_tokens import digest
-from scheduler_service.lifecycle.records import JobRecord, LeaseGrant, Placement
+from scheduler_service.lifecycle.records import JobRecord, LeaseGrant, NewJob, Placement
 from scheduler_service.ports import Transaction
 from scheduler_service.registry.definitions import USER_KEY_MODE
 from tests.support.db import create_job, make_job, raw_row
@@ -25,7 +25,9 @@ async def _create_for(
 ) -> tuple[list[list[LeaseGrant]], dict[str, JobRecord] | None, list[str]]:
     """Two new jobs of one user, offered to ``demands`` before their insert, then inserted:
     the grants, the rows as written, and the jobs' ids."""
-    jobs = [(make_job(user_id="user-f"), {"text": "hi"}, {}) for _ in range(2)]
+    jobs: list[tuple[NewJob, dict[str, Any], dict[str, Any]]] = [
+        (make_job(user_id="user-f"), {"text": "hi"}, {}) for _ in range(2)
+    ]
 
     async def work(
         tx: Transaction,
