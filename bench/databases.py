@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -56,6 +57,8 @@ class _Schema:
     rows: dict[str, list[dict[str, Any]]]
 
 
+_DEFINER = re.compile(r"DEFINER=\S+ ")
+
 #: Per server, the schema the process's first throwaway database was migrated to: the others
 #: are built from it, a fraction of a second instead of a second of migrations each.
 _SCHEMAS: dict[str, _Schema] = {}
@@ -75,8 +78,12 @@ async def _captured(url: str) -> _Schema:
                 raise NotImplementedError("a view in the schema: migrate each database instead")
             ddl = [(await shown(f"SHOW CREATE TABLE `{t}`"))[0][1] for t in tables]
             found = [row[0] for row in await shown("SHOW TRIGGERS")]
-            # Its third column is the statement that created it.
-            triggers = [(await shown(f"SHOW CREATE TRIGGER `{t}`"))[0][2] for t in found]
+            # Its third column is the statement that created it; without its DEFINER (a user
+            # of the first connection's host), it is defined by whoever replays it.
+            triggers = [
+                _DEFINER.sub("", (await shown(f"SHOW CREATE TRIGGER `{t}`"))[0][2], count=1)
+                for t in found
+            ]
             rows = {
                 t: [dict(r._mapping) for r in await conn.exec_driver_sql(f"SELECT * FROM `{t}`")]
                 for t in tables

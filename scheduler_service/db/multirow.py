@@ -40,12 +40,14 @@ async def insert_rows(
     fixed: Mapping[str, Any] | None = None,
     ignore_duplicates: bool = False,
     accumulate: Sequence[str] = (),
+    prefix: str = "",
 ) -> None:
     """Insert ``rows``; the ``stamped`` columns get the database's now, the ``fixed`` ones the
     same value in every row. With ``ignore_duplicates``, a row whose primary key exists is left
     as it is (not INSERT IGNORE, which would also swallow truncation and other data errors); with
     ``accumulate``, such a row's ``accumulate`` columns are added to the existing row's (a
-    counter's upsert: many keys, one statement)."""
+    counter's upsert: many keys, one statement). ``prefix`` goes before each statement (a
+    constant of the caller's, never input)."""
     for template, chunk in _chunks(
         conn.dialect,
         table,
@@ -55,7 +57,7 @@ async def insert_rows(
         ignore_duplicates=ignore_duplicates,
         accumulate=tuple(accumulate),
     ):
-        await conn.exec_driver_sql(template.sql(len(chunk)), template.parameters(chunk))
+        await conn.exec_driver_sql(prefix + template.sql(len(chunk)), template.parameters(chunk))
 
 
 async def insert_rows_returning(

@@ -59,6 +59,9 @@ from scheduler_service.ports import JobReads, JobStore, JobSweeps, NewJobRows
 __all__ = ["LeaseTimes", "SqlJobReads", "SqlJobStore", "SqlJobSweeps"]
 
 _snapshots = cast(Table, AiJobSnapshot.__table__)
+#: MariaDB's one-statement setting: the snapshots' foreign key to their jobs, which this same
+#: transaction inserts next, is not checked row by row.
+_NO_KEY_CHECK = "SET STATEMENT foreign_key_checks=0 FOR "
 #: The job columns that hold times: the database stores them at its own precision.
 _TIMES = frozenset(c.name for c in sql.jobs.c if c.type.python_type is datetime)
 
@@ -129,7 +132,6 @@ class SqlJobStore(JobStore):
             values["leaseTokenHash"] = digest(placement.lease_token)
             values["lockUntil"] = placement.lock_until
             running.append(values)
-        # Ready before the jobs' insert: between it and the commit stands only the snapshots'.
         snapshots = [
             {
                 "id": new_id(),
@@ -140,6 +142,12 @@ class SqlJobStore(JobStore):
             }
             for job, snapshot, params in jobs
         ]
+        # On MariaDB the snapshots go first, their key to the job checked by nothing but this
+        # transaction (the job's insert follows; a failure rolls both back): a deferred foreign
+        # key, so that between a job's insert (its availableAt) and the commit nothing stands.
+        snapshots_first = getattr(self._conn.dialect, "is_mariadb", False)
+        if snapshots_first:
+            await insert_rows(self._conn, _snapshots, snapshots, prefix=_NO_KEY_CHECK)
         written: list[dict[str, Any]] | None = []
         for rows, stamped, fixed in (
             (queued, sql.QUEUED_STAMPED, sql.queued_fixed()),
@@ -159,7 +167,8 @@ class SqlJobStore(JobStore):
                 continue
             by_id = {row["id"]: row for row in rows}
             written += [{**by_id[row["id"]], **fixed, **row} for row in found]
-        await insert_rows(self._conn, _snapshots, snapshots)
+        if not snapshots_first:
+            await insert_rows(self._conn, _snapshots, snapshots)
         if written is None:
             return None
         return {row["id"]: JobRecord.from_mapping(row) for row in written}
