@@ -325,11 +325,22 @@ class PollSessions:
                 session.outgoing.put_nowait(Ack(message.report_id, answer))
 
 
+#: Turns of the loop a busy stream waits before it takes what is queued (the wait on a task
+#: and ``asyncio.wait`` this replaced took two, and the frames that gathered meanwhile were
+#: worth a tenth of the drain).
+_TURNS_BEFORE_A_FRAME = 2
+
+
 async def _next_message(session: StreamSession, reader: asyncio.Task[None]) -> Outgoing | None:
     """The next message to send, or None once the runtime closed its side.
 
     Awaited on the queue itself, which the reader's end also reaches (``READER_ENDED``): a
     lease put there wakes this stream at once, with no task or ``asyncio.wait`` between."""
+    if not session.outgoing.empty():
+        # Under load: the loop's turns that hand this stream more (acks of a group commit,
+        # leases of a claim) come first, and go out in the same frame.
+        for _ in range(_TURNS_BEFORE_A_FRAME):
+            await asyncio.sleep(0)
     message = await session.outgoing.get()
     if isinstance(message, Closing):
         raise ShuttingDownError("this scheduler is shutting down; reconnect")
