@@ -199,12 +199,9 @@ class RuntimeProtocol:
         fresh: NewJobRows | None = None,
     ) -> list[list[LeasePayload]]:
         """Leases with their payloads for several runtimes of the same job types, per demand, in
-        ``tx``; the leases are counted once it commits. With ``fresh``, of those jobs about to
-        be inserted (``JobStore.claim_batches``), whose create's transaction ``tx`` is."""
+        ``tx``, counted once it commits; with ``fresh``, of the create's jobs not yet written."""
         started = tracing.now_ns()
-        if fresh is not None:
-            # Checked at create; a job a lease could not carry stays queued all the same, to be
-            # set apart by the claim that finds its row.
+        if fresh is not None:  # one a lease could not carry waits for the claim of its row
             fresh = [row for row in fresh if judging.leasable_input(row[1], row[2])]
         shares = await self._claim_shares(tx, job_types, demands, fresh)
         granted = [grant for share in shares for grant in share]
@@ -264,9 +261,8 @@ class RuntimeProtocol:
         fresh: NewJobRows | None = None,
     ) -> list[list[LeaseGrant]]:
         """Claims for the runtimes allowed user keys and for the others apart, so a user-key
-        job only goes to a runtime allowed to run it; shares in the order of ``demands``. Fresh
-        jobs are dealt in one claim (two would deal them twice), user-key ones only when every
-        runtime may run them."""
+        job only goes to a runtime allowed to run it; in the order of ``demands``. Fresh jobs
+        are dealt in one claim (two would deal them twice), with user keys only if all may."""
         allowed = [self.may_use_user_keys(instance) for instance, _ in demands]
         caps = self._running_caps
         defer_ms = self.cheap_hours.defer_ms()
