@@ -259,7 +259,9 @@ class JobService:
                 ]
             )
             rows_of = [prepared[i] for i in accepted]
-            leased = await self._hand_off_fresh(tx, rows_of)
+            # Offered in the claim's order (priority, then the users' fair places).
+            ranked = sorted(range(len(rows_of)), key=lambda k: (rows_of[k][0].priority, places[k]))
+            leased = await self._hand_off_fresh(tx, [rows_of[k] for k in ranked])
             written = await tx.jobs.create_many(rows_of, places, leased=leased)
             # The reply's rows: as the insert wrote them, or read before commit on the same
             # connection (saves a checkout).

@@ -6,12 +6,14 @@ key at its concurrency, or an older job waiting for the type leaves it written q
 from __future__ import annotations
 
 import pytest
+from google.protobuf import json_format
 
 from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from devtools.harness.tokens import ADMIN_TOKEN, bearer
 from scheduler_service.lifecycle.lease_tokens import digest
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc
+from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from tests.protocol.test_handoff import _subscribed
 from tests.support.db_checks import job_row
 from tests.support.schedulers import RunningScheduler, SchedulerFactory
@@ -112,5 +114,27 @@ async def test_an_older_waiting_job_is_leased_and_the_new_one_written_queued(
         newer = await jobs.create()
         assert newer.lifecycle_status == "queued"
         assert (await runtime.next_lease()).job_id == older.job_id
+    finally:
+        await runtime.close()
+
+
+async def test_a_gathering_offers_its_jobs_in_the_claims_order(
+    scheduler: RunningScheduler,
+) -> None:
+    """One CreateJobs call, its urgent job last, one free slot: the urgent job is leased."""
+    runtime = await _waiting_runtime(scheduler, "rt-order", slots=1)
+    try:
+        jobs = JobClient(scheduler.channel)
+        items = []
+        for priority in (90, 90, 10):
+            job = job_pb.CreateJobRequest(job_type="synthetic_echo", priority=priority)
+            json_format.ParseDict({"p": priority}, job.snapshot)
+            items.append(job_pb.CreateJobsItem(job=job))
+        reply = await jobs.stub.CreateJobs(
+            job_pb.CreateJobsRequest(items=items), metadata=jobs.metadata, timeout=30
+        )
+        statuses = [result.job.lifecycle_status for result in reply.results]
+        assert statuses == ["queued", "queued", "running"]
+        assert (await runtime.next_lease()).job_id == reply.results[2].job.job_id
     finally:
         await runtime.close()
