@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf import struct_pb2, timestamp_pb2
 
 from scheduler_service import validation
 from scheduler_service.billing.cheap_hours import IMMEDIATE, OFF_PEAK
@@ -41,8 +41,10 @@ def from_timestamp(value: timestamp_pb2.Timestamp, present: bool, field: str) ->
 
 
 def struct(value: dict[str, Any]) -> struct_pb2.Struct:
+    # Struct.update takes the same JSON values as json_format.ParseDict at a third of its cost
+    # (two per lease).
     message = struct_pb2.Struct()
-    json_format.ParseDict(value, message)
+    message.update(value)
     return message
 
 

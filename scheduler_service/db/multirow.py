@@ -145,15 +145,28 @@ class _Template:
         return self.prefix + ", ".join([self.row] * rows) + self.suffix
 
     def parameters(self, rows: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:
+        # Every row of a batch goes through here (usage, artifacts, outbox…): the slots'
+        # kinds are resolved once per template, not once per value.
+        plan = self._plan
         values: list[Any] = []
+        append = values.append
         for row in rows:
-            for column, constant in zip(self.slots, self.constants, strict=True):
+            for column, constant, process in plan:
                 if column is None:
-                    values.append(constant)
+                    append(constant)
+                elif process is None:
+                    append(row[column])
                 else:
-                    process = self.processors.get(column)
-                    values.append(row[column] if process is None else process(row[column]))
+                    append(process(row[column]))
         return tuple(values)
+
+    @functools.cached_property
+    def _plan(self) -> tuple[tuple[str | None, Any, Callable[[Any], Any] | None], ...]:
+        """Per placeholder: the row's column (or None), the constant, the column's processor."""
+        return tuple(
+            (column, constant, None if column is None else self.processors.get(column))
+            for column, constant in zip(self.slots, self.constants, strict=True)
+        )
 
 
 @functools.cache

@@ -184,7 +184,7 @@ async def active_and_today_of(
 
 async def read_jobs(conn: AsyncConnection, job_ids: Sequence[str]) -> dict[str, JobRecord]:
     rows = await conn.execute(sql.SELECT_RECORDS, {"b_ids": list(job_ids)})
-    return {row.id: JobRecord.from_mapping(dict(row._mapping)) for row in rows}
+    return {job.id: job for job in JobRecord.from_rows(list(rows.keys()), rows)}
 
 
 async def job_ids_by_keys(
@@ -255,7 +255,8 @@ async def page(
             or_(_c.createdAt < created_at, and_(_c.createdAt == created_at, _c.id < job_id))
         )
     query = query.order_by(_c.createdAt.desc(), _c.id.desc()).limit(limit)
-    return [JobRecord.from_mapping(dict(row._mapping)) for row in await conn.execute(query)]
+    rows = await conn.execute(query)
+    return list(JobRecord.from_rows(list(rows.keys()), rows))
 
 
 async def expired_leases(

@@ -292,11 +292,12 @@ class SqlJobReads(JobReads):
         return await queries.job_ids_by_keys(self._conn, keys)
 
     async def lock_rows(self, job_ids: Collection[str]) -> LockedRows:
-        found = (await self._conn.execute(sql.SELECT_LOCKED, {"b_ids": sorted(job_ids)})).all()
+        result = await self._conn.execute(sql.SELECT_LOCKED, {"b_ids": sorted(job_ids)})
+        found = result.all()
         now = found[0].dbNow if found else (await self._conn.execute(sql.SELECT_NOW)).scalar_one()
         return LockedRows(
             now,
-            {row.id: JobRecord.from_mapping(dict(row._mapping)) for row in found},
+            {job.id: job for job in JobRecord.from_rows(list(result.keys()), found)},
             self._lease.ttl_ms,
             self._lease.grace_ms,
         )
