@@ -162,8 +162,8 @@ def span(
     quote request content (a params key, a snapshot value), which spans never carry."""
     if _provider is None:
         # Not tracing: the span a no-op tracer would give (it carries the parent's context, so
-        # ``inject`` still answers the caller's traceparent), without the context switch it
-        # costs on every call (a twentieth of a CreateJob's CPU).
+        # ``inject`` still answers the caller's traceparent), without attaching a context on
+        # every CreateJob.
         yield trace.NonRecordingSpan(trace.get_current_span(parent).get_span_context())
         return
     with _tracer().start_as_current_span(

@@ -215,7 +215,7 @@ class JobRecord:
         cls, columns: Sequence[str], rows: Iterable[Sequence[Any]]
     ) -> Iterator[JobRecord]:
         """A record per row of a result whose ``columns`` are named once (a row's mapping view
-        names them again for every row: a tenth of a locked batch's judging)."""
+        builds its keys again for every row of a locked batch)."""
         where = [list(columns).index(name) for name in RECORD_FIELDS]
         status = RECORD_FIELDS.index("lifecycleStatus")
         for row in rows:
