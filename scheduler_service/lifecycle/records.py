@@ -216,7 +216,8 @@ class JobRecord:
     ) -> Iterator[JobRecord]:
         """A record per row of a result whose ``columns`` are named once (a row's mapping view
         builds its keys again for every row of a locked batch)."""
-        where = [list(columns).index(name) for name in RECORD_FIELDS]
+        position = {name: index for index, name in enumerate(columns)}
+        where = [position[name] for name in RECORD_FIELDS]
         status = RECORD_FIELDS.index("lifecycleStatus")
         for row in rows:
             values = [row[index] for index in where]
