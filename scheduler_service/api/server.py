@@ -147,6 +147,12 @@ async def _set_serving(health_servicer: health_aio.HealthServicer, status: int) 
 
 async def serve(settings: SchedulerSettings) -> None:
     """Serve until SIGTERM or SIGINT, then stop gracefully within ``shutdown_grace_s``."""
+    # Handled from the start: health answers SERVING before the app's loops have started, and a
+    # SIGTERM in between must stop the process gracefully, not kill it with the default action.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     app = SchedulerApp.create(settings)
     server, health_servicer, port = build_server(settings, app)
 
@@ -159,11 +165,6 @@ async def serve(settings: SchedulerSettings) -> None:
     log.info(
         "scheduler serving", extra={"action": "serve", "listen": settings.listen, "port": port}
     )
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
 
     log.info("scheduler stopping", extra={"action": "shutdown"})
@@ -171,5 +172,4 @@ async def serve(settings: SchedulerSettings) -> None:
     await _set_serving(health_servicer, health_pb2.HealthCheckResponse.NOT_SERVING)
     app.polls.shut_down()  # idle Poll streams would hold the stop for the whole grace period
     await server.stop(settings.shutdown_grace_s)
-    await app.stop()
     await app.stop()
