@@ -40,14 +40,16 @@ async def insert_rows(
     fixed: Mapping[str, Any] | None = None,
     ignore_duplicates: bool = False,
     accumulate: Sequence[str] = (),
+    replace: Sequence[str] = (),
     prefix: str = "",
 ) -> None:
     """Insert ``rows``; the ``stamped`` columns get the database's now, the ``fixed`` ones the
     same value in every row. With ``ignore_duplicates``, a row whose primary key exists is left
     as it is (not INSERT IGNORE, which would also swallow truncation and other data errors); with
     ``accumulate``, such a row's ``accumulate`` columns are added to the existing row's (a
-    counter's upsert: many keys, one statement). ``prefix`` goes before each statement (a
-    constant of the caller's, never input)."""
+    counter's upsert: many keys, one statement); with ``replace``, they take the new row's values
+    (many keys set, one statement). ``prefix`` goes before each statement (a constant of the
+    caller's, never input)."""
     for template, chunk in _chunks(
         conn.dialect,
         table,
@@ -56,6 +58,7 @@ async def insert_rows(
         fixed=fixed,
         ignore_duplicates=ignore_duplicates,
         accumulate=tuple(accumulate),
+        replace=tuple(replace),
     ):
         await conn.exec_driver_sql(prefix + template.sql(len(chunk)), template.parameters(chunk))
 
@@ -106,6 +109,7 @@ def _chunks(
     fixed: Mapping[str, Any] | None,
     ignore_duplicates: bool = False,
     accumulate: tuple[str, ...] = (),
+    replace: tuple[str, ...] = (),
 ) -> Iterator[tuple[_Template, Sequence[Mapping[str, Any]]]]:
     """The rows by the columns they carry, each group in statements of at most MAX_CHUNK
     rows, with the template that writes them."""
@@ -121,6 +125,7 @@ def _chunks(
             fixed=tuple(sorted((fixed or {}).items())),
             ignore_duplicates=ignore_duplicates,
             accumulate=accumulate,
+            replace=replace,
         )
         for start in range(0, len(group), MAX_CHUNK):
             yield template, group[start : start + MAX_CHUNK]
@@ -179,13 +184,21 @@ def _template(
     fixed: Fixed,
     ignore_duplicates: bool,
     accumulate: tuple[str, ...] = (),
+    replace: tuple[str, ...] = (),
 ) -> _Template:
     values = {
         **{c: bindparam(f"row_{c}", None, type_=table.c[c].type) for c in columns},
         **{c: db_now() for c in stamped},
         **dict(fixed),
     }
-    statement = _statement(dialect, table, values, ignore_duplicates, accumulate)
+    statement = _statement(
+        dialect,
+        table,
+        values,
+        ignore_duplicates=ignore_duplicates,
+        accumulate=accumulate,
+        replace=replace,
+    )
     compiled: Any = statement.compile(dialect=dialect)
     if not compiled.positional:
         raise NotImplementedError(f"{dialect.name}: multi-row inserts need a positional driver")
@@ -213,24 +226,34 @@ def _statement(
     dialect: Dialect,
     table: Table,
     values: Mapping[str, Any],
+    *,
     ignore_duplicates: bool,
     accumulate: tuple[str, ...],
+    replace: tuple[str, ...],
 ) -> Any:
-    if not (ignore_duplicates or accumulate):
+    if not (ignore_duplicates or accumulate or replace):
         return insert(table).values(values)
     primary = list(table.primary_key.columns)
     if dialect.name == "sqlite":
         lite = sqlite_insert(table).values(values)
-        if not accumulate:
+        if not (accumulate or replace):
             return lite.on_conflict_do_nothing()
         return lite.on_conflict_do_update(
             index_elements=primary,
-            set_={c: table.c[c] + lite.excluded[c] for c in accumulate},
+            set_={
+                **{c: table.c[c] + lite.excluded[c] for c in accumulate},
+                **{c: lite.excluded[c] for c in replace},
+            },
         )
     upsert = mysql_insert(table).values(values)
-    if not accumulate:
+    if not (accumulate or replace):
         return upsert.on_duplicate_key_update({primary[0].name: upsert.inserted[primary[0].name]})
-    return upsert.on_duplicate_key_update({c: table.c[c] + upsert.inserted[c] for c in accumulate})
+    return upsert.on_duplicate_key_update(
+        {
+            **{c: table.c[c] + upsert.inserted[c] for c in accumulate},
+            **{c: upsert.inserted[c] for c in replace},
+        }
+    )
 
 
 def _closing(sql: str, start: int) -> int:

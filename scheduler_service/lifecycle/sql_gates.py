@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import cast
 
-from sqlalchemy import Table, bindparam, delete, func, select, update
+from sqlalchemy import Table, bindparam, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.idempotent import insert_ignoring_duplicates
 from scheduler_service.db.models import AiUserJobGate
+from scheduler_service.db.multirow import insert_rows
 from scheduler_service.lifecycle import fairness, queries, sql
 from scheduler_service.lifecycle.records import NewJob
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
@@ -40,18 +41,14 @@ _QUEUE_FLOOR = select(
     )
     .scalar_subquery(),
 )
-#: The same for one user at one priority (a single create), with the user's gate, in one read.
+#: The same for one user at one priority (a single create), with the user's place, in one read.
 _ONE_USER_FLOOR = select(
     *_QUEUE_FLOOR.selected_columns,
     select(_gate.c.fairSeq).where(_gate.c.userId == bindparam("b_user")).scalar_subquery(),
-    select(func.count()).where(_gate.c.userId == bindparam("b_user")).scalar_subquery(),
-)
-_SET_GATE_PLACE = (
-    update(_gate).where(_gate.c.userId == bindparam("b_user")).values(fairSeq=bindparam("v_place"))
 )
 
-#: Users' last places, the users with a gate row, and each priority's floor.
-_Floors = tuple[dict[str, int], set[str], dict[int, fairness.Floor]]
+#: Users' last places and each priority's floor.
+_Floors = tuple[dict[str, int], dict[int, fairness.Floor]]
 
 
 class SqlGateStore(GateStore):
@@ -72,9 +69,9 @@ class SqlGateStore(GateStore):
         row = (
             await self._conn.execute(_ONE_USER_FLOOR, {"b_priority": priority, "b_user": user})
         ).one()
-        head, running, last, gates = row[0], row[1], row[2], row[3]
+        head, running, last = row[0], row[1], row[2]
         lasts = {} if last is None else {user: int(last)}
-        return lasts, {user} if gates else set(), {priority: fairness.Floor(head, running)}
+        return lasts, {priority: fairness.Floor(head, running)}
 
     async def _floors(self, users: list[str], priorities: list[int]) -> _Floors:
         rows = (await self._conn.execute(_GATE_PLACES, {"b_users": users})).all()
@@ -83,26 +80,24 @@ class SqlGateStore(GateStore):
         for priority in priorities:
             head, running = (await self._conn.execute(_QUEUE_FLOOR, {"b_priority": priority})).one()
             floors[priority] = fairness.Floor(head, running)
-        return lasts, {row.userId for row in rows}, floors
+        return lasts, floors
 
     async def fair_places(self, jobs: Sequence[NewJob]) -> list[int]:
         """Each new job's place in its user's turn (:mod:`~scheduler_service.lifecycle.fairness`),
         moving the users' gates on to their newest place."""
         users = sorted({job.user_id for job in jobs})
         priorities = sorted({job.priority for job in jobs})
-        lasts, gated, floors = await (
+        lasts, floors = await (
             self._one_user_floor(users[0], priorities[0])
             if len(users) == len(priorities) == 1
             else self._floors(users, priorities)
         )
         placed, latest = fairness.places([(j.user_id, j.priority) for j in jobs], lasts, floors)
-        moved = [{"b_user": u, "v_place": p} for u, p in latest.items() if u in gated]
-        if moved:
-            await self._conn.execute(_SET_GATE_PLACE, moved)
-        # Creates that skip the limits have no gate row yet: one is made to hold the place.
-        new_gates = [{"userId": u, "fairSeq": p} for u, p in latest.items() if u not in gated]
-        if new_gates:
-            await insert_ignoring_duplicates(self._conn, _gate, new_gates, stamped=("updatedAt",))
+        # One upsert moves every user's gate on (a statement per user cost a round trip each);
+        # creates that skip the limits have no gate row yet, and get one to hold the place. In
+        # user order, as lock_user_gates takes them.
+        places = [{"userId": user, "fairSeq": latest[user]} for user in sorted(latest)]
+        await insert_rows(self._conn, _gate, places, stamped=("updatedAt",), replace=("fairSeq",))
         return placed
 
     async def prune_user_gates(self, idle_ms: int, *, limit: int = 500) -> int:

@@ -106,3 +106,34 @@ async def test_accumulated_columns_add_up_on_existing_keys_in_one_statement(
             )
         ).all()
     assert [tuple(row) for row in found] == [("a", 10, 1), ("b", 12, 5), ("c", 1, 0)]
+
+
+async def test_replaced_columns_take_the_new_values_on_existing_keys_in_one_statement(
+    engine: AsyncEngine,
+) -> None:
+    """The users' fair-dispatch places: existing gates moved on, missing ones made, one
+    statement; a replaced row keeps its other columns (its stamp)."""
+    table = cast(Table, AiUserJobGate.__table__)
+    async with engine.begin() as conn:
+        await insert_rows(conn, table, [{"userId": "a", "fairSeq": 1}], stamped=("updatedAt",))
+    async with engine.connect() as conn:
+        stamp = (await conn.execute(select(table.c.updatedAt))).scalar_one()
+    sent: list[str] = []
+    event.listen(engine.sync_engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
+    async with engine.begin() as conn:
+        await insert_rows(
+            conn,
+            table,
+            [{"userId": "a", "fairSeq": 7}, {"userId": "b", "fairSeq": -3}],
+            stamped=("updatedAt",),
+            replace=("fairSeq",),
+        )
+    assert len(sent) == 1
+    async with engine.connect() as conn:
+        found = (
+            await conn.execute(
+                select(table.c.userId, table.c.fairSeq, table.c.updatedAt).order_by(table.c.userId)
+            )
+        ).all()
+    assert [(row.userId, row.fairSeq) for row in found] == [("a", 7), ("b", -3)]
+    assert found[0].updatedAt == stamp
