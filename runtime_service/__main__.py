@@ -11,6 +11,7 @@ from prometheus_client import start_http_server
 from runtime_service.settings import RuntimeSettings
 from runtime_service.worker import Runtime
 from shared import tracing
+from shared.gc_tuning import settle_start_up_heap
 from shared.logs import configure_logging
 
 
@@ -30,6 +31,7 @@ def main() -> int:
         host, _, port = settings.metrics_listen.rpartition(":")
         start_http_server(int(port), addr=host or "127.0.0.1")
     tracing.setup_from_env("aijob-runtime")
+    settle_start_up_heap()
     try:
         asyncio.run(_serve(settings))
     finally:

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from scheduler_service.errors import ConfigurationError
 from scheduler_service.settings import SchedulerSettings
 from shared import tracing
+from shared.gc_tuning import settle_start_up_heap
 from shared.logs import configure_logging
 
 
@@ -83,6 +84,7 @@ def _run(command: str) -> int:
     from scheduler_service.api.server import serve
 
     tracing.setup_from_env("aijob-scheduler")
+    settle_start_up_heap()
     try:
         asyncio.run(serve(settings))
     finally:
