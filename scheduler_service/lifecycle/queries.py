@@ -27,7 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.db.clock import db_now, db_today
-from scheduler_service.db.models import AiJobArtifact, AiJobSnapshot
+from scheduler_service.db.models import AiJobArtifact, AiJobSnapshot, AiUserJobGate
 from scheduler_service.lifecycle import sql
 from scheduler_service.lifecycle.records import (
     ArtifactRow,
@@ -59,6 +59,7 @@ __all__ = [
 
 _c = sql.jobs.c
 _snapshots = cast(Table, AiJobSnapshot.__table__)
+_gates = cast(Table, AiUserJobGate.__table__)
 _artifacts = cast(Table, AiJobArtifact.__table__)
 _Q, _R = LifecycleStatus.QUEUED.value, LifecycleStatus.RUNNING.value
 
@@ -158,28 +159,31 @@ async def read_job(conn: AsyncConnection, job_id: str) -> JobRecord | None:
 
 
 _USERS: BindParameter[list[str]] = bindparam("b_users", expanding=True)
-#: Each user's queued-or-running count and created-today count, in one read ("a" and "t" rows).
-_ACTIVE_AND_TODAY_BY_USER = union_all(
+#: Each user's queued-or-running count and created-today count ("a" and "t" rows) and their
+#: gate's fair-dispatch place ("p" rows, for users with a place), in one read.
+_ACTIVE_TODAY_AND_PLACES_BY_USER = union_all(
     select(literal("a").label("kind"), _c.userId, func.count().label("n"))
     .where(_c.userId.in_(_USERS), _c.lifecycleStatus.in_([_Q, _R]), sql.engine_owned())
     .group_by(_c.userId),
     select(literal("t").label("kind"), _c.userId, func.count().label("n"))
     .where(_c.userId.in_(_USERS), _c.createdAt >= db_today(), sql.engine_owned())
     .group_by(_c.userId),
+    select(literal("p").label("kind"), _gates.c.userId, _gates.c.fairSeq.label("n")).where(
+        _gates.c.userId.in_(_USERS), _gates.c.fairSeq.is_not(None)
+    ),
 )
 
 
-async def active_and_today_of(
+async def active_today_and_places_of(
     conn: AsyncConnection, user_ids: Collection[str]
-) -> dict[str, tuple[int, int]]:
-    """:func:`active_and_today` for several users: two grouped counts on the per-user indexes,
-    in one round trip."""
+) -> tuple[dict[str, tuple[int, int]], dict[str, int]]:
+    """Several users' queued-or-running and created-today counts (two grouped counts on the
+    per-user indexes) and their gates' fair-dispatch places, in one round trip."""
     users = sorted(user_ids)
-    counts = {
-        (str(kind), str(user)): int(n)
-        for kind, user, n in await conn.execute(_ACTIVE_AND_TODAY_BY_USER, {"b_users": users})
-    }
-    return {u: (counts.get(("a", u), 0), counts.get(("t", u), 0)) for u in users}
+    found = await conn.execute(_ACTIVE_TODAY_AND_PLACES_BY_USER, {"b_users": users})
+    counts = {(str(kind), str(user)): int(n) for kind, user, n in found}
+    places = {user: n for (kind, user), n in counts.items() if kind == "p"}
+    return {u: (counts.get(("a", u), 0), counts.get(("t", u), 0)) for u in users}, places
 
 
 async def read_jobs(conn: AsyncConnection, job_ids: Sequence[str]) -> dict[str, JobRecord]:

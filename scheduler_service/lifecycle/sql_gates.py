@@ -54,6 +54,9 @@ _Floors = tuple[dict[str, int], dict[int, fairness.Floor]]
 class SqlGateStore(GateStore):
     def __init__(self, conn: AsyncConnection) -> None:
         self._conn = conn
+        #: The users whose gates this transaction locked, and their places as read then.
+        self._placed: set[str] = set()
+        self._places: dict[str, int] = {}
 
     async def lock_user_gates(self, user_ids: Collection[str]) -> dict[str, tuple[int, int]]:
         # The upsert locks each gate, new or not, in user order (on MySQL/MariaDB
@@ -63,7 +66,12 @@ class SqlGateStore(GateStore):
         users = sorted(set(user_ids))
         rows = [{"userId": user} for user in users]
         await insert_ignoring_duplicates(self._conn, _gate, rows, stamped=("updatedAt",))
-        return await queries.active_and_today_of(self._conn, users)
+        counts, places = await queries.active_today_and_places_of(self._conn, users)
+        # The places cannot move before this transaction ends (the gates are locked): the
+        # create's fair_places takes them from here instead of reading them again.
+        self._places.update(places)
+        self._placed |= set(users)
+        return counts
 
     async def _one_user_floor(self, user: str, priority: int) -> _Floors:
         row = (
@@ -74,8 +82,11 @@ class SqlGateStore(GateStore):
         return lasts, {priority: fairness.Floor(head, running)}
 
     async def _floors(self, users: list[str], priorities: list[int]) -> _Floors:
-        rows = (await self._conn.execute(_GATE_PLACES, {"b_users": users})).all()
-        lasts = {row.userId: int(row.fairSeq) for row in rows if row.fairSeq is not None}
+        if self._placed.issuperset(users):
+            lasts = {u: self._places[u] for u in users if u in self._places}
+        else:
+            rows = (await self._conn.execute(_GATE_PLACES, {"b_users": users})).all()
+            lasts = {row.userId: int(row.fairSeq) for row in rows if row.fairSeq is not None}
         floors = {}
         for priority in priorities:
             head, running = (await self._conn.execute(_QUEUE_FLOOR, {"b_priority": priority})).one()
@@ -93,6 +104,7 @@ class SqlGateStore(GateStore):
             else self._floors(users, priorities)
         )
         placed, latest = fairness.places([(j.user_id, j.priority) for j in jobs], lasts, floors)
+        self._places.update(latest)
         # One upsert moves every user's gate on (a statement per user cost a round trip each);
         # creates that skip the limits have no gate row yet, and get one to hold the place. In
         # user order, as lock_user_gates takes them.
