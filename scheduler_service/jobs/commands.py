@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
 from datetime import datetime
 from typing import Any
 
@@ -53,7 +54,8 @@ class CreateJobCommand:
 
     def fingerprint(self) -> str:
         """What makes two creates "the same request" for the idempotency check."""
-        fields = asdict(self)
+        # Shallow: asdict would deep-copy the snapshot only for it to be serialised.
+        fields = {f.name: getattr(self, f.name) for f in dataclass_fields(self)}
         fields["deadline"] = self.deadline.isoformat() if self.deadline else None
         del fields["traceparent"]
         if not self.model:
