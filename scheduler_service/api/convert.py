@@ -19,14 +19,21 @@ from scheduler_service.registry.catalog import JobTypeInfo
 from shared.error_codes import ErrorCode
 from shared.gen.aijob.v1 import job_service_pb2, types_pb2
 
+_EPOCH = datetime(1970, 1, 1)
+_EPOCH_UTC = _EPOCH.replace(tzinfo=UTC)
+
 
 def timestamp(value: datetime | None) -> timestamp_pb2.Timestamp | None:
     """A protobuf Timestamp for a naive-UTC database time (None stays unset)."""
     if value is None:
         return None
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromDatetime(value.replace(tzinfo=UTC) if value.tzinfo is None else value)
-    return stamp
+    # What Timestamp.FromDatetime computes, at a third of its cost (every lease and every job
+    # message carries several): a timedelta's seconds and microseconds are never negative,
+    # as a Timestamp's nanos must not be.
+    since = value - (_EPOCH if value.tzinfo is None else _EPOCH_UTC)
+    return timestamp_pb2.Timestamp(
+        seconds=since.days * 86_400 + since.seconds, nanos=since.microseconds * 1_000
+    )
 
 
 def from_timestamp(value: timestamp_pb2.Timestamp, present: bool, field: str) -> datetime | None:
