@@ -1,11 +1,12 @@
 """The cycle collector tuned for a long-running service process.
 
-Measured in a scheduler's drain (docs/performance.md, "The collector"): with CPython's defaults
-the full collections walked every module, descriptor and compiled statement loaded at start-up
-(about 60 ms each), and the young generation was collected every 700 allocations; together
-about a twentieth of the process's CPU. What is loaded before serving lives as long as the
-process, so it is moved out of the collector's sight, and the young generation is collected
-less often (its cost per collection grows with it, the number of collections falls faster).
+Measured in a scheduler's create and drain (docs/performance.md, "CreateJob's round trips, the
+collector, and two whole runs"): with CPython's defaults the full collections walked every
+module, descriptor and compiled statement loaded at start-up (about 60 ms each) and the young
+generation was collected every 700 allocations; together about a twentieth of the process's
+CPU. What is loaded before serving lives as long as the process, so it is moved out of the
+collector's sight (``gc.freeze``), and the young generation is collected less often: fewer
+collections, and fewer short-lived objects promoted for the older generations to walk again.
 """
 
 from __future__ import annotations
