@@ -10,6 +10,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import PoolResetState
 
+from scheduler_service.db.driver import DriverEngine
 from scheduler_service.db.failover import WriterChoice
 
 __all__ = ["create_engine", "is_sqlite", "mark_committed"]
@@ -64,6 +65,9 @@ def create_engine(
         # Statement parameters hold snapshots and outputs: keep them out of exception text.
         hide_parameters=True,
     )
+    if engine.dialect.driver == "asyncmy":
+        # Repeated Core statements go straight to the driver (scheduler_service/db/driver.py).
+        engine = DriverEngine(engine.sync_engine)
     event.listen(engine.sync_engine, "connect", _tcp_keepalive)
     event.listen(engine.sync_engine.pool, "reset", _reset_unless_committed)
     return engine
