@@ -34,6 +34,7 @@ from bench import (
     protocol_floor,
     scale,
     sizes,
+    statement_cost,
     throughput,
 )
 
@@ -108,6 +109,9 @@ def table(f: Figures) -> str:
         ),
         _row("design floor / peer", f["design_floor_vs_peer"], ""),
         _row("ours / protocol floor", f["ours_vs_grpc_floor"], ""),
+        _row("one statement, SQLAlchemy's path: CPU", f["statement_sqlalchemy_us"], "us"),
+        _row("  the same on our driver path", f["statement_driver_us"], "us"),
+        _row("  the asyncmy cursor alone", f["statement_cursor_us"], "us"),
         _row(
             "enqueue (row written) -> lease in runtime p50",
             f["lease_latency_p50_ms"],
@@ -240,6 +244,7 @@ PHASES: dict[str, Phase] = {
     "throughput": throughput.main,
     "peer": lambda: peer.main(throughput.JOBS),
     "protocol_floor": protocol_floor.main,
+    "statement_cost": statement_cost.main,
     "lease_latency": lease_latency.main,
     "scale": scale.main,
     "inflight": inflight.main,
@@ -256,7 +261,7 @@ PHASES: dict[str, Phase] = {
 SMOKE_LANES = (
     ("galera", "llm_overload"),
     ("throughput", "peer", "protocol_floor", "lease_latency", "scale", "inflight"),
-    ("api_scale", "llm_storm", "cost", "outputs"),
+    ("api_scale", "llm_storm", "cost", "outputs", "statement_cost"),
 )
 
 

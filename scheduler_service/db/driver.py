@@ -161,11 +161,10 @@ def _plan_from(compiled: Any) -> _Plan | None:
             return None
         default = bind.callable if bind.callable is not None else bind.value
         slots.append(_Slot(bind.key, default, bind.required, bind.expanding, processors.get(name)))
+    # A name used twice (one list in two places) renders the same size in both.
     expanding = tuple(
         name for name, slot in zip(compiled.positiontup, slots, strict=True) if slot.expanding
     )
-    if len(set(expanding)) != len(expanding):
-        return None
     columns = compiled._result_columns or []
     return _Plan(
         sql=compiled.string,

@@ -30,6 +30,11 @@ BY_IDS = select(
     _o.id, _o.aggregateId, _o.payload, _o.createdAt, func.count().over().label("total")
 ).where(_o.aggregateId.in_(bindparam("b_ids", expanding=True)), _o.status == "pending")
 MARK = update(OUTBOX).where(_o.aggregateId.in_(bindparam("b_ids", expanding=True)))
+#: One list in two places.
+TWICE = select(_o.aggregateId).where(
+    _o.aggregateId.in_(bindparam("b_ids", expanding=True)),
+    _o.dedupeKey.in_(select(_o.dedupeKey).where(_o.aggregateId.in_(bindparam("b_ids")))),
+)
 PROBE = text("SELECT :b_value AS echoed, 'x' LIKE '%' AS matched")
 
 
@@ -90,6 +95,21 @@ async def test_repeated_selects_answer_what_sqlalchemy_answers(
     row = sorted(answers[2], key=lambda r: r.aggregateId)[0]
     assert row.payload == {"n": 1, "text": "ü"}, "JSON columns are decoded"
     assert row._mapping["total"] == 3 and row.createdAt is not None
+
+
+async def test_one_list_used_twice(
+    mysql_engine: AsyncEngine, plain: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with mysql_engine.begin() as conn:
+        await _events(conn, 4)
+    fallbacks = _sent_by_driver(monkeypatch)
+    async with mysql_engine.connect() as conn:
+        answers = [
+            sorted((await conn.execute(TWICE, {"b_ids": ids})).scalars())
+            for ids in (["job-0"], ["job-1", "job-2", "x"], ["job-3", "job-0"])
+        ]
+    assert len(fallbacks) == 1
+    assert answers == [["job-0"], ["job-1", "job-2"], ["job-0", "job-3"]]
 
 
 async def test_text_with_a_percent_sign_and_a_named_value(mysql_engine: AsyncEngine) -> None:
