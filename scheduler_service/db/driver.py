@@ -3,24 +3,26 @@
 SQLAlchemy's asyncio layer runs every ``execute`` in a fresh greenlet (Python 3.11 maps and
 unmaps a frame stack for each one) around an execution context that looks the statement up
 in its compiled cache by a key it rebuilds per call, constructs the parameters, renders
-expanding ``IN`` lists and wraps the cursor. Measured on this host (40-id ``IN`` select,
-MariaDB on loopback, CPU per call): 440-494 µs through ``AsyncConnection.execute``,
-327-348 µs through ``exec_driver_sql``, 201-223 µs on the asyncmy cursor. A drained job costs
-about 0.7 statements, a create about 1.3: that difference is a fifth of the scheduler's CPU.
+expanding ``IN`` lists and wraps the cursor. ``bench/statement_cost.py`` measures one statement
+on each path: about twice the bare cursor's CPU through ``AsyncConnection.execute``, a fifth
+more than it here; over a drain that is about a ninth of the scheduler's CPU per job
+(docs/performance.md, "Statements straight to the driver").
 
 :class:`DriverConnection` is the engine's connection class on MySQL/MariaDB. A Core statement
 it is handed a second time (module constants and cached builders; a statement built afresh per
-call never repeats and keeps SQLAlchemy's path) is rendered once per dialect and ``IN`` list
-sizes, its parameters laid out positionally by a plan made once, sent on the pooled
-connection's own asyncmy cursor under the adapter's mutex, and its rows processed with the
-column types' result processors. What the plan does not cover goes SQLAlchemy's way: lists of
-parameter sets, execution options, INSERTs (their Python-side defaults and primary keys),
-statements with prefetched defaults, literal-execute or escaped bind names, empty ``IN`` lists.
+call never repeats and keeps SQLAlchemy's path) is planned once, from what SQLAlchemy compiled
+for it the first time: its SQL per ``IN`` list sizes, its parameters laid out positionally with
+the bind processors, the result columns' processors. It is sent on the pooled connection's own
+asyncmy cursor under the adapter's mutex. What the plan does not cover goes SQLAlchemy's way:
+lists of parameter sets, execution options, INSERTs (their Python-side defaults and primary
+keys), statements with prefetched defaults, literal-execute or escaped bind names, empty ``IN``
+lists, a connection that is closed, invalidated or in a failed or nested transaction.
 
 The parts that make SQLAlchemy's path safe stay: ``before_cursor_execute`` listeners see every
-statement (tests count statements and guard who writes ``lifecycleStatus``), and a driver error
-goes through the connection's own handling, which wraps it in SQLAlchemy's exception classes
-and invalidates a connection lost or interrupted mid-statement.
+statement (tests count statements and guard who writes ``lifecycleStatus``), a statement outside
+a transaction begins one as SQLAlchemy's autobegin would, and a driver error goes through the
+connection's own handling, which wraps it in SQLAlchemy's exception classes and invalidates a
+connection lost or interrupted mid-statement.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ __all__ = ["DriverConnection", "DriverEngine"]
 
 _SENT_THROUGH_THE_DRIVER = (Select, Update, Delete, TextClause)
 _MISSING = object()
+#: Most ``IN`` list size combinations a plan keeps rendered (batches are bounded, so the common
+#: ones are few; past this a statement is rendered per call).
+MAX_RENDERED = 256
 
 
 class DriverResult(IteratorResult[Any]):
@@ -81,7 +86,8 @@ class _Plan:
             sql = self.sql
             for name, size in zip(self.expanding, sizes, strict=True):
                 sql = sql.replace(f"__[POSTCOMPILE_{name}]", ", ".join(["%s"] * size))
-            self.rendered[sizes] = sql
+            if len(self.rendered) < MAX_RENDERED:
+                self.rendered[sizes] = sql
         return sql
 
     def parameters(self, given: Mapping[str, Any]) -> tuple[list[Any], tuple[int, ...]] | None:
