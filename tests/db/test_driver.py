@@ -10,7 +10,19 @@ from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import pytest
-from sqlalchemy import Table, bindparam, event, func, insert, select, text, update
+from sqlalchemy import (
+    Select,
+    Table,
+    TextClause,
+    Update,
+    bindparam,
+    event,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -25,17 +37,31 @@ pytestmark = pytest.mark.mysql
 OUTBOX = cast(Table, OutboxEvent.__table__)
 _o = OUTBOX.c
 
-#: Module constants, as the services' statements are: the second execution takes the driver.
-BY_IDS = select(
-    _o.id, _o.aggregateId, _o.payload, _o.createdAt, func.count().over().label("total")
-).where(_o.aggregateId.in_(bindparam("b_ids", expanding=True)), _o.status == "pending")
-MARK = update(OUTBOX).where(_o.aggregateId.in_(bindparam("b_ids", expanding=True)))
-#: One list in two places.
-TWICE = select(_o.aggregateId).where(
-    _o.aggregateId.in_(bindparam("b_ids", expanding=True)),
-    _o.dedupeKey.in_(select(_o.dedupeKey).where(_o.aggregateId.in_(bindparam("b_ids")))),
-)
-PROBE = text("SELECT :b_value AS echoed, 'x' LIKE '%' AS matched")
+# Built afresh for each test (a statement's first sighting takes SQLAlchemy's path, the next
+# ones the driver; a module constant would carry that from one test to another), then executed
+# several times within it, as the services' module constants are.
+
+
+def by_ids() -> Select[Any]:
+    return select(
+        _o.id, _o.aggregateId, _o.payload, _o.createdAt, func.count().over().label("total")
+    ).where(_o.aggregateId.in_(bindparam("b_ids", expanding=True)), _o.status == "pending")
+
+
+def mark() -> Update:
+    return update(OUTBOX).where(_o.aggregateId.in_(bindparam("b_ids", expanding=True)))
+
+
+def twice() -> Select[Any]:
+    """One list in two places."""
+    return select(_o.aggregateId).where(
+        _o.aggregateId.in_(bindparam("b_ids", expanding=True)),
+        _o.dedupeKey.in_(select(_o.dedupeKey).where(_o.aggregateId.in_(bindparam("b_ids")))),
+    )
+
+
+def probe() -> TextClause:
+    return text("SELECT :b_value AS echoed, 'x' LIKE '%' AS matched")
 
 
 @pytest.fixture
@@ -60,8 +86,8 @@ async def _events(conn: AsyncConnection, count: int) -> None:
     await insert_rows(conn, OUTBOX, rows, stamped=("availableAt", "createdAt"), fixed=fixed)
 
 
-def _sent_by_driver(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The statements that did NOT take the driver (SQLAlchemy's execute was called)."""
+def _fallbacks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The statements that took SQLAlchemy's path, as they are executed."""
     fallbacks: list[str] = []
     original = AsyncConnection.execute
 
@@ -84,13 +110,14 @@ async def test_repeated_selects_answer_what_sqlalchemy_answers(
 ) -> None:
     async with mysql_engine.begin() as conn:
         await _events(conn, 5)
-    fallbacks = _sent_by_driver(monkeypatch)
+    fallbacks = _fallbacks(monkeypatch)
     ids = {"b_ids": ["job-1", "job-3", "job-4", "nobody"]}
+    statement = by_ids()
     async with mysql_engine.connect() as conn:
-        answers = [(await conn.execute(BY_IDS, ids)).all() for _ in range(3)]
+        answers = [(await conn.execute(statement, ids)).all() for _ in range(3)]
     assert len(fallbacks) == 1, "only the first sighting goes SQLAlchemy's way"
     async with plain.connect() as conn:
-        expected = (await conn.execute(BY_IDS, ids)).all()
+        expected = (await conn.execute(by_ids(), ids)).all()
     assert answers[0] == answers[1] == answers[2] == expected
     row = sorted(answers[2], key=lambda r: r.aggregateId)[0]
     assert row.payload == {"n": 1, "text": "ü"}, "JSON columns are decoded"
@@ -102,10 +129,11 @@ async def test_one_list_used_twice(
 ) -> None:
     async with mysql_engine.begin() as conn:
         await _events(conn, 4)
-    fallbacks = _sent_by_driver(monkeypatch)
+    fallbacks = _fallbacks(monkeypatch)
+    statement = twice()
     async with mysql_engine.connect() as conn:
         answers = [
-            sorted((await conn.execute(TWICE, {"b_ids": ids})).scalars())
+            sorted((await conn.execute(statement, {"b_ids": ids})).scalars())
             for ids in (["job-0"], ["job-1", "job-2", "x"], ["job-3", "job-0"])
         ]
     assert len(fallbacks) == 1
@@ -113,8 +141,9 @@ async def test_one_list_used_twice(
 
 
 async def test_text_with_a_percent_sign_and_a_named_value(mysql_engine: AsyncEngine) -> None:
+    statement = probe()
     async with mysql_engine.connect() as conn:
-        found = [(await conn.execute(PROBE, {"b_value": "50%"})).one() for _ in range(2)]
+        found = [(await conn.execute(statement, {"b_value": "50%"})).one() for _ in range(2)]
     assert found[0] == found[1] == ("50%", 1)
     assert found[1].echoed == "50%"
 
@@ -124,10 +153,11 @@ async def test_updates_count_matched_rows_and_set_the_columns_their_parameters_n
 ) -> None:
     async with mysql_engine.begin() as conn:
         await _events(conn, 3)
+    statement = mark()
     for _ in range(3):
         async with mysql_engine.begin() as conn:
             # The same values each time: MySQL's changed-row count would be 0 the second time.
-            result = await conn.execute(MARK, {"b_ids": ["job-0", "job-2"], "lockedBy": "me"})
+            result = await conn.execute(statement, {"b_ids": ["job-0", "job-2"], "lockedBy": "me"})
             assert result.rowcount == 2
     async with mysql_engine.connect() as conn:
         locked = dict((await conn.execute(select(_o.aggregateId, _o.lockedBy))).all())
@@ -135,9 +165,10 @@ async def test_updates_count_matched_rows_and_set_the_columns_their_parameters_n
 
 
 async def test_an_empty_in_list_takes_sqlalchemys_path(mysql_engine: AsyncEngine) -> None:
+    statement = by_ids()
     async with mysql_engine.connect() as conn:
         for _ in range(3):
-            assert (await conn.execute(BY_IDS, {"b_ids": []})).all() == []
+            assert (await conn.execute(statement, {"b_ids": []})).all() == []
 
 
 async def test_a_statement_without_a_transaction_begins_one_that_commit_ends(
@@ -145,9 +176,10 @@ async def test_a_statement_without_a_transaction_begins_one_that_commit_ends(
 ) -> None:
     async with mysql_engine.begin() as conn:
         await _events(conn, 1)
+    statement = mark()
     for owner in ("a", "b"):
         async with mysql_engine.connect() as conn:
-            await conn.execute(MARK, {"b_ids": ["job-0"], "lockedBy": owner})
+            await conn.execute(statement, {"b_ids": ["job-0"], "lockedBy": owner})
             await conn.commit()
     async with mysql_engine.connect() as conn:
         assert (await conn.execute(select(_o.lockedBy))).scalar_one() == "b"
@@ -156,9 +188,10 @@ async def test_a_statement_without_a_transaction_begins_one_that_commit_ends(
 async def test_every_statement_reaches_the_engines_listeners(mysql_engine: AsyncEngine) -> None:
     sent: list[str] = []
     event.listen(mysql_engine.sync_engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
+    statement = by_ids()
     async with mysql_engine.connect() as conn:
         for _ in range(3):
-            await conn.execute(BY_IDS, {"b_ids": ["a", "b"]})
+            await conn.execute(statement, {"b_ids": ["a", "b"]})
     assert len(sent) == 3
     assert sent[2].count("%s") == 3, "the IN list rendered for its two values"
 
