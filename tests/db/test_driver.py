@@ -125,7 +125,7 @@ async def test_repeated_selects_answer_what_sqlalchemy_answers(
 
 
 async def test_one_list_used_twice(
-    mysql_engine: AsyncEngine, plain: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+    mysql_engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with mysql_engine.begin() as conn:
         await _events(conn, 4)
