@@ -13,6 +13,7 @@ from sqlalchemy import Table, bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.db.clock import db_now
+from scheduler_service.db.hints import running_rows_by_index
 from scheduler_service.db.idempotent import insert_ignoring_duplicates
 from scheduler_service.db.models import AiJob, AiModelKey
 from scheduler_service.flow.keys import (
@@ -66,7 +67,7 @@ _CONGESTED_LOCKED = (
     .order_by(_k.c.provider, _k.c.model, _k.c.credentialScope)
     .with_for_update()
 )
-_RUNNING_BY_KEY = (
+_RUNNING_BY_KEY = running_rows_by_index(
     select(_j.c.modelProvider, _j.c.modelName, _j.c.credentialMode, func.count())
     .where(_j.c.lifecycleStatus == LifecycleStatus.RUNNING.value)
     .group_by(_j.c.modelProvider, _j.c.modelName, _j.c.credentialMode)

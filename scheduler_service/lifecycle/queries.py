@@ -27,6 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.db.clock import db_now, db_today
+from scheduler_service.db.hints import running_rows_by_index
 from scheduler_service.db.models import AiJobArtifact, AiJobSnapshot, AiUserJobGate
 from scheduler_service.lifecycle import sql
 from scheduler_service.lifecycle.records import (
@@ -120,10 +121,12 @@ _EXPIRED_DEADLINES = (
     )
     .limit(bindparam("b_limit"))
 )
-_CANCEL_REQUESTED_HELD = select(_c.id, _c.attemptCount, _c.lockedBy).where(
-    _c.lifecycleStatus == _R,
-    _c.cancelRequestedAt.is_not(None),
-    _c.lockedBy.in_(bindparam("b_holders", expanding=True)),
+_CANCEL_REQUESTED_HELD = running_rows_by_index(
+    select(_c.id, _c.attemptCount, _c.lockedBy).where(
+        _c.lifecycleStatus == _R,
+        _c.cancelRequestedAt.is_not(None),
+        _c.lockedBy.in_(bindparam("b_holders", expanding=True)),
+    )
 )
 _PAYLOAD_COLUMNS = [
     _c.jobType,

@@ -1,0 +1,67 @@
+"""The reads of running jobs go through their index on MariaDB (scheduler_service/db/hints.py),
+even where the optimizer would rather read the whole table: here every row is running, the case
+in which it picks a full scan unless told otherwise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import Select, text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from scheduler_service.db.hints import RUNNING_INDEX
+from scheduler_service.flow import sql as flow_sql
+from scheduler_service.lifecycle import queries
+from tests.support.db import create_job
+from tests.support.store import StoreCalls
+
+pytestmark = pytest.mark.mysql
+
+HOLDER = "rt-hints"
+
+
+def _sql(conn: AsyncConnection, statement: Select[Any], params: dict[str, Any]) -> str:
+    compiled = statement.params(**params).compile(
+        dialect=conn.dialect, compile_kwargs={"literal_binds": True}
+    )
+    return str(compiled)
+
+
+async def _plan(conn: AsyncConnection, sql: str) -> list[Any]:
+    return list((await conn.execute(text(f"EXPLAIN {sql}"))).mappings())
+
+
+@pytest.fixture
+async def all_running(mysql_repo: StoreCalls, mysql_engine: AsyncEngine) -> None:
+    for _ in range(12):
+        await create_job(mysql_repo, mysql_engine)
+    (share,) = await mysql_repo.claim_batches(["synthetic_echo"], [(HOLDER, 12)])
+    assert len(share) == 12
+    async with mysql_engine.begin() as conn:
+        await conn.execute(text("ANALYZE TABLE AiAnalysisJob"))
+
+
+@pytest.mark.parametrize(
+    ("statement", "params"),
+    [
+        (flow_sql._RUNNING_BY_KEY, {}),
+        (queries._CANCEL_REQUESTED_HELD, {"b_holders": [HOLDER]}),
+    ],
+    ids=["running per model key", "cancel requests of held jobs"],
+)
+async def test_running_rows_are_read_through_their_index(
+    all_running: None,
+    mysql_engine: AsyncEngine,
+    statement: Select[Any],
+    params: dict[str, Any],
+) -> None:
+    async with mysql_engine.connect() as conn:
+        sql = _sql(conn, statement, params)
+        (step,) = await _plan(conn, sql)
+        # The same read without the hint: the plan this guards against, on these rows.
+        (unhinted,) = await _plan(conn, sql.replace(f"FORCE INDEX ({RUNNING_INDEX})", ""))
+    assert f"FORCE INDEX ({RUNNING_INDEX})" in sql
+    assert step["key"] == RUNNING_INDEX
+    assert step["type"] in ("ref", "range")
+    assert unhinted["type"] == "ALL"
