@@ -155,3 +155,55 @@ class CpuMeter:
 
     def seconds(self) -> float:
         return self._total() - self._before
+
+
+def _cpu_seconds(process: psutil.Process, *, with_children: bool) -> float:
+    members = [process, *(process.children(recursive=True) if with_children else [])]
+    total = 0.0
+    for member in members:
+        try:
+            times = member.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
+@dataclass(frozen=True)
+class CpuSplit:
+    """CPU seconds of each side of a drain: the scheduler processes (their workers included),
+    the local MariaDB server (None when it runs elsewhere) and this process (the runtimes)."""
+
+    scheduler: float
+    database: float | None
+    runtimes: float
+
+
+class SplitMeter:
+    """:class:`CpuSplit` between its creation and :meth:`split`."""
+
+    def __init__(self, schedulers: list[psutil.Process]) -> None:
+        self._schedulers = schedulers
+        self._database = next(
+            (p for p in psutil.process_iter(["name"]) if p.info["name"] in ("mariadbd", "mysqld")),
+            None,
+        )
+        self._runtimes = psutil.Process()
+        self._before = self._now()
+
+    def _now(self) -> CpuSplit:
+        return CpuSplit(
+            sum(_cpu_seconds(p, with_children=True) for p in self._schedulers),
+            None if self._database is None else _cpu_seconds(self._database, with_children=False),
+            # Own times only: the schedulers are this process's children.
+            _cpu_seconds(self._runtimes, with_children=False),
+        )
+
+    def split(self) -> CpuSplit:
+        now, before = self._now(), self._before
+        database = (
+            None
+            if now.database is None or before.database is None
+            else now.database - before.database
+        )
+        return CpuSplit(now.scheduler - before.scheduler, database, now.runtimes - before.runtimes)

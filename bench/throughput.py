@@ -27,12 +27,13 @@ from typing import Any
 
 import asyncmy
 import grpc
+import psutil
 from google.protobuf import json_format
 from sqlalchemy.engine import make_url
 
-from bench.databases import CpuMeter, jobs_per_second, throwaway_database
+from bench.databases import CpuMeter, CpuSplit, SplitMeter, jobs_per_second, throwaway_database
 from bench.sizes import size
-from devtools.harness.procs import scheduler_processes
+from devtools.harness.procs import scheduler_processes, spawn_schedulers
 from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output, working
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 
@@ -181,6 +182,8 @@ async def batched_ceiling(url: str, jobs: int) -> Batched:
 class Drain:
     create_jobs_per_s: float
     drain_jobs_per_s: float
+    #: CPU per drained job of each side, in microseconds.
+    cpu_us_per_job: CpuSplit
 
 
 async def drain(
@@ -196,15 +199,22 @@ async def drain(
     """Create ``jobs`` through CreateJob (32 callers), then drain them with ``runtimes`` runtimes
     spread over ``replicas`` scheduler processes, counting each job when its result commits
     (reported on the Poll stream, or with unary SubmitResult calls)."""
-    with scheduler_processes(url, replicas) as addresses:
-        channels = [grpc.aio.insecure_channel(address) for address in addresses]
+    with spawn_schedulers(url, replicas) as schedulers:
+        channels = [grpc.aio.insecure_channel(s.address) for s in schedulers]
         try:
             create_rate = await _create(channels, jobs)
+            meter = SplitMeter([psutil.Process(s.process.pid) for s in schedulers])
             drain_rate = await _drain(channels, jobs, runtimes, slots, stream, chunks=chunks)
+            split = meter.split()
         finally:
             for channel in channels:
                 await channel.close(None)
-    return Drain(create_rate, drain_rate)
+    per_job = CpuSplit(
+        1e6 * split.scheduler / jobs,
+        None if split.database is None else 1e6 * split.database / jobs,
+        1e6 * split.runtimes / jobs,
+    )
+    return Drain(create_rate, drain_rate, per_job)
 
 
 async def _create(channels: list[grpc.aio.Channel], jobs: int) -> float:
@@ -303,6 +313,24 @@ async def _create_bulk(channel: grpc.aio.Channel, jobs: int) -> None:
         assert all(result.status.code == 0 for result in reply.results)
 
 
+def _cpu_figures(ours: Drain) -> dict[str, float]:
+    """Where a drained job's CPU goes, and the rate the cores would allow at that cost: all
+    cores divided by the three sides' CPU per job (only when the database server is local)."""
+    cpu = ours.cpu_us_per_job
+    figures = {
+        "ours_drain_scheduler_cpu_us_per_job": cpu.scheduler,
+        "ours_drain_runtimes_cpu_us_per_job": cpu.runtimes,
+    }
+    if cpu.database is not None:
+        whole = cpu.scheduler + cpu.database + cpu.runtimes
+        cores = psutil.cpu_count() or 1
+        figures["ours_drain_mariadb_cpu_us_per_job"] = cpu.database
+        figures["ours_drain_cpu_us_per_job"] = whole
+        figures["ours_drain_cpu_bound_jobs_per_s"] = cores * 1e6 / whole
+        figures["ours_drain_cores_busy"] = ours.drain_jobs_per_s * whole / (cores * 1e6)
+    return figures
+
+
 async def main(jobs: int = JOBS) -> dict[str, float]:
     async with throwaway_database() as url:
         ceiling_rate = await ceiling(url, jobs)
@@ -320,6 +348,10 @@ async def main(jobs: int = JOBS) -> dict[str, float]:
     print(f"{'  its CPU (loop and database)':44} {batched.cpu_us_per_job:10.0f} us/job")
     print(f"{'ours: CreateJob, 32 callers':44} {ours.create_jobs_per_s:10.0f} jobs/s")
     print(f"{'ours: drain, reports on the stream':44} {ours.drain_jobs_per_s:10.0f} jobs/s")
+    cpu = ours.cpu_us_per_job
+    print(f"{'  CPU: the scheduler':44} {cpu.scheduler:10.0f} us/job")
+    print(f"{'  CPU: MariaDB':44} {cpu.database or float('nan'):10.0f} us/job")
+    print(f"{'  CPU: the benchmark runtimes':44} {cpu.runtimes:10.0f} us/job")
     print(f"{'ours: drain, unary SubmitResult':44} {unary.drain_jobs_per_s:10.0f} jobs/s")
     print(f"{'ours: drain, paired runs without chunks':44} {paired.plain:10.0f} jobs/s")
     print(f"{'ours: drain, paired runs, a chunk per job':44} {paired.chunks:10.0f} jobs/s")
@@ -331,6 +363,7 @@ async def main(jobs: int = JOBS) -> dict[str, float]:
         "batched_ceiling_cpu_us_per_job": batched.cpu_us_per_job,
         "ours_create_jobs_per_s": ours.create_jobs_per_s,
         "ours_jobs_per_s": ours.drain_jobs_per_s,
+        **_cpu_figures(ours),
         "ours_unary_jobs_per_s": unary.drain_jobs_per_s,
         "ours_jobs_per_s_paired_plain": paired.plain,
         "ours_jobs_per_s_with_chunks": paired.chunks,
