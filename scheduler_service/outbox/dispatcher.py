@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, cast
 
-from sqlalchemy import BindParameter, Table, Update, bindparam, case, select, update
+from sqlalchemy import BindParameter, Integer, Table, Update, bindparam, case, select, update
 
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import OutboxEvent, OutboxSequence
@@ -176,14 +176,10 @@ class OutboxDispatcher(RoundLoop):
         return await self._uow.run(unit)
 
     async def release_stale(self) -> int:
-        statement = (
-            update(_outbox)
-            .where(_o.status == _PROCESSING, _o.lockedAt < db_now(-self._processing_timeout_ms))
-            .values(status=_PENDING, lockedBy=None, lockedAt=None)
-        )
+        timeout = {"b_timeout_ms": self._processing_timeout_ms}
 
         async def unit(tx: SqlTransaction) -> int:
-            return int((await tx.conn.execute(statement)).rowcount)
+            return int((await tx.conn.execute(_RELEASE_STALE, timeout)).rowcount)
 
         released = await self._uow.run(unit)
         if released:
@@ -394,6 +390,14 @@ _SELECT_STILL_OURS = (
     )
     .order_by(_o.id)
     .with_for_update()
+)
+_RELEASE_STALE = (
+    update(_outbox)
+    .where(
+        _o.status == _PROCESSING,
+        _o.lockedAt < db_now(-bindparam("b_timeout_ms", type_=Integer)),
+    )
+    .values(status=_PENDING, lockedBy=None, lockedAt=None)
 )
 _SELECT_CLAIMABLE = (
     select(_o.id)

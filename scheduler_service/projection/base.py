@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -43,5 +44,15 @@ class Projector:
     ordinal: bool = True
 
 
+_NAMESPACE_BYTES = _NAMESPACE.bytes
+
+
 def stable_id(*parts: object) -> str:
-    return str(uuid.uuid5(_NAMESPACE, ":".join(map(str, parts))))
+    """``str(uuid.uuid5(_NAMESPACE, ":".join(parts)))``, spelled out: the same digest and bits
+    without building a ``UUID`` (two per result row set, on the group commit's path; 4.2 → 1.9 µs
+    each). ``tests/unit/test_stable_id.py`` holds the two equal."""
+    digest = bytearray(hashlib.sha1(_NAMESPACE_BYTES + ":".join(map(str, parts)).encode()).digest())
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    h = digest[:16].hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
