@@ -144,29 +144,30 @@ class CpuMeter:
         self._before = self._total()
 
     def _total(self) -> float:
-        total = 0.0
-        for process in self._processes:
-            try:
-                times = process.cpu_times()
-            except psutil.Error:
-                continue
-            total += times.user + times.system
-        return total
+        return _cpu_of(self._processes)
 
     def seconds(self) -> float:
         return self._total() - self._before
 
 
-def _cpu_seconds(process: psutil.Process, *, with_children: bool) -> float:
-    members = [process, *(process.children(recursive=True) if with_children else [])]
+def _cpu_of(processes: list[psutil.Process]) -> float:
+    """User and system CPU seconds of ``processes`` so far (one that has ended counts 0)."""
     total = 0.0
-    for member in members:
+    for process in processes:
         try:
-            times = member.cpu_times()
+            times = process.cpu_times()
         except psutil.Error:
             continue
         total += times.user + times.system
     return total
+
+
+def _cpu_seconds(process: psutil.Process, *, with_children: bool) -> float:
+    try:
+        children = process.children(recursive=True) if with_children else []
+    except psutil.Error:
+        children = []
+    return _cpu_of([process, *children])
 
 
 @dataclass(frozen=True)
