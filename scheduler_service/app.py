@@ -109,7 +109,13 @@ class SchedulerApp:
         )
         timeouts = {"read_timeout_s": db.read_timeout_s, "connect_timeout_s": db.connect_timeout_s}
         uow = SqlUnitOfWork(
-            create_engine(db.url, pool_size=db.pool_size, writer=writer, **timeouts),
+            create_engine(
+                db.url,
+                pool_size=db.pool_size,
+                ping_after_idle_s=db.ping_after_idle_s,
+                writer=writer,
+                **timeouts,
+            ),
             wakeups,
             lease=LeaseTimes(
                 ttl_ms=round(settings.lease.ttl_s * 1000),
@@ -228,8 +234,11 @@ class SchedulerApp:
         app.writer = writer
         app.db_clock = db_clock
         app.output_hub = output_hub
-        # Its own connection: a pool that load has exhausted must not read as an outage.
-        app.health_engine = create_engine(db.url, pool_size=1, writer=writer, **timeouts)
+        # Its own connection: a pool that load has exhausted must not read as an outage. Pinged
+        # before every check: a connection left over from before an outage must not fail one.
+        app.health_engine = create_engine(
+            db.url, pool_size=1, ping_after_idle_s=0, writer=writer, **timeouts
+        )
         return app
 
     def _background(self) -> list[RoundLoop]:

@@ -63,6 +63,9 @@ class SchedulerSettings(BaseSettings):
     db_read_timeout_s: float = Field(default=30.0, gt=0)
     #: How long opening a database connection may take.
     db_connect_timeout_s: float = Field(default=5.0, gt=0)
+    #: A pooled connection idle this long is pinged before it is used (0: before every use);
+    #: one returned to the pool more recently is used as it is (scheduler_service/db/engine.py).
+    db_ping_after_idle_s: float = Field(default=0.5, ge=0)
     #: How often the gauges counted in the database (jobs queued and running, the outbox's
     #: backlog, the model keys) are refreshed: apart from the health check, which a failover
     #: setup runs every fraction of a second.
@@ -322,6 +325,7 @@ class SchedulerSettings(BaseSettings):
             health_timeout_s=self.health_timeout_s,
             read_timeout_s=self.db_read_timeout_s,
             connect_timeout_s=self.db_connect_timeout_s,
+            ping_after_idle_s=self.db_ping_after_idle_s,
         )
 
     @property
@@ -399,6 +403,7 @@ class DatabaseSettings:
     health_timeout_s: float = 1.5
     read_timeout_s: float = 30.0
     connect_timeout_s: float = 5.0
+    ping_after_idle_s: float = 0.5
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import socket
+import time
+from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, exc
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import PoolResetState
@@ -18,6 +20,13 @@ __all__ = ["create_engine", "is_sqlite", "mark_committed"]
 #: Set on a pooled connection whose transaction has just committed: the pool's rollback when it
 #: comes back would be one more round trip that ends nothing.
 _COMMITTED = "aijob_committed"
+#: When a pooled connection was last known alive: connected, or returned to the pool.
+_ALIVE_AT = "aijob_alive_at"
+#: A pooled connection returned within this long is handed out without a ping (HikariCP's
+#: ``aliveBypassWindowMs``, 500 ms there too). Under load a connection comes back and goes out
+#: again within milliseconds, and a ping on every checkout was one more round trip per
+#: transaction. One idle longer (an outage, a restart, a partition) is pinged as before.
+PING_AFTER_IDLE_S = 0.5
 
 
 def is_sqlite(url: str | URL) -> bool:
@@ -28,6 +37,7 @@ def create_engine(
     url: str | URL,
     *,
     pool_size: int = 20,
+    ping_after_idle_s: float = PING_AFTER_IDLE_S,
     writer: WriterChoice | None = None,
     read_timeout_s: float | None = None,
     connect_timeout_s: float | None = None,
@@ -37,7 +47,8 @@ def create_engine(
     MySQL runs at READ COMMITTED: every statement sees the latest commits and InnoDB takes fewer
     gap locks on the insert-heavy job and outbox tables; correctness lives in the guarded UPDATEs
     and unique keys, not in snapshots. SQLite runs in WAL mode with a busy timeout so readers and
-    the single writer do not fail each other.
+    the single writer do not fail each other. A pooled connection idle for longer than
+    ``ping_after_idle_s`` is pinged before it is handed out (0: every time).
     """
     parsed = make_url(url)
     if is_sqlite(parsed):
@@ -58,7 +69,8 @@ def create_engine(
         isolation_level="READ COMMITTED",
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
+        # Pinged on checkout only after an idle spell: _ping_if_idle.
+        pool_pre_ping=False,
         pool_recycle=1800,
         # The rollback on return is ours (_reset_unless_committed): skipped after a commit.
         pool_reset_on_return=None,
@@ -70,7 +82,39 @@ def create_engine(
         engine = DriverEngine(engine.sync_engine)
     event.listen(engine.sync_engine, "connect", _tcp_keepalive)
     event.listen(engine.sync_engine.pool, "reset", _reset_unless_committed)
+    event.listen(engine.sync_engine.pool, "connect", _alive_now)
+    event.listen(engine.sync_engine.pool, "checkin", _alive_now)
+    event.listen(engine.sync_engine.pool, "checkout", _ping_if_idle(engine, ping_after_idle_s))
     return engine
+
+
+def needs_ping(alive_at: float | None, now: float, after_idle_s: float) -> bool:
+    """Whether a pooled connection last known alive at ``alive_at`` (never: None) is pinged
+    before it is handed out at ``now``."""
+    return alive_at is None or now - alive_at >= after_idle_s
+
+
+def _alive_now(_dbapi_conn: Any, record: Any) -> None:
+    record.info[_ALIVE_AT] = time.monotonic()
+
+
+def _ping_if_idle(engine: AsyncEngine, after_idle_s: float) -> Callable[[Any, Any, Any], None]:
+    """The pool's pre-ping, only for a connection idle ``after_idle_s`` or longer. A dead one
+    is handled as SQLAlchemy's pre-ping handles it: every connection pooled before now is
+    discarded (they went through the same outage) and a new one is opened in its place."""
+    dialect = engine.dialect
+
+    def checkout(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        if not needs_ping(record.info.get(_ALIVE_AT), time.monotonic(), after_idle_s):
+            return
+        try:
+            dialect.do_ping(dbapi_conn)
+        except dialect.loaded_dbapi.Error as error:
+            if not dialect.is_disconnect(error, dbapi_conn, None):
+                raise
+            raise exc.InvalidatePoolError() from error
+
+    return checkout
 
 
 def mark_committed(conn: AsyncConnection) -> None:
