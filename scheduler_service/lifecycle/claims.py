@@ -102,25 +102,7 @@ async def claim_batches(
     shares = deal(ids, [want for _, want in demands])
     if not ids:
         return [[] for _ in demands]
-    tokens: dict[str, str] = {}
-    for (runtime_instance_id, _), share in zip(demands, shares, strict=True):
-        if not share:
-            continue
-        # One token per runtime per claim: the leases of one statement go to one holder.
-        token = new_lease_token()
-        result = await conn.execute(
-            sql.lock_many(),
-            {
-                "b_ids": share,
-                "v_lockedBy": runtime_instance_id,
-                "v_leaseTokenHash": digest(token),
-                "b_lease_ttl_ms": lease_ttl_ms,
-            },
-        )
-        if result.rowcount != len(share):
-            # Rows locked by this transaction cannot change under it; a mismatch is a bug.
-            raise RuntimeError(f"claimed {len(share)} jobs but leased {result.rowcount}")
-        tokens |= dict.fromkeys(share, token)
+    tokens = await _lock(conn, demands, shares, lease_ttl_ms)
     if payload_rows is None:
         rows = list(await conn.execute(sql.SELECT_GRANTS, {"b_ids": ids}))
     else:
@@ -129,6 +111,43 @@ async def claim_batches(
         payload_rows.update((r.id, r) for r in rows)
     grants = {r.id: grant_of(r, tokens[r.id]) for r in rows}
     return [[grants[job_id] for job_id in share] for share in shares]
+
+
+#: Most runtimes whose shares one lock statement writes (a CASE branch each).
+HOLDERS_PER_LOCK = 8
+
+
+async def _lock(
+    conn: AsyncConnection,
+    demands: Sequence[tuple[str, int]],
+    shares: Sequence[Sequence[str]],
+    lease_ttl_ms: int,
+) -> dict[str, str]:
+    """Lease each runtime its share of the claimed rows (locked FOR UPDATE by this transaction),
+    with one token per runtime: the shares of up to HOLDERS_PER_LOCK runtimes in one statement.
+    Returns each leased job's token."""
+    dealt = [(holder, share) for (holder, _), share in zip(demands, shares, strict=True) if share]
+    tokens: dict[str, str] = {}
+    for start in range(0, len(dealt), HOLDERS_PER_LOCK):
+        some = dealt[start : start + HOLDERS_PER_LOCK]
+        minted = [new_lease_token() for _ in some]
+        ids = [job_id for _, share in some for job_id in share]
+        bound: dict[str, Any] = {"b_ids": ids, "b_lease_ttl_ms": lease_ttl_ms}
+        if len(some) == 1:
+            bound |= {"v_lockedBy": some[0][0], "v_leaseTokenHash": digest(minted[0])}
+        for k, ((holder, share), token) in enumerate(zip(some, minted, strict=True)):
+            if len(some) > 1:
+                bound |= {
+                    f"b_ids{k}": share,
+                    f"v_lockedBy{k}": holder,
+                    f"v_leaseTokenHash{k}": digest(token),
+                }
+            tokens |= dict.fromkeys(share, token)
+        result = await conn.execute(sql.lock_many(len(some)), bound)
+        if result.rowcount != len(ids):
+            # Rows locked by this transaction cannot change under it; a mismatch is a bug.
+            raise RuntimeError(f"claimed {len(ids)} jobs but leased {result.rowcount}")
+    return tokens
 
 
 @dataclass(frozen=True, slots=True)

@@ -273,13 +273,26 @@ def keep_alive_statement() -> Update:
 
 
 @functools.cache
-def lock_many() -> Update:
-    """The lock write for the rows ``b_ids`` (locked FOR UPDATE by the caller), leased to
-    ``v_lockedBy``."""
+def lock_many(holders: int = 1) -> Update:
+    """The lock write for the rows ``b_ids`` (locked FOR UPDATE by the caller). With one holder
+    they are leased to ``v_lockedBy`` under ``v_leaseTokenHash``; with several, in one
+    statement, the rows ``b_ids{k}`` go to ``v_lockedBy{k}`` under ``v_leaseTokenHash{k}``."""
+    values = set_clause(LOCK, frozenset())
+    if holders > 1:
+        shares: list[BindParameter[Any]] = [
+            bindparam(f"b_ids{k}", expanding=True) for k in range(holders)
+        ]
+        for column in ("lockedBy", "leaseTokenHash"):
+            values[column] = case(
+                *[
+                    (_c.id.in_(share), bindparam(f"v_{column}{k}", type_=_c[column].type))
+                    for k, share in enumerate(shares)
+                ]
+            )
     return (
         update(jobs)
         .where(_c.id.in_(bindparam("b_ids", expanding=True)), status_in(sources_of(Operation.LOCK)))
-        .values(set_clause(LOCK, frozenset()))
+        .values(values)
     )
 
 
