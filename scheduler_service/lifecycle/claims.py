@@ -49,7 +49,8 @@ async def claim_batches(
     out one at a time so that scarce
     work spreads over the runtimes. ``FOR UPDATE SKIP LOCKED`` on the dispatch index lets several
     schedulers claim at once without waiting on (or double-leasing) each other's rows; the lock
-    write per runtime then moves exactly its locked rows to running. One SELECT whatever the
+    write (one for up to HOLDERS_PER_LOCK runtimes) then moves exactly the locked rows to
+    running, each runtime's under its own token. One SELECT whatever the
     number of runtimes, so idle streams cost one query per round.
 
     With a ``flow`` policy, the model keys' states are read first (one statement), under their
