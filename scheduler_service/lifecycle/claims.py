@@ -50,8 +50,8 @@ async def claim_batches(
     work spreads over the runtimes. ``FOR UPDATE SKIP LOCKED`` on the dispatch index lets several
     schedulers claim at once without waiting on (or double-leasing) each other's rows; the lock
     write (one for up to HOLDERS_PER_LOCK runtimes) then moves exactly the locked rows to
-    running, each runtime's under its own token. One SELECT whatever the
-    number of runtimes, so idle streams cost one query per round.
+    running, each runtime's under its own token. One SELECT whatever the number of runtimes,
+    so idle streams cost one query per round.
 
     With a ``flow`` policy, the model keys' states are read first (one statement), under their
     rows' locks when some key has a limit, a window or a pause (``flow_sql.claim_states``).
@@ -136,13 +136,14 @@ async def _lock(
         bound: dict[str, Any] = {"b_ids": ids, "b_lease_ttl_ms": lease_ttl_ms}
         if len(some) == 1:
             bound |= {"v_lockedBy": some[0][0], "v_leaseTokenHash": digest(minted[0])}
-        for k, ((holder, share), token) in enumerate(zip(some, minted, strict=True)):
-            if len(some) > 1:
+        else:
+            for k, ((holder, share), token) in enumerate(zip(some, minted, strict=True)):
                 bound |= {
                     f"b_ids{k}": share,
                     f"v_lockedBy{k}": holder,
                     f"v_leaseTokenHash{k}": digest(token),
                 }
+        for (_, share), token in zip(some, minted, strict=True):
             tokens |= dict.fromkeys(share, token)
         result = await conn.execute(sql.lock_many(len(some)), bound)
         if result.rowcount != len(ids):
