@@ -23,6 +23,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from scheduler_service.billing.sql_store import SqlSpendStore
+from scheduler_service.db.driver import send_queued
 from scheduler_service.db.engine import mark_committed
 from scheduler_service.db.retry import (
     is_missing_legacy_status,
@@ -149,6 +150,8 @@ class SqlUnitOfWork:
                 async with conn.begin():
                     tx = SqlTransaction(conn, self._wakeups, self.lease)
                     result = await work(tx)
+                    # Queued writes fail here, in the transaction, rather than at its commit.
+                    await send_queued(conn)
                 mark_committed(conn)
         except BaseException:
             if tx is not None:

@@ -30,6 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from scheduler_service.billing.budgets import Budget, Spend, Standing
 from scheduler_service.billing.usage import Usage, UsageLine
 from scheduler_service.db.clock import db_now, db_today
+from scheduler_service.db.driver import write_later
 from scheduler_service.db.models import AiJob, AiModelKey, AiUsageLog, AiUserBudget, AiUserSpend
 from scheduler_service.db.multirow import insert_rows
 from scheduler_service.flow.keys import ModelKey, key_model, scope_of
@@ -103,10 +104,12 @@ async def record_spend(
         stamped=(),
         fixed={"day": _TODAY},
         accumulate=("tokens", "costMicros"),
+        later=True,
     )
     for key, cost in sorted(keys.items()):
         if cost:
-            await conn.execute(
+            await write_later(
+                conn,
                 _KEY_COST,
                 {
                     "b_provider": key.provider,

@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import Table, insert
+from sqlalchemy import Table
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.billing.sql import record_spend
 from scheduler_service.billing.usage import Usage, UsageEntry
-from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import AiUsageLog
 from scheduler_service.db.multirow import insert_rows
 from scheduler_service.ids import new_id
@@ -18,7 +17,6 @@ from scheduler_service.lifecycle.records import JobRecord
 from scheduler_service.registry.definitions import USER_KEY_MODE
 
 _usage = cast(Table, AiUsageLog.__table__)
-_INSERT_USAGE = insert(_usage).values(createdAt=db_now())
 
 
 async def record_usage(
@@ -36,11 +34,10 @@ async def record_usages(conn: AsyncConnection, entries: Sequence[UsageEntry]) ->
     """The usage rows of several calls in one multi-row insert, and what they cost added to
     their users' and model keys' spend of today (budgets read that, not the ledger)."""
     rows = [_row(job, attempt, usage, code) for job, attempt, usage, code in entries if usage]
-    if len(rows) > 1:
-        # One statement: the driver's executemany would send a statement per row.
-        await insert_rows(conn, _usage, rows)
-    elif rows:
-        await conn.execute(_INSERT_USAGE, rows[0])
+    if rows:
+        # One statement, sent with the transaction's next (the driver's executemany would
+        # send a statement per row).
+        await insert_rows(conn, _usage, rows, later=True)
     spent = [(job, usage) for job, _, usage, _ in entries if usage is not None]
     if spent:
         await record_spend(conn, spent, USER_KEY_MODE)

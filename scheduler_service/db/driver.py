@@ -23,6 +23,18 @@ statement (tests count statements and guard who writes ``lifecycleStatus``), a s
 a transaction begins one as SQLAlchemy's autobegin would, and a driver error goes through the
 connection's own handling, which wraps it in SQLAlchemy's exception classes and invalidates a
 connection lost or interrupted mid-statement.
+
+**Queued writes** (:func:`write_later`, :func:`write_sql_later`). A write whose reply is only
+its count (a guarded UPDATE whose count is checked, a multi-row INSERT) need not cost a round
+trip of its own: it is queued on the connection and sent with the transaction's next statement,
+all of them in one multi-statement query (asyncmy connects with CLIENT_MULTI_STATEMENTS), each
+reply read in turn and each count checked against what its writer expected, before the
+statement's own answer is used. The queue is sent before any statement that goes SQLAlchemy's
+way and before the transaction commits, whatever path commits it; a rollback drops it. The server
+stops at the first statement that fails, and the error is raised there as SQLAlchemy would raise
+it, with the statements' templates and never the values written into them. A failed write or
+check fails its transaction as it would have failed at the write: only the line that raises is
+later. Listeners are told of each queued write when it is queued, from its writer's stack.
 """
 
 from __future__ import annotations
@@ -32,13 +44,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Delete, Select, TextClause, Update
+from sqlalchemy import Delete, Select, TextClause, Update, event
 from sqlalchemy.engine import CursorResult, Dialect
 from sqlalchemy.engine.result import IteratorResult, SimpleResultMetaData
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from sqlalchemy.util import greenlet_spawn
+from sqlalchemy.util import await_only, greenlet_spawn
 
-__all__ = ["DriverConnection", "DriverEngine"]
+__all__ = [
+    "DriverConnection",
+    "DriverEngine",
+    "send_queued",
+    "watch_commits",
+    "write_later",
+    "write_sql_later",
+]
 
 _SENT_THROUGH_THE_DRIVER = (Select, Update, Delete, TextClause)
 _MISSING = object()
@@ -194,16 +213,10 @@ class DriverConnection(AsyncConnection):
     ) -> CursorResult[Any]:
         plans = self._plans(statement, parameters, execution_options)
         names = _names(statement, parameters) if plans is not None else None
-        if plans is not None and names in plans:
-            plan = plans[names]
-            if not isinstance(plan, _Plan) and plan is not _UNCOVERED:
-                plan = plans[names] = _plan_for(self.dialect, statement, names, plan)
-            if isinstance(plan, _Plan) and self._ready():
-                laid_out = plan.parameters(parameters or {})
-                if laid_out is not None:
-                    values, sizes = laid_out
-                    sent = await self._send(plan, plan.sql_for(sizes), values)
-                    return cast(CursorResult[Any], sent)
+        planned = self._planned(plans, names, statement, parameters)
+        if planned is not None:
+            plan, sql, values = planned
+            return cast(CursorResult[Any], await self._send(plan, sql, values))
         answer: CursorResult[Any] = await super().execute(
             statement, parameters, execution_options=execution_options
         )
@@ -211,6 +224,55 @@ class DriverConnection(AsyncConnection):
             compiled = getattr(getattr(answer, "context", None), "compiled", None)
             plans[names] = weakref.ref(compiled) if compiled is not None else _UNCOVERED
         return answer
+
+    def _planned(
+        self,
+        plans: dict[frozenset[str] | None, Any] | None,
+        names: frozenset[str] | None,
+        statement: Any,
+        parameters: Any,
+    ) -> tuple[_Plan, str, list[Any]] | None:
+        """The statement's plan, SQL and positional values, if it may go straight to the
+        driver now."""
+        if plans is None or names not in plans:
+            return None
+        plan = plans[names]
+        if not isinstance(plan, _Plan) and plan is not _UNCOVERED:
+            plan = plans[names] = _plan_for(self.dialect, statement, names, plan)
+        if not isinstance(plan, _Plan) or not self._ready():
+            return None
+        laid_out = plan.parameters(parameters or {})
+        if laid_out is None:
+            return None
+        values, sizes = laid_out
+        return plan, plan.sql_for(sizes), values
+
+    def write_later(
+        self, statement: Any, parameters: Any, check: Callable[[int], None] | None
+    ) -> bool:
+        """Queue a write whose reply is only its count, to be sent in the round trip of this
+        transaction's next statement (or its commit); False, with nothing queued, when the
+        statement cannot go straight to the driver now (the caller sends it at once)."""
+        plans = self._plans(statement, parameters, None)
+        planned = self._planned(plans, _names(statement, parameters), statement, parameters)
+        if planned is None:
+            return False
+        _, sql, values = planned
+        _queue(self.sync_connection, _Later(sql, values, check))
+        return True
+
+    def write_sql_later(self, sql: str, values: tuple[Any, ...]) -> bool:
+        """:meth:`write_later` for SQL written out (``exec_driver_sql``'s)."""
+        if not self._ready():
+            return False
+        _queue(self.sync_connection, _Later(sql, list(values), None))
+        return True
+
+    async def flush(self) -> None:
+        """Send the queued writes now, in one round trip, and check their counts."""
+        sync = self.sync_connection
+        if sync is not None and sync in _PENDING:
+            await _send_queued(sync)
 
     async def exec_driver_sql(
         self,
@@ -248,21 +310,12 @@ class DriverConnection(AsyncConnection):
 
     async def _send(self, plan: _Plan | None, sql: str, values: list[Any]) -> DriverResult:
         sync: Any = self.sync_connection
-        fairy: Any = sync.connection
-        adapted = fairy.dbapi_connection
-        if sync._has_events or sync.engine._has_events:
-            sync.dispatch.before_cursor_execute(sync, None, sql, values, None, False)
-        try:
-            async with adapted._execute_mutex:
-                cursor = adapted._connection.cursor()
-                await cursor.execute(sql, values)
-                described = cursor.description
-                rows = await cursor.fetchall() if described else ()
-                rowcount = cursor.rowcount
-                await cursor.close()
-        except BaseException as exc:
-            await greenlet_spawn(_raise_as_sqlalchemy, sync, exc, sql, values)
-            raise
+        queued = _PENDING.pop(sync, ())
+        statement = _Later(sql, values, None)
+        _tell_listeners(sync, statement)
+        replies = await _round_trip(sync, [*queued, statement])
+        _check(queued, replies)
+        described, rows, rowcount = replies[-1]
         if plan is None or (described and len(plan.keys) != len(described)):
             # Raw SQL, or text() whose columns SQLAlchemy does not know: the cursor's names.
             keys: Sequence[str] = [d[0] for d in described] if described else ()
@@ -280,6 +333,109 @@ class DriverConnection(AsyncConnection):
         if processors:
             rows = [_processed(row, processors) for row in rows]
         return DriverResult(plan.keys, rows, rowcount)
+
+
+@dataclass(frozen=True)
+class _Later:
+    """A statement to send: its SQL (placeholders ``%s``), its values, and for a queued write
+    the check of its count."""
+
+    sql: str
+    values: list[Any]
+    check: Callable[[int], None] | None
+
+
+#: Per connection in a transaction, the writes queued for its next round trip. Keyed by the
+#: sync connection, which lives as long as one checkout: nothing queued outlives it.
+_PENDING: weakref.WeakKeyDictionary[Any, list[_Later]] = weakref.WeakKeyDictionary()
+
+_Reply = tuple[Any, Sequence[Any], int]
+
+
+def _tell_listeners(sync: Any, statement: _Later) -> None:
+    """``before_cursor_execute`` for a statement of the driver's path, from its caller's stack
+    (a queued write is told when it is queued: tests check who writes what by the stack). The
+    cursor is None, which is how :func:`_send_queued_first` knows the statement is ours."""
+    if sync._has_events or sync.engine._has_events:
+        sql, values = statement.sql, statement.values
+        sync.dispatch.before_cursor_execute(sync, None, sql, values, None, False)
+
+
+def _queue(sync: Any, statement: _Later) -> None:
+    _tell_listeners(sync, statement)
+    _PENDING.setdefault(sync, []).append(statement)
+
+
+async def _round_trip(sync: Any, statements: Sequence[_Later]) -> list[_Reply]:
+    """Send ``statements`` in one round trip (a multi-statement query when they are several:
+    asyncmy always connects with CLIENT_MULTI_STATEMENTS) and read each one's reply: its
+    description, rows and count. The server stops at a statement that fails, and the error is
+    raised as SQLAlchemy raises it: none of the statements after it ran."""
+    adapted = sync.connection.dbapi_connection
+    replies: list[_Reply] = []
+    try:
+        async with adapted._execute_mutex:
+            cursor = adapted._connection.cursor()
+            if len(statements) == 1:
+                await cursor.execute(statements[0].sql, statements[0].values)
+            else:
+                await cursor.execute(
+                    ";\n".join(cursor.mogrify(s.sql, s.values) for s in statements)
+                )
+            while True:
+                described = cursor.description
+                rows = await cursor.fetchall() if described else ()
+                replies.append((described, rows, cursor.rowcount))
+                if len(replies) == len(statements) or not await cursor.nextset():
+                    break
+            await cursor.close()
+    except BaseException as exc:
+        # The templates, never the values written into them: job content stays out of errors.
+        sql = ";\n".join(s.sql for s in statements)
+        values = [v for s in statements for v in s.values]
+        await greenlet_spawn(_raise_as_sqlalchemy, sync, exc, sql, values)
+        raise
+    return replies
+
+
+def _check(queued: Sequence[_Later], replies: Sequence[_Reply]) -> None:
+    """Each queued write's check on its count, once every reply of the round trip is read."""
+    for statement, (_, _, rowcount) in zip(queued, replies, strict=False):
+        if statement.check is not None:
+            statement.check(rowcount)
+
+
+async def _send_queued(sync: Any) -> None:
+    queued = _PENDING.pop(sync, ())
+    if queued:
+        _check(queued, await _round_trip(sync, queued))
+
+
+def _send_queued_before_commit(sync: Any) -> None:
+    """Before the transaction commits, whatever path commits it, the writes queued on its
+    connection are sent (SQLAlchemy calls this in the greenlet that commits, where the round
+    trip can be awaited)."""
+    if sync in _PENDING:
+        await_only(_send_queued(sync))
+
+
+def _send_queued_first(sync: Any, cursor: Any, *_: Any) -> None:
+    """The same before a statement that goes SQLAlchemy's way; the driver's own statements
+    (no cursor) carry the queue in their round trip."""
+    if cursor is not None:
+        _send_queued_before_commit(sync)
+
+
+def _drop_queued(sync: Any) -> None:
+    _PENDING.pop(sync, None)
+
+
+def watch_commits(engine: AsyncEngine) -> None:
+    """Queued writes are sent before any statement that goes SQLAlchemy's way and before their
+    transaction commits; they are dropped when it rolls back."""
+    event.listen(engine.sync_engine, "before_cursor_execute", _send_queued_first)
+    event.listen(engine.sync_engine, "commit", _send_queued_before_commit)
+    event.listen(engine.sync_engine, "rollback", _drop_queued)
 
 
 def _processed(row: Any, processors: tuple[tuple[int, Callable[[Any], Any]], ...]) -> list[Any]:
@@ -309,3 +465,33 @@ class DriverEngine(AsyncEngine):
 
     __slots__ = ()
     _connection_cls = DriverConnection
+
+
+async def write_later(
+    conn: AsyncConnection,
+    statement: Any,
+    parameters: Mapping[str, Any],
+    check: Callable[[int], None] | None = None,
+) -> None:
+    """A write whose reply is only its count: on a driver connection, sent with the next
+    statement of the transaction (or before its commit), ``check`` run on its count then;
+    elsewhere sent now and checked now. A failure or a failed check surfaces at that later
+    statement and fails the transaction, as it would have here."""
+    if isinstance(conn, DriverConnection) and conn.write_later(statement, parameters, check):
+        return
+    result = await conn.execute(statement, parameters)
+    if check is not None:
+        check(result.rowcount)
+
+
+async def write_sql_later(conn: AsyncConnection, sql: str, values: tuple[Any, ...]) -> None:
+    """:func:`write_later` for SQL written out, whose reply is only that it did not fail."""
+    if isinstance(conn, DriverConnection) and conn.write_sql_later(sql, values):
+        return
+    await conn.exec_driver_sql(sql, values)
+
+
+async def send_queued(conn: AsyncConnection) -> None:
+    """Send the writes queued on ``conn`` now (their failures surface here)."""
+    if isinstance(conn, DriverConnection):
+        await conn.flush()

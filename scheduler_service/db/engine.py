@@ -12,7 +12,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import PoolResetState
 
-from scheduler_service.db.driver import DriverEngine
+from scheduler_service.db.driver import DriverEngine, watch_commits
 from scheduler_service.db.failover import WriterChoice
 
 __all__ = ["create_engine", "is_sqlite", "mark_committed"]
@@ -81,6 +81,8 @@ def create_engine(
         # Repeated Core statements go straight to the driver (scheduler_service/db/driver.py).
         engine = DriverEngine(engine.sync_engine)
     event.listen(engine.sync_engine, "connect", _tcp_keepalive)
+    if isinstance(engine, DriverEngine):
+        watch_commits(engine)
     event.listen(engine.sync_engine.pool, "reset", _reset_unless_committed)
     event.listen(engine.sync_engine.pool, "connect", _alive_now)
     event.listen(engine.sync_engine.pool, "checkin", _alive_now)

@@ -21,11 +21,13 @@ async def insert_ignoring_duplicates(
     rows: Sequence[dict[str, Any]],
     *,
     stamped: tuple[str, ...] = ("createdAt",),
+    later: bool = False,
 ) -> None:
-    """Insert ``rows`` (plain values); the ``stamped`` columns get the database's now."""
-    if len(rows) > 1:
+    """Insert ``rows`` (plain values); the ``stamped`` columns get the database's now. With
+    ``later``, the insert joins the transaction's next round trip (``insert_rows``)."""
+    if len(rows) > 1 or (rows and later):
         # One statement per chunk: the driver's executemany would send a statement per row.
-        await insert_rows(conn, table, rows, stamped=stamped, ignore_duplicates=True)
+        await insert_rows(conn, table, rows, stamped=stamped, ignore_duplicates=True, later=later)
     elif rows:
         await conn.execute(_statement(conn.dialect.name, table, stamped), rows[0])
 

@@ -22,6 +22,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.db.clock import db_now
+from scheduler_service.db.driver import write_sql_later
 
 __all__ = ["MAX_CHUNK", "insert_rows", "insert_rows_returning"]
 
@@ -42,6 +43,7 @@ async def insert_rows(
     accumulate: Sequence[str] = (),
     replace: Sequence[str] = (),
     prefix: str = "",
+    later: bool = False,
 ) -> None:
     """Insert ``rows``; the ``stamped`` columns get the database's now, the ``fixed`` ones the
     same value in every row. With ``ignore_duplicates``, a row whose primary key exists is left
@@ -49,7 +51,8 @@ async def insert_rows(
     ``accumulate``, such a row's ``accumulate`` columns are added to the existing row's (a
     counter's upsert: many keys, one statement); with ``replace``, they take the new row's values
     (many keys set, one statement). ``prefix`` goes before each statement (a constant of the
-    caller's, never input)."""
+    caller's, never input). With ``later``, the statements join the transaction's next round
+    trip (:func:`~scheduler_service.db.driver.write_sql_later`)."""
     for template, chunk in _chunks(
         conn.dialect,
         table,
@@ -60,7 +63,11 @@ async def insert_rows(
         accumulate=tuple(accumulate),
         replace=tuple(replace),
     ):
-        await conn.exec_driver_sql(prefix + template.sql(len(chunk)), template.parameters(chunk))
+        sql, values = prefix + template.sql(len(chunk)), template.parameters(chunk)
+        if later:
+            await write_sql_later(conn, sql, values)
+        else:
+            await conn.exec_driver_sql(sql, values)
 
 
 async def insert_rows_returning(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.exc import DBAPIError
 
+from scheduler_service.db.driver import send_queued
 from scheduler_service.errors import InvalidRequestError, LegacyAdoptionError
 from scheduler_service.legacy import sql as legacy_sql
 from scheduler_service.legacy.snapshots import (
@@ -133,6 +134,8 @@ class LegacyAdoption:
         return Adoption(adoptable, await legacy_sql.left_to_legacy(tx.conn, job_type))
 
     async def _answer(self, tx: SqlTransaction, row: LegacyRow) -> Answer | None:
+        # The writes queued for the next round trip go first: their failure is not the query's.
+        await send_queued(tx.conn)
         try:
             return await legacy_sql.answer_of(tx.conn, self._answer_query, row)
         except DBAPIError:

@@ -12,7 +12,7 @@ the state change and its outbox event commit together.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.billing.budgets import Budget
 from scheduler_service.db.clock import db_now
+from scheduler_service.db.driver import write_later
 from scheduler_service.db.models import AiJobSnapshot
 from scheduler_service.db.multirow import batch_bucket, insert_rows, insert_rows_returning
 from scheduler_service.flow.keys import FlowPolicy
@@ -267,10 +268,18 @@ class SqlJobStore(JobStore):
             for name, value in rows[min(k, len(rows) - 1)].items():
                 params[f"{name}{k}"] = value
         statement = sql.write_many_statement(write, size, active, present)
-        matched = (await self._conn.execute(statement, params)).rowcount
-        if matched != len(rows):
-            # Judged on rows locked by this transaction: nothing could have changed them.
-            raise RuntimeError(f"{write.name} of {len(rows)} locked jobs matched {matched}")
+        # Judged on rows locked by this transaction, its count is checked when its reply comes
+        # (with the transaction's next statement), before the transaction commits.
+        await write_later(self._conn, statement, params, _expect(write.name, len(rows)))
+
+
+def _expect(write: str, rows: int) -> Callable[[int], None]:
+    def check(matched: int) -> None:
+        if matched != rows:
+            # Nothing could have changed rows this transaction holds locked.
+            raise RuntimeError(f"{write} of {rows} locked jobs matched {matched}")
+
+    return check
 
 
 class SqlJobReads(JobReads):

@@ -8,10 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import Table, insert
+from sqlalchemy import Table
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from scheduler_service.db.clock import db_now
 from scheduler_service.db.models import OutboxEvent
 from scheduler_service.db.multirow import insert_rows
 from scheduler_service.outbox.events import EventType, NewEvent, OutboxStatus
@@ -20,10 +19,8 @@ from scheduler_service.ports import OutboxStore
 __all__ = ["EventType", "NewEvent", "SqlOutboxStore", "add_event", "add_events"]
 
 _outbox = cast(Table, OutboxEvent.__table__)
-# Built once: every insert of an event runs the cached statement with its own parameters.
 _FIXED = {"aggregateType": "AiJob", "status": OutboxStatus.PENDING.value, "attemptCount": 0}
 _STAMPED = ("availableAt", "createdAt")
-_INSERT_PENDING = insert(_outbox).values(**_FIXED, **{column: db_now() for column in _STAMPED})
 
 
 async def add_event(
@@ -49,11 +46,10 @@ async def add_events(conn: AsyncConnection, events: Sequence[NewEvent]) -> None:
         }
         for e in events
     ]
-    if len(rows) > 1:
-        # One statement per chunk: the driver's executemany would send a statement per row.
-        await insert_rows(conn, _outbox, rows, stamped=_STAMPED, fixed=_FIXED)
-    elif rows:
-        await conn.execute(_INSERT_PENDING, rows[0])
+    if rows:
+        # One statement per chunk (the driver's executemany would send a statement per row),
+        # sent with the transaction's next: an event's insert answers nothing but its success.
+        await insert_rows(conn, _outbox, rows, stamped=_STAMPED, fixed=_FIXED, later=True)
 
 
 class SqlOutboxStore(OutboxStore):

@@ -80,7 +80,7 @@ class SqlOutputStore(OutputStore):
             }
             for c in chunks
         ]
-        await insert_rows(self._conn, _chunks, rows, ignore_duplicates=True)
+        await insert_rows(self._conn, _chunks, rows, ignore_duplicates=True, later=True)
 
     async def chunk_counts(
         self, attempts: Collection[tuple[str, int]]

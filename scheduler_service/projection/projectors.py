@@ -67,8 +67,8 @@ async def project_many(conn: AsyncConnection, items: Sequence[Projection]) -> li
         artifacts += artifact_rows
         refs += job_refs
     for table, rows in business.items():
-        await insert_ignoring_duplicates(conn, table, rows)
-    await insert_ignoring_duplicates(conn, _artifacts, artifacts)
+        await insert_ignoring_duplicates(conn, table, rows, later=True)
+    await insert_ignoring_duplicates(conn, _artifacts, artifacts, later=True)
     return refs
 
 
