@@ -44,17 +44,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Delete, Select, TextClause, Update, event
+from sqlalchemy import Delete, Select, TextClause, Update
 from sqlalchemy.engine import CursorResult, Dialect
 from sqlalchemy.engine.result import IteratorResult, SimpleResultMetaData
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from sqlalchemy.util import await_only, greenlet_spawn
+
+from scheduler_service.db import round_trips
+from scheduler_service.db.round_trips import Statement
 
 __all__ = [
     "DriverConnection",
     "DriverEngine",
     "send_queued",
-    "watch_commits",
     "write_later",
     "write_sql_later",
 ]
@@ -258,21 +259,21 @@ class DriverConnection(AsyncConnection):
         if planned is None:
             return False
         _, sql, values = planned
-        _queue(self.sync_connection, _Later(sql, values, check))
+        round_trips.queue(self.sync_connection, Statement(sql, values, check))
         return True
 
     def write_sql_later(self, sql: str, values: tuple[Any, ...]) -> bool:
         """:meth:`write_later` for SQL written out (``exec_driver_sql``'s)."""
         if not self._ready():
             return False
-        _queue(self.sync_connection, _Later(sql, list(values), None))
+        round_trips.queue(self.sync_connection, Statement(sql, list(values), None))
         return True
 
     async def flush(self) -> None:
         """Send the queued writes now, in one round trip, and check their counts."""
         sync = self.sync_connection
-        if sync is not None and sync in _PENDING:
-            await _send_queued(sync)
+        if sync is not None and round_trips.is_queued(sync):
+            await round_trips.send_queue(sync)
 
     async def exec_driver_sql(
         self,
@@ -310,11 +311,11 @@ class DriverConnection(AsyncConnection):
 
     async def _send(self, plan: _Plan | None, sql: str, values: list[Any]) -> DriverResult:
         sync: Any = self.sync_connection
-        queued = _PENDING.pop(sync, ())
-        statement = _Later(sql, values, None)
-        _tell_listeners(sync, statement)
-        replies = await _round_trip(sync, [*queued, statement])
-        _check(queued, replies)
+        queued = round_trips.take_queue(sync)
+        statement = Statement(sql, values, None)
+        round_trips.tell_listeners(sync, statement)
+        replies = await round_trips.round_trip(sync, [*queued, statement])
+        round_trips.check_counts(queued, replies)
         described, rows, rowcount = replies[-1]
         if plan is None or (described and len(plan.keys) != len(described)):
             # Raw SQL, or text() whose columns SQLAlchemy does not know: the cursor's names.
@@ -335,129 +336,11 @@ class DriverConnection(AsyncConnection):
         return DriverResult(plan.keys, rows, rowcount)
 
 
-@dataclass(frozen=True)
-class _Later:
-    """A statement to send: its SQL (placeholders ``%s``), its values, and for a queued write
-    the check of its count."""
-
-    sql: str
-    values: list[Any]
-    check: Callable[[int], None] | None
-
-
-#: Per connection in a transaction, the writes queued for its next round trip. Keyed by the
-#: sync connection, which lives as long as one checkout: nothing queued outlives it.
-_PENDING: weakref.WeakKeyDictionary[Any, list[_Later]] = weakref.WeakKeyDictionary()
-
-_Reply = tuple[Any, Sequence[Any], int]
-
-
-def _tell_listeners(sync: Any, statement: _Later) -> None:
-    """``before_cursor_execute`` for a statement of the driver's path, from its caller's stack
-    (a queued write is told when it is queued: tests check who writes what by the stack). The
-    cursor is None, which is how :func:`_send_queued_first` knows the statement is ours."""
-    if sync._has_events or sync.engine._has_events:
-        sql, values = statement.sql, statement.values
-        sync.dispatch.before_cursor_execute(sync, None, sql, values, None, False)
-
-
-def _queue(sync: Any, statement: _Later) -> None:
-    _tell_listeners(sync, statement)
-    _PENDING.setdefault(sync, []).append(statement)
-
-
-async def _round_trip(sync: Any, statements: Sequence[_Later]) -> list[_Reply]:
-    """Send ``statements`` in one round trip (a multi-statement query when they are several:
-    asyncmy always connects with CLIENT_MULTI_STATEMENTS) and read each one's reply: its
-    description, rows and count. The server stops at a statement that fails, and the error is
-    raised as SQLAlchemy raises it: none of the statements after it ran."""
-    adapted = sync.connection.dbapi_connection
-    replies: list[_Reply] = []
-    try:
-        async with adapted._execute_mutex:
-            cursor = adapted._connection.cursor()
-            if len(statements) == 1:
-                await cursor.execute(statements[0].sql, statements[0].values)
-            else:
-                await cursor.execute(
-                    ";\n".join(cursor.mogrify(s.sql, s.values) for s in statements)
-                )
-            while True:
-                described = cursor.description
-                rows = await cursor.fetchall() if described else ()
-                replies.append((described, rows, cursor.rowcount))
-                if len(replies) == len(statements) or not await cursor.nextset():
-                    break
-            await cursor.close()
-    except BaseException as exc:
-        # The templates, never the values written into them: job content stays out of errors.
-        sql = ";\n".join(s.sql for s in statements)
-        values = [v for s in statements for v in s.values]
-        await greenlet_spawn(_raise_as_sqlalchemy, sync, exc, sql, values)
-        raise
-    return replies
-
-
-def _check(queued: Sequence[_Later], replies: Sequence[_Reply]) -> None:
-    """Each queued write's check on its count, once every reply of the round trip is read."""
-    for statement, (_, _, rowcount) in zip(queued, replies, strict=False):
-        if statement.check is not None:
-            statement.check(rowcount)
-
-
-async def _send_queued(sync: Any) -> None:
-    queued = _PENDING.pop(sync, ())
-    if queued:
-        _check(queued, await _round_trip(sync, queued))
-
-
-def _send_queued_before_commit(sync: Any) -> None:
-    """Before the transaction commits, whatever path commits it, the writes queued on its
-    connection are sent (SQLAlchemy calls this in the greenlet that commits, where the round
-    trip can be awaited)."""
-    if sync in _PENDING:
-        await_only(_send_queued(sync))
-
-
-def _send_queued_first(sync: Any, cursor: Any, *_: Any) -> None:
-    """The same before a statement that goes SQLAlchemy's way; the driver's own statements
-    (no cursor) carry the queue in their round trip."""
-    if cursor is not None:
-        _send_queued_before_commit(sync)
-
-
-def _drop_queued(sync: Any) -> None:
-    _PENDING.pop(sync, None)
-
-
-def watch_commits(engine: AsyncEngine) -> None:
-    """Queued writes are sent before any statement that goes SQLAlchemy's way and before their
-    transaction commits; they are dropped when it rolls back."""
-    event.listen(engine.sync_engine, "before_cursor_execute", _send_queued_first)
-    event.listen(engine.sync_engine, "commit", _send_queued_before_commit)
-    event.listen(engine.sync_engine, "rollback", _drop_queued)
-
-
 def _processed(row: Any, processors: tuple[tuple[int, Callable[[Any], Any]], ...]) -> list[Any]:
     values = list(row)
     for index, process in processors:
         values[index] = process(values[index])
     return values
-
-
-def _raise_as_sqlalchemy(sync: Any, exc: BaseException, sql: str, values: list[Any]) -> None:
-    """SQLAlchemy's own handling of a driver error: its exception classes, and the connection
-    invalidated when it was lost or interrupted mid-statement (a cancelled task)."""
-    if isinstance(exc, AttributeError):
-        # asyncmy's answer to a socket closed under it (as SQLAlchemy's adapter reads it).
-        dbapi = sync.dialect.loaded_dbapi
-        exc = dbapi.InternalError("network operation failed due to asyncmy attribute error")
-    try:
-        # Raised again here: the handler reads the exception being handled (sys.exc_info),
-        # which a fresh greenlet does not carry over.
-        raise exc
-    except BaseException as handled:
-        sync._handle_dbapi_exception(handled, sql, values, None, None)
 
 
 class DriverEngine(AsyncEngine):

@@ -12,8 +12,9 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import PoolResetState
 
-from scheduler_service.db.driver import DriverEngine, watch_commits
+from scheduler_service.db.driver import DriverEngine
 from scheduler_service.db.failover import WriterChoice
+from scheduler_service.db.round_trips import watch_commits
 
 __all__ = ["create_engine", "is_sqlite", "mark_committed"]
 

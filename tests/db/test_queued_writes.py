@@ -14,7 +14,7 @@ from sqlalchemy import Table, bindparam, event, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from scheduler_service.db import driver
+from scheduler_service.db import round_trips
 from scheduler_service.db.driver import send_queued, write_later
 from scheduler_service.db.models import OutboxEvent
 from scheduler_service.db.multirow import insert_rows
@@ -51,13 +51,13 @@ async def _queue_events(conn: AsyncConnection, *ids: str, secret: str = "") -> N
 def _round_trips(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The statements of each round trip the driver makes, as it makes them."""
     trips: list[int] = []
-    original = driver._round_trip
+    original = round_trips.round_trip
 
     async def counted(sync: Any, statements: Sequence[Any]) -> Any:
         trips.append(len(statements))
         return await original(sync, statements)
 
-    monkeypatch.setattr(driver, "_round_trip", counted)
+    monkeypatch.setattr(round_trips, "round_trip", counted)
     return trips
 
 
