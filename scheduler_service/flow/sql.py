@@ -13,6 +13,7 @@ from sqlalchemy import Table, bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.db.clock import db_now
+from scheduler_service.db.driver import write_later
 from scheduler_service.db.hints import running_rows_by_index
 from scheduler_service.db.idempotent import insert_ignoring_duplicates
 from scheduler_service.db.models import AiJob, AiModelKey
@@ -250,7 +251,9 @@ async def save_states(
     rate_limited: Mapping[ModelKey, int] | None = None,
 ) -> None:
     for key, state in sorted(states.items()):
-        await conn.execute(
+        # Its count answers nothing: the row was read (and locked) by this transaction.
+        await write_later(
+            conn,
             _SAVE,
             {
                 "b_provider": key.provider,

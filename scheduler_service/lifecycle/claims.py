@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from scheduler_service.billing import sql as billing_sql
 from scheduler_service.billing.budgets import Budget, admit_within_budgets
 from scheduler_service.billing.cheap_hours import OFF_PEAK
+from scheduler_service.db.driver import write_later
 from scheduler_service.flow import sql as flow_sql
 from scheduler_service.flow.keys import FlowPolicy, KeyState, ModelKey, admit, within_user_caps
 from scheduler_service.lifecycle import queries, sql
@@ -145,11 +146,18 @@ async def _lock(
                 }
         for (_, share), token in zip(some, minted, strict=True):
             tokens |= dict.fromkeys(share, token)
-        result = await conn.execute(sql.lock_many(len(some)), bound)
-        if result.rowcount != len(ids):
-            # Rows locked by this transaction cannot change under it; a mismatch is a bug.
-            raise RuntimeError(f"claimed {len(ids)} jobs but leased {result.rowcount}")
+        # Sent with the read of the grants that follows; its count is checked then.
+        await write_later(conn, sql.lock_many(len(some)), bound, _leased_all(len(ids)))
     return tokens
+
+
+def _leased_all(claimed: int) -> Callable[[int], None]:
+    def check(leased: int) -> None:
+        if leased != claimed:
+            # Rows locked by this transaction cannot change under it; a mismatch is a bug.
+            raise RuntimeError(f"claimed {claimed} jobs but leased {leased}")
+
+    return check
 
 
 @dataclass(frozen=True, slots=True)

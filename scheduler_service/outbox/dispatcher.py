@@ -39,6 +39,7 @@ from typing import Any, Protocol, cast
 from sqlalchemy import BindParameter, Integer, Table, Update, bindparam, case, select, update
 
 from scheduler_service.db.clock import db_now
+from scheduler_service.db.driver import write_later
 from scheduler_service.db.models import OutboxEvent, OutboxSequence
 from scheduler_service.db.multirow import batch_bucket
 from scheduler_service.loops import RoundLoop
@@ -343,12 +344,19 @@ async def _publish_locked(tx: SqlTransaction, ids: Sequence[int], owner: str | N
         # Padded by repeating the last event (matched once, same position).
         last = min(k, len(ids) - 1)
         params |= {f"i{k}": ids[last], f"p{k}": current + last + 1}
-    matched = (
-        await tx.conn.execute(_publish_many(size, claimed=owner is not None), params)
-    ).rowcount
-    if matched != len(ids):
-        raise RuntimeError(f"published {matched} of {len(ids)} locked events")
-    await tx.conn.execute(_ADVANCE_SEQUENCE, {"b_value": current + len(ids)})
+    # Both sent with the commit's round trip; the publication's count checked before it.
+    await write_later(
+        tx.conn, _publish_many(size, claimed=owner is not None), params, _published_all(len(ids))
+    )
+    await write_later(tx.conn, _ADVANCE_SEQUENCE, {"b_value": current + len(ids)})
+
+
+def _published_all(locked: int) -> Callable[[int], None]:
+    def check(matched: int) -> None:
+        if matched != locked:
+            raise RuntimeError(f"published {matched} of {locked} locked events")
+
+    return check
 
 
 @functools.cache
