@@ -23,7 +23,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from scheduler_service.billing.sql_store import SqlSpendStore
-from scheduler_service.db.driver import send_queued
+from scheduler_service.db.driver import commit_with_queued
 from scheduler_service.db.engine import mark_committed
 from scheduler_service.db.retry import (
     is_missing_legacy_status,
@@ -150,8 +150,9 @@ class SqlUnitOfWork:
                 async with conn.begin():
                     tx = SqlTransaction(conn, self._wakeups, self.lease)
                     result = await work(tx)
-                    # Queued writes fail here, in the transaction, rather than at its commit.
-                    await send_queued(conn)
+                    # Queued writes go with the COMMIT, one round trip; they fail here, and
+                    # the transaction is rolled back as for any other failure of ``work``.
+                    await commit_with_queued(conn)
                 mark_committed(conn)
         except BaseException:
             if tx is not None:

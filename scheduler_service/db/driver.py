@@ -55,6 +55,7 @@ from scheduler_service.db.round_trips import Statement
 __all__ = [
     "DriverConnection",
     "DriverEngine",
+    "commit_with_queued",
     "send_queued",
     "write_later",
     "write_sql_later",
@@ -248,9 +249,7 @@ class DriverConnection(AsyncConnection):
         values, sizes = laid_out
         return plan, plan.sql_for(sizes), values
 
-    def write_later(
-        self, statement: Any, parameters: Any, check: Callable[[int], None] | None
-    ) -> bool:
+    def write_later(self, statement: Any, parameters: Any, expect: int | None, what: str) -> bool:
         """Queue a write whose reply is only its count, to be sent in the round trip of this
         transaction's next statement (or its commit); False, with nothing queued, when the
         statement cannot go straight to the driver now (the caller sends it at once)."""
@@ -259,7 +258,7 @@ class DriverConnection(AsyncConnection):
         if planned is None:
             return False
         _, sql, values = planned
-        round_trips.queue(self.sync_connection, Statement(sql, values, check))
+        round_trips.queue(self.sync_connection, Statement(sql, values, expect, what))
         return True
 
     def write_sql_later(self, sql: str, values: tuple[Any, ...]) -> bool:
@@ -354,17 +353,19 @@ async def write_later(
     conn: AsyncConnection,
     statement: Any,
     parameters: Mapping[str, Any],
-    check: Callable[[int], None] | None = None,
+    *,
+    expect: int | None = None,
+    what: str = "write",
 ) -> None:
     """A write whose reply is only its count: on a driver connection, sent with the next
-    statement of the transaction (or before its commit), ``check`` run on its count then;
-    elsewhere sent now and checked now. A failure or a failed check surfaces at that later
-    statement and fails the transaction, as it would have here."""
-    if isinstance(conn, DriverConnection) and conn.write_later(statement, parameters, check):
+    statement of the transaction (or with its commit), its count checked against ``expect``
+    then; elsewhere sent now and checked now. A failure, or a count other than ``expect``
+    (RuntimeError naming ``what``), surfaces at that later statement and fails the
+    transaction, as it would have here."""
+    if isinstance(conn, DriverConnection) and conn.write_later(statement, parameters, expect, what):
         return
     result = await conn.execute(statement, parameters)
-    if check is not None:
-        check(result.rowcount)
+    Statement("", [], expect, what).check(result.rowcount)
 
 
 async def write_sql_later(conn: AsyncConnection, sql: str, values: tuple[Any, ...]) -> None:
@@ -378,3 +379,11 @@ async def send_queued(conn: AsyncConnection) -> None:
     """Send the writes queued on ``conn`` now (their failures surface here)."""
     if isinstance(conn, DriverConnection):
         await conn.flush()
+
+
+async def commit_with_queued(conn: AsyncConnection) -> None:
+    """Send the writes queued on ``conn`` with its transaction's COMMIT, in one round trip
+    (their failures surface here, and the transaction is then not committed); the COMMIT that
+    ends ``conn.begin()`` is then not sent again. Nothing queued: nothing is sent here."""
+    if isinstance(conn, DriverConnection):
+        await round_trips.commit_with_queue(conn.sync_connection)

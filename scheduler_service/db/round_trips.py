@@ -5,7 +5,7 @@ trip (the driver module's docstring, *Queued writes*)."""
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,8 @@ __all__ = [
     "Reply",
     "Statement",
     "check_counts",
+    "commit_with_queue",
+    "committed_here",
     "is_queued",
     "queue",
     "raise_as_sqlalchemy",
@@ -31,11 +33,28 @@ __all__ = [
 @dataclass(frozen=True)
 class Statement:
     """A statement to send: its SQL (placeholders ``%s``), its values, and for a queued write
-    the check of its count."""
+    the count it must match (``expect``; None: any), named ``what`` in the error if it does
+    not."""
 
     sql: str
     values: list[Any]
-    check: Callable[[int], None] | None
+    expect: int | None = None
+    what: str = "write"
+
+    def check(self, matched: int) -> None:
+        if self.expect is not None and matched != self.expect:
+            # Every checked write is judged on rows its transaction holds locked: a bug.
+            raise RuntimeError(f"{self.what}: {matched} rows matched, {self.expect} expected")
+
+
+#: Fails its statement (error 1242, a scalar subquery of two rows) when the statement before it
+#: did not match the count given. It stands for a checked write's count check in a round trip
+#: that ends with COMMIT: the server stops there and the COMMIT never runs. ``DO`` would not do,
+#: MariaDB turns its errors into warnings.
+_GUARD = Statement(
+    "SELECT (SELECT 1 FROM (SELECT 1 UNION ALL SELECT 2) AS g WHERE ROW_COUNT() <> %s)", []
+)
+_COMMIT = Statement("COMMIT", [])
 
 
 #: Per connection in a transaction, the writes queued for its next round trip. Keyed by the
@@ -59,13 +78,16 @@ def queue(sync: Any, statement: Statement) -> None:
     _QUEUED.setdefault(sync, []).append(statement)
 
 
-async def round_trip(sync: Any, statements: Sequence[Statement]) -> list[Reply]:
+async def round_trip(
+    sync: Any, statements: Sequence[Statement], replies: list[Reply] | None = None
+) -> list[Reply]:
     """Send ``statements`` in one round trip (a multi-statement query when they are several:
     asyncmy always connects with CLIENT_MULTI_STATEMENTS) and read each one's reply: its
-    description, rows and count. The server stops at a statement that fails, and the error is
-    raised as SQLAlchemy raises it: none of the statements after it ran."""
+    description, rows and count, into ``replies``. The server stops at a statement that fails,
+    and the error is raised as SQLAlchemy raises it: none of the statements after it ran, and
+    ``replies`` holds those before it."""
     adapted = sync.connection.dbapi_connection
-    replies: list[Reply] = []
+    replies = [] if replies is None else replies
     try:
         async with adapted._execute_mutex:
             cursor = adapted._connection.cursor()
@@ -94,8 +116,43 @@ async def round_trip(sync: Any, statements: Sequence[Statement]) -> list[Reply]:
 def check_counts(queued: Sequence[Statement], replies: Sequence[Reply]) -> None:
     """Each queued write's check on its count, once every reply of the round trip is read."""
     for statement, (_, _, rowcount) in zip(queued, replies, strict=False):
-        if statement.check is not None:
-            statement.check(rowcount)
+        statement.check(rowcount)
+
+
+async def commit_with_queue(sync: Any) -> bool:
+    """Send the queued writes and COMMIT in one round trip, each checked write followed by its
+    guard (the server stops at a count that does not match, before the COMMIT). False, with
+    nothing sent, when nothing is queued: the transaction commits as usual. After True the
+    dialect's own COMMIT is skipped (:func:`committed_here`)."""
+    queued = _QUEUED.pop(sync, ())
+    if not queued:
+        return False
+    statements: list[Statement] = []
+    for statement in queued:
+        statements.append(statement)
+        if statement.expect is not None:
+            statements.append(Statement(_GUARD.sql, [statement.expect]))
+    replies: list[Reply] = []
+    try:
+        await round_trip(sync, [*statements, _COMMIT], replies)
+    except BaseException:
+        # A guard that stopped the round trip: its write's own error, from the count read.
+        writes = [
+            reply for reply, s in zip(replies, statements, strict=False) if s.sql != _GUARD.sql
+        ]
+        check_counts([s for s in statements if s.sql != _GUARD.sql], writes)
+        raise
+    _COMMITTED_HERE[sync.connection] = True
+    return True
+
+
+#: Pooled connections (per checkout) whose transaction :func:`commit_with_queue` committed.
+_COMMITTED_HERE: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+def committed_here(pooled: Any) -> bool:
+    """Whether the COMMIT the dialect is about to send was sent already (once: the flag goes)."""
+    return _COMMITTED_HERE.pop(pooled, False)
 
 
 async def send_queue(sync: Any) -> None:
@@ -125,9 +182,18 @@ def _drop_queued(sync: Any) -> None:
 
 def watch_commits(engine: AsyncEngine) -> None:
     """Queued writes are sent before any statement that goes SQLAlchemy's way and before their
-    transaction commits; they are dropped when it rolls back."""
+    transaction commits; they are dropped when it rolls back. A COMMIT that went with the queue
+    is not sent again."""
     event.listen(engine.sync_engine, "before_cursor_execute", _send_queued_first)
     event.listen(engine.sync_engine, "commit", _send_queued_before_commit)
+    dialect: Any = engine.sync_engine.dialect
+    plain_commit = dialect.do_commit
+
+    def do_commit(pooled: Any) -> None:
+        if not committed_here(pooled):
+            plain_commit(pooled)
+
+    dialect.do_commit = do_commit
     event.listen(engine.sync_engine, "rollback", _drop_queued)
 
 

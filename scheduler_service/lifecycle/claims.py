@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -147,17 +147,11 @@ async def _lock(
         for (_, share), token in zip(some, minted, strict=True):
             tokens |= dict.fromkeys(share, token)
         # Sent with the read of the grants that follows; its count is checked then.
-        await write_later(conn, sql.lock_many(len(some)), bound, _leased_all(len(ids)))
+        # Rows locked by this transaction cannot change under it: a mismatch is a bug.
+        await write_later(
+            conn, sql.lock_many(len(some)), bound, expect=len(ids), what="lease of claimed jobs"
+        )
     return tokens
-
-
-def _leased_all(claimed: int) -> Callable[[int], None]:
-    def check(leased: int) -> None:
-        if leased != claimed:
-            # Rows locked by this transaction cannot change under it; a mismatch is a bug.
-            raise RuntimeError(f"claimed {claimed} jobs but leased {leased}")
-
-    return check
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ the state change and its outbox event commit together.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -270,16 +270,9 @@ class SqlJobStore(JobStore):
         statement = sql.write_many_statement(write, size, active, present)
         # Judged on rows locked by this transaction, its count is checked when its reply comes
         # (with the transaction's next statement), before the transaction commits.
-        await write_later(self._conn, statement, params, _expect(write.name, len(rows)))
-
-
-def _expect(write: str, rows: int) -> Callable[[int], None]:
-    def check(matched: int) -> None:
-        if matched != rows:
-            # Nothing could have changed rows this transaction holds locked.
-            raise RuntimeError(f"{write} of {rows} locked jobs matched {matched}")
-
-    return check
+        await write_later(
+            self._conn, statement, params, expect=len(rows), what=f"{write.name} of locked jobs"
+        )
 
 
 class SqlJobReads(JobReads):

@@ -346,17 +346,13 @@ async def _publish_locked(tx: SqlTransaction, ids: Sequence[int], owner: str | N
         params |= {f"i{k}": ids[last], f"p{k}": current + last + 1}
     # Both sent with the commit's round trip; the publication's count checked before it.
     await write_later(
-        tx.conn, _publish_many(size, claimed=owner is not None), params, _published_all(len(ids))
+        tx.conn,
+        _publish_many(size, claimed=owner is not None),
+        params,
+        expect=len(ids),
+        what="publication of locked events",
     )
     await write_later(tx.conn, _ADVANCE_SEQUENCE, {"b_value": current + len(ids)})
-
-
-def _published_all(locked: int) -> Callable[[int], None]:
-    def check(matched: int) -> None:
-        if matched != locked:
-            raise RuntimeError(f"published {matched} of {locked} locked events")
-
-    return check
 
 
 @functools.cache

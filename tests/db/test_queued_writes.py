@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from scheduler_service.db import round_trips
-from scheduler_service.db.driver import send_queued, write_later
+from scheduler_service.db.driver import commit_with_queued, send_queued, write_later
 from scheduler_service.db.models import OutboxEvent
 from scheduler_service.db.multirow import insert_rows
 
@@ -53,20 +53,12 @@ def _round_trips(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     trips: list[int] = []
     original = round_trips.round_trip
 
-    async def counted(sync: Any, statements: Sequence[Any]) -> Any:
+    async def counted(sync: Any, statements: Sequence[Any], *rest: Any) -> Any:
         trips.append(len(statements))
-        return await original(sync, statements)
+        return await original(sync, statements, *rest)
 
     monkeypatch.setattr(round_trips, "round_trip", counted)
     return trips
-
-
-def _expect(count: int) -> Any:
-    def check(matched: int) -> None:
-        if matched != count:
-            raise RuntimeError(f"matched {matched}, not {count}")
-
-    return check
 
 
 async def _warm(engine: AsyncEngine) -> None:
@@ -90,8 +82,8 @@ async def test_queued_writes_ride_with_the_next_statement(
     async with mysql_engine.begin() as conn:
         await _queue_events(conn, "a", "b")
         await _queue_events(conn, "c")
-        await write_later(conn, _LOCK, {"b_id": "b"}, _expect(1))
-        await write_later(conn, _LOCK, {"b_id": "c"}, _expect(1))
+        await write_later(conn, _LOCK, {"b_id": "b"}, expect=1)
+        await write_later(conn, _LOCK, {"b_id": "c"}, expect=1)
         assert trips == [], "nothing sent while only writes are queued"
         assert (await conn.execute(_LOCKED)).scalars().all() == ["b", "c"]
         assert trips == [5], "four queued writes and the read in one round trip"
@@ -106,7 +98,7 @@ async def test_writes_queued_last_are_sent_before_the_commit(
     trips = _round_trips(monkeypatch)
     async with mysql_engine.begin() as conn:
         await _queue_events(conn, "a")
-        await write_later(conn, _LOCK, {"b_id": "a"}, _expect(1))
+        await write_later(conn, _LOCK, {"b_id": "a"}, expect=1)
     assert trips == [2]
     async with mysql_engine.connect() as conn:
         assert (await conn.execute(_LOCKED)).scalars().all() == ["a"]
@@ -126,10 +118,10 @@ async def test_a_statement_on_sqlalchemys_path_sends_the_queue_first(
 
 async def test_a_failed_count_check_fails_the_transaction(mysql_engine: AsyncEngine) -> None:
     await _warm(mysql_engine)
-    with pytest.raises(RuntimeError, match="matched 0, not 1"):
+    with pytest.raises(RuntimeError, match="0 rows matched, 1 expected"):
         async with mysql_engine.begin() as conn:
             await _queue_events(conn, "a")
-            await write_later(conn, _LOCK, {"b_id": "nobody"}, _expect(1))
+            await write_later(conn, _LOCK, {"b_id": "nobody"}, expect=1)
             await conn.execute(_COUNT)
     assert await _count(mysql_engine) == 0
 
@@ -138,10 +130,10 @@ async def test_a_failed_count_check_at_the_commit_commits_nothing(
     mysql_engine: AsyncEngine,
 ) -> None:
     await _warm(mysql_engine)
-    with pytest.raises(RuntimeError, match="matched 0, not 1"):
+    with pytest.raises(RuntimeError, match="0 rows matched, 1 expected"):
         async with mysql_engine.begin() as conn:
             await _queue_events(conn, "a")
-            await write_later(conn, _LOCK, {"b_id": "nobody"}, _expect(1))
+            await write_later(conn, _LOCK, {"b_id": "nobody"}, expect=1)
     assert await _count(mysql_engine) == 0
 
 
@@ -155,7 +147,7 @@ async def test_a_failing_write_stops_the_ones_after_it_and_shows_no_values(
         async with mysql_engine.begin() as conn:
             await _queue_events(conn, "b")
             await _queue_events(conn, "a", secret="the-job-content")
-            await write_later(conn, _LOCK, {"b_id": "b"}, _expect(1))
+            await write_later(conn, _LOCK, {"b_id": "b"}, expect=1)
             await send_queued(conn)
     assert "the-job-content" not in str(raised.value)
     assert await _count(mysql_engine) == 1
@@ -182,5 +174,57 @@ async def test_each_queued_write_is_told_to_the_listeners_when_queued(
     event.listen(mysql_engine.sync_engine, "before_cursor_execute", lambda *a: told.append(a[2]))
     async with mysql_engine.begin() as conn:
         await _queue_events(conn, "a")
-        await write_later(conn, _LOCK, {"b_id": "a"}, _expect(1))
+        await write_later(conn, _LOCK, {"b_id": "a"}, expect=1)
         assert [sql.split()[0] for sql in told] == ["INSERT", "UPDATE"]
+
+
+async def _commits(conn: AsyncConnection) -> int:
+    found = await conn.exec_driver_sql("SHOW SESSION STATUS LIKE 'Com_commit'")
+    return int(found.one()[1])
+
+
+async def test_the_queue_goes_with_the_commit_and_the_commit_is_sent_once(
+    mysql_engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _warm(mysql_engine)
+    async with mysql_engine.connect() as conn:
+        before = await _commits(conn)
+        await conn.commit()
+        trips = _round_trips(monkeypatch)
+        async with conn.begin():
+            await _queue_events(conn, "a", "b")
+            await write_later(conn, _LOCK, {"b_id": "a"}, expect=1)
+            await commit_with_queued(conn)
+        # The insert, the update, its guard and the COMMIT.
+        assert trips == [4]
+        assert await _commits(conn) == before + 1 + 1, "this transaction's and the last one's"
+        await conn.commit()
+    async with mysql_engine.connect() as conn:
+        assert (await conn.execute(_LOCKED)).scalars().all() == ["a"]
+    assert await _count(mysql_engine) == 2
+
+
+async def test_a_count_that_does_not_match_stops_the_commit(mysql_engine: AsyncEngine) -> None:
+    await _warm(mysql_engine)
+    with pytest.raises(RuntimeError, match="the lock: 0 rows matched, 1 expected"):
+        async with mysql_engine.begin() as conn:
+            await _queue_events(conn, "a")
+            await write_later(conn, _LOCK, {"b_id": "nobody"}, expect=1, what="the lock")
+            await _queue_events(conn, "b")
+            await commit_with_queued(conn)
+    assert await _count(mysql_engine) == 0
+
+
+async def test_the_next_transaction_on_the_connection_commits_for_itself(
+    mysql_engine: AsyncEngine,
+) -> None:
+    await _warm(mysql_engine)
+    async with mysql_engine.connect() as conn:
+        async with conn.begin():
+            await _queue_events(conn, "a")
+            await commit_with_queued(conn)
+        async with conn.begin():
+            # Nothing queued: SQLAlchemy's COMMIT, which must not be skipped as the last was.
+            await conn.execute(_LOCK, {"b_id": "a"})
+    async with mysql_engine.connect() as conn:
+        assert (await conn.execute(_LOCKED)).scalars().all() == ["a"]
