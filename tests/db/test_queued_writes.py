@@ -180,7 +180,7 @@ async def test_each_queued_write_is_told_to_the_listeners_when_queued(
 
 async def _commits(conn: AsyncConnection) -> int:
     found = await conn.exec_driver_sql("SHOW SESSION STATUS LIKE 'Com_commit'")
-    return int(found.one()[1])
+    return int(found.one()._mapping["Value"])
 
 
 async def test_the_queue_goes_with_the_commit_and_the_commit_is_sent_once(
