@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, cast
 
-from sqlalchemy import BindParameter, Integer, Table, Update, bindparam, case, select, update
+from sqlalchemy import BindParameter, Integer, Table, Update, bindparam, case, func, select, update
 
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.driver import write_later
@@ -337,9 +337,26 @@ async def _publish_locked(tx: SqlTransaction, ids: Sequence[int], owner: str | N
 
     The ``OutboxSequence`` row is locked here and held to commit, so positions follow the order
     in which publications commit."""
-    current = (await tx.conn.execute(_LOCK_SEQUENCE)).scalar_one()
     params: dict[str, Any] = {"b_owner": owner} if owner is not None else {}
     size = batch_bucket(len(ids))
+    if tx.conn.dialect.name == "mysql":
+        # The sequence moves first, and LAST_INSERT_ID(value + n) hands its new value to the
+        # publication's positions on the server: both go with the COMMIT, no read between.
+        await write_later(
+            tx.conn, _ADVANCE_BY, {"b_count": len(ids)}, expect=1, what="the outbox sequence"
+        )
+        for k in range(size):
+            last = min(k, len(ids) - 1)
+            params |= {f"i{k}": ids[last], f"p{k}": last + 1 - len(ids)}
+        await write_later(
+            tx.conn,
+            _publish_many(size, claimed=owner is not None, after_advance=True),
+            params,
+            expect=len(ids),
+            what="publication of locked events",
+        )
+        return
+    current = (await tx.conn.execute(_LOCK_SEQUENCE)).scalar_one()
     for k in range(size):
         # Padded by repeating the last event (matched once, same position).
         last = min(k, len(ids) - 1)
@@ -356,11 +373,14 @@ async def _publish_locked(tx: SqlTransaction, ids: Sequence[int], owner: str | N
 
 
 @functools.cache
-def _publish_many(rows: int, *, claimed: bool) -> Update:
+def _publish_many(rows: int, *, claimed: bool, after_advance: bool = False) -> Update:
     """→ published for the events ``i0``…, each at its position ``p0``…: one statement for the
-    whole batch. ``claimed``: they are in ``processing`` by ``b_owner``; else still pending."""
+    whole batch. ``claimed``: they are in ``processing`` by ``b_owner``; else still pending.
+    ``after_advance`` (MySQL): each ``p`` is an offset from the sequence's value just set by
+    ``_ADVANCE_BY`` in this session (``LAST_INSERT_ID()``)."""
     ids: list[BindParameter[Any]] = [bindparam(f"i{k}") for k in range(rows)]
-    position = case(*[(_o.id == ids[k], bindparam(f"p{k}")) for k in range(rows)])
+    offset = case(*[(_o.id == ids[k], bindparam(f"p{k}")) for k in range(rows)])
+    position = func.last_insert_id() + offset if after_advance else offset
     guard = (
         [_o.status == _PROCESSING, _o.lockedBy == bindparam("b_owner")]
         if claimed
@@ -387,6 +407,13 @@ _ADVANCE_SEQUENCE = (
     update(_sequence)
     .where(_sequence.c.name == _PUBLISHED_SEQUENCE)
     .values(value=bindparam("b_value"))
+)
+#: MySQL's sequence idiom: the row moves on by ``b_count`` under its lock, and the session's
+#: ``LAST_INSERT_ID()`` answers the new value until the next such call.
+_ADVANCE_BY = (
+    update(_sequence)
+    .where(_sequence.c.name == _PUBLISHED_SEQUENCE)
+    .values(value=func.last_insert_id(_sequence.c.value + bindparam("b_count")))
 )
 _SELECT_STILL_OURS = (
     select(_o.id)
