@@ -177,7 +177,12 @@ def _send_queued_first(sync: Any, cursor: Any, *_: Any) -> None:
 
 
 def _drop_queued(sync: Any) -> None:
+    """On a rollback: the queue goes, and so does a COMMIT marked as sent (a task cancelled
+    between the round trip and SQLAlchemy's commit): the skip never outlives its transaction."""
     _QUEUED.pop(sync, None)
+    pooled = sync.connection if not sync.closed and not sync.invalidated else None
+    if pooled is not None:
+        _COMMITTED_HERE.pop(pooled, None)
 
 
 def watch_commits(engine: AsyncEngine) -> None:

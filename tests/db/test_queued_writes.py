@@ -228,3 +228,21 @@ async def test_the_next_transaction_on_the_connection_commits_for_itself(
             await conn.execute(_LOCK, {"b_id": "a"})
     async with mysql_engine.connect() as conn:
         assert (await conn.execute(_LOCKED)).scalars().all() == ["a"]
+
+
+async def test_a_failure_after_the_folded_commit_does_not_skip_the_next_commit(
+    mysql_engine: AsyncEngine,
+) -> None:
+    await _warm(mysql_engine)
+    async with mysql_engine.connect() as conn:
+        with pytest.raises(KeyboardInterrupt):
+            async with conn.begin():
+                await _queue_events(conn, "a")
+                await commit_with_queued(conn)
+                # As a task cancelled between the round trip and SQLAlchemy's commit.
+                raise KeyboardInterrupt
+        async with conn.begin():
+            await conn.execute(_LOCK, {"b_id": "a"})
+    async with mysql_engine.connect() as conn:
+        assert (await conn.execute(_LOCKED)).scalars().all() == ["a"]
+    assert await _count(mysql_engine) == 1, "the folded COMMIT had committed the insert"
