@@ -246,3 +246,17 @@ async def test_a_failure_after_the_folded_commit_does_not_skip_the_next_commit(
     async with mysql_engine.connect() as conn:
         assert (await conn.execute(_LOCKED)).scalars().all() == ["a"]
     assert await _count(mysql_engine) == 1, "the folded COMMIT had committed the insert"
+
+
+async def test_a_guard_counts_matched_rows_not_changed_ones(mysql_engine: AsyncEngine) -> None:
+    """The engine connects with CLIENT_FOUND_ROWS: ROW_COUNT() is the rows matched, as the
+    driver's count is, so a write that leaves its row as it was passes its guard."""
+    await _warm(mysql_engine)
+    async with mysql_engine.begin() as conn:
+        await _queue_events(conn, "a")
+    for _ in range(2):  # the second time the row already holds the values written
+        async with mysql_engine.begin() as conn:
+            await write_later(conn, _LOCK, {"b_id": "a"}, expect=1)
+            await commit_with_queued(conn)
+    async with mysql_engine.connect() as conn:
+        assert (await conn.execute(_LOCKED)).scalars().all() == ["a"]
