@@ -251,7 +251,7 @@ async def save_states(
     rate_limited: Mapping[ModelKey, int] | None = None,
 ) -> None:
     for key, state in sorted(states.items()):
-        # Its count answers nothing: the row was read (and locked) by this transaction.
+        # Its count answers nothing the caller uses: sent with the transaction's next statement.
         await write_later(
             conn,
             _SAVE,

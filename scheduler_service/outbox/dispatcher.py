@@ -361,7 +361,7 @@ async def _publish_locked(tx: SqlTransaction, ids: Sequence[int], owner: str | N
         # Padded by repeating the last event (matched once, same position).
         last = min(k, len(ids) - 1)
         params |= {f"i{k}": ids[last], f"p{k}": current + last + 1}
-    # Both sent with the commit's round trip; the publication's count checked before it.
+    # Queued where the driver queues (the publication's count checked before the COMMIT).
     await write_later(
         tx.conn,
         _publish_many(size, claimed=owner is not None),
