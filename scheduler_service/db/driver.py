@@ -365,7 +365,7 @@ async def write_later(
     if isinstance(conn, DriverConnection) and conn.write_later(statement, parameters, expect, what):
         return
     result = await conn.execute(statement, parameters)
-    Statement("", [], expect, what).check(result.rowcount)
+    round_trips.check_count(result.rowcount, expect, what)
 
 
 async def write_sql_later(conn: AsyncConnection, sql: str, values: tuple[Any, ...]) -> None:

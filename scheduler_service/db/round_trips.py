@@ -16,6 +16,7 @@ from sqlalchemy.util import await_only, greenlet_spawn
 __all__ = [
     "Reply",
     "Statement",
+    "check_count",
     "check_counts",
     "commit_with_queue",
     "committed_here",
@@ -42,9 +43,14 @@ class Statement:
     what: str = "write"
 
     def check(self, matched: int) -> None:
-        if self.expect is not None and matched != self.expect:
-            # Every checked write is judged on rows its transaction holds locked: a bug.
-            raise RuntimeError(f"{self.what}: {matched} rows matched, {self.expect} expected")
+        check_count(matched, self.expect, self.what)
+
+
+def check_count(matched: int, expect: int | None, what: str) -> None:
+    """A write's count against the one expected (None: any)."""
+    if expect is not None and matched != expect:
+        # Every checked write is judged on rows its transaction holds locked: a bug.
+        raise RuntimeError(f"{what}: {matched} rows matched, {expect} expected")
 
 
 #: Fails its statement (error 1242, a scalar subquery of two rows) when the statement before it
