@@ -126,14 +126,20 @@ async def test_a_failed_count_check_fails_the_transaction(mysql_engine: AsyncEng
     assert await _count(mysql_engine) == 0
 
 
-async def test_a_failed_count_check_at_the_commit_commits_nothing(
-    mysql_engine: AsyncEngine,
+@pytest.mark.parametrize("folded", [False, True], ids=["before-the-commit", "with-the-commit"])
+async def test_a_count_that_does_not_match_stops_the_commit(
+    mysql_engine: AsyncEngine, folded: bool
 ) -> None:
+    """Sent before SQLAlchemy's COMMIT (the commit listener), or with the COMMIT itself, where
+    the guard after the write stops the server before the writes after it and the COMMIT."""
     await _warm(mysql_engine)
-    with pytest.raises(RuntimeError, match="0 rows matched, 1 expected"):
+    with pytest.raises(RuntimeError, match="the lock: 0 rows matched, 1 expected"):
         async with mysql_engine.begin() as conn:
             await _queue_events(conn, "a")
-            await write_later(conn, _LOCK, {"b_id": "nobody"}, expect=1)
+            await write_later(conn, _LOCK, {"b_id": "nobody"}, expect=1, what="the lock")
+            await _queue_events(conn, "b")
+            if folded:
+                await commit_with_queued(conn)
     assert await _count(mysql_engine) == 0
 
 
@@ -202,17 +208,6 @@ async def test_the_queue_goes_with_the_commit_and_the_commit_is_sent_once(
     async with mysql_engine.connect() as conn:
         assert (await conn.execute(_LOCKED)).scalars().all() == ["a"]
     assert await _count(mysql_engine) == 2
-
-
-async def test_a_count_that_does_not_match_stops_the_commit(mysql_engine: AsyncEngine) -> None:
-    await _warm(mysql_engine)
-    with pytest.raises(RuntimeError, match="the lock: 0 rows matched, 1 expected"):
-        async with mysql_engine.begin() as conn:
-            await _queue_events(conn, "a")
-            await write_later(conn, _LOCK, {"b_id": "nobody"}, expect=1, what="the lock")
-            await _queue_events(conn, "b")
-            await commit_with_queued(conn)
-    assert await _count(mysql_engine) == 0
 
 
 async def test_the_next_transaction_on_the_connection_commits_for_itself(
