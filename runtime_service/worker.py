@@ -30,7 +30,7 @@ from shared.config import client_channel, dev_token
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.gen.aijob.v1 import types_pb2
 from shared.job_schemas import OUTPUT_SCHEMAS
-from shared.poll_frames import outgoing_frames
+from shared.poll_frames import end_requests, outgoing_frames, outgoing_messages
 
 __all__ = ["Runtime", "known_job_types", "runtime_token"]
 
@@ -138,6 +138,7 @@ class Runtime:
         finally:
             self._outgoing = None
             self._client.stream.detach()
+            end_requests(outgoing)
             call.cancel()
             for task in (stopper, reader, keepalive):
                 task.cancel()
@@ -166,8 +167,8 @@ class Runtime:
             async for frame in outgoing_frames(outgoing, window_s=window_s):
                 yield frame
         else:
-            while True:
-                yield await outgoing.get()
+            async for message in outgoing_messages(outgoing):
+                yield message
 
     async def _read(self, call: grpc.aio.StreamStreamCall[rt.PollRequest, rt.PollResponse]) -> None:
         log.info(

@@ -20,7 +20,15 @@ from google.protobuf.message import Message
 
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 
-__all__ = ["FRAME_BYTES", "FRAME_ITEMS", "chunked", "coalesce", "outgoing_frames"]
+__all__ = [
+    "FRAME_BYTES",
+    "FRAME_ITEMS",
+    "chunked",
+    "coalesce",
+    "end_requests",
+    "outgoing_frames",
+    "outgoing_messages",
+]
 
 #: A frame stays under this many bytes (well under gRPC's 4 MiB message limit) unless a single
 #: item is larger on its own; the rest go in the next frame.
@@ -29,6 +37,9 @@ FRAME_BYTES = 1024 * 1024
 FRAME_ITEMS = 1000
 
 M = TypeVar("M", bound=Message)
+
+#: Put on a request queue by :func:`end_requests`; never sent.
+_END = rt.PollRequest()
 
 
 def chunked(
@@ -84,12 +95,32 @@ def _ready(queue: asyncio.Queue[rt.PollRequest]) -> list[rt.PollRequest]:
     return items
 
 
+def end_requests(queue: asyncio.Queue[rt.PollRequest]) -> None:
+    """End the request side of the stream fed from ``queue``: its generator
+    (:func:`outgoing_frames`, :func:`outgoing_messages`) sends what was put before and returns.
+
+    A stream must end this way when it closes. grpc.aio pumps a call's request generator from a
+    task of its own, and cancelling a call the server has already ended does not stop that task.
+    Left waiting on the queue, it is destroyed pending by the garbage collector later, and the
+    generator is finalized mid-await (an unraisable error wherever that happens), once per
+    reconnect."""
+    queue.put_nowait(_END)
+
+
+async def outgoing_messages(
+    queue: asyncio.Queue[rt.PollRequest],
+) -> AsyncGenerator[rt.PollRequest, None]:
+    """The requests put on ``queue``, one message each, until :func:`end_requests`."""
+    while (request := await queue.get()) is not _END:
+        yield request
+
+
 async def outgoing_frames(
     queue: asyncio.Queue[rt.PollRequest],
     *,
     window_s: float,
 ) -> AsyncGenerator[rt.PollRequest, None]:
-    """The requests put on ``queue``, as frames.
+    """The requests put on ``queue``, as frames, until :func:`end_requests`.
 
     A message found alone goes at once: a lone report is never held. When more were ready
     together (a burst), the frame waits ``window_s`` for the rest of the burst before it goes.
@@ -97,8 +128,19 @@ async def outgoing_frames(
     """
     while True:
         ready = [await queue.get(), *_ready(queue)]
-        if len(ready) > 1 and window_s > 0:
+        if len(ready) > 1 and window_s > 0 and not any(r is _END for r in ready):
             await asyncio.sleep(window_s)
             ready.extend(_ready(queue))
+        ready, ended = _until_end(ready)
         for frame in coalesce(ready):
             yield frame
+        if ended:
+            return
+
+
+def _until_end(ready: list[rt.PollRequest]) -> tuple[list[rt.PollRequest], bool]:
+    """What came before :func:`end_requests`, and whether it came."""
+    for index, request in enumerate(ready):
+        if request is _END:
+            return ready[:index], True
+    return ready, False

@@ -22,7 +22,7 @@ from shared.gen.aijob.v1 import (
     types_pb2,
 )
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
-from shared.poll_frames import outgoing_frames
+from shared.poll_frames import end_requests, outgoing_frames, outgoing_messages
 
 WAIT_S = 30.0
 
@@ -71,8 +71,8 @@ class ClientRuntime:
             async for frame in outgoing_frames(self._sending, window_s=self.frame_window_s):
                 yield frame
         else:
-            while True:
-                yield await self._sending.get()
+            async for message in outgoing_messages(self._sending):
+                yield message
 
     async def _read(self) -> None:
         async for message in self._call:
@@ -163,6 +163,7 @@ class ClientRuntime:
 
     async def close(self) -> None:
         if self._call is not None:
+            end_requests(self._sending)
             self._call.cancel()
         if self._reader is not None:
             self._reader.cancel()

@@ -25,6 +25,7 @@ from sqlalchemy import func, select
 from devtools.harness import tokens
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from tests.support.db_checks import ARTIFACTS, JOBS, OUTBOX, SNAPSHOTS
+from tests.support.request_pumps import request_pumps
 from tests.support.rpcs import SERVICES, TOKEN_OF, message_class
 from tests.support.schedulers import RunningScheduler
 
@@ -244,23 +245,13 @@ async def test_random_requests_get_precise_answers(
     loop = asyncio.get_running_loop()
     before = asyncio.all_tasks()
     await asyncio.to_thread(run)
-    assert not _request_pumps(asyncio.all_tasks() - before), "a stream call left its pump running"
+    assert not request_pumps(asyncio.all_tasks() - before), "a stream call left its pump running"
 
     health = await health_pb2_grpc.HealthStub(scheduler.channel).Check(
         health_pb2.HealthCheckRequest()
     )
     assert health.status == health_pb2.HealthCheckResponse.SERVING
     await _no_half_written_jobs(scheduler)
-
-
-def _request_pumps(tasks: set[asyncio.Task[Any]]) -> list[asyncio.Task[Any]]:
-    """grpc.aio's tasks that feed a stream call's requests, still waiting for one."""
-    return [
-        task
-        for task in tasks
-        if not task.done()
-        and "_consume_request_iterator" in getattr(task.get_coro(), "__qualname__", "")
-    ]
 
 
 async def _no_half_written_jobs(scheduler: RunningScheduler) -> None:

@@ -9,7 +9,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
-from shared.poll_frames import FRAME_BYTES, FRAME_ITEMS, chunked, coalesce, outgoing_frames
+from shared.poll_frames import (
+    FRAME_BYTES,
+    FRAME_ITEMS,
+    chunked,
+    coalesce,
+    end_requests,
+    outgoing_frames,
+    outgoing_messages,
+)
 
 
 def _report(report_id: int, output: str = "{}") -> rt.PollRequest:
@@ -93,3 +101,27 @@ async def test_a_burst_waits_the_window_and_takes_what_came_meanwhile() -> None:
 
     assert [r.report_id for r in frame.report_batch.reports] == [1, 2, 3]
     await frames.aclose()
+
+
+async def test_the_frames_end_after_what_was_put_before_their_end() -> None:
+    queue: asyncio.Queue[rt.PollRequest] = asyncio.Queue()
+    for request in (_report(1), _report(2), _credit(2)):
+        queue.put_nowait(request)
+    end_requests(queue)
+    queue.put_nowait(_report(3))  # after the end: never sent
+
+    # A window no test could sit out: the end does not wait for the rest of a burst.
+    frames = [frame async for frame in outgoing_frames(queue, window_s=3600)]
+
+    assert [f.WhichOneof("kind") for f in frames] == ["report_batch", "credit"]
+    assert [r.report_id for r in frames[0].report_batch.reports] == [1, 2]
+
+
+async def test_the_single_messages_end_after_what_was_put_before_their_end() -> None:
+    queue: asyncio.Queue[rt.PollRequest] = asyncio.Queue()
+    queue.put_nowait(_report(1))
+    end_requests(queue)
+
+    messages = [message async for message in outgoing_messages(queue)]
+
+    assert [m.report.report_id for m in messages] == [1]
