@@ -163,7 +163,8 @@ class ClientRuntime:
 
     async def close(self) -> None:
         if self._call is not None:
-            end_requests(self._sending)
+            if self._call.done():  # its cancel() would not stop the pump; the end does
+                end_requests(self._sending)
             self._call.cancel()
         if self._reader is not None:
             self._reader.cancel()
