@@ -157,6 +157,7 @@ async def test_every_loop_resumes_after_each_kind_of_outage(
     await refused.connect()
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await refused.stream_end()
+    await refused.close()
     # The server's answer, as it counted it. The client reads it too, unless its subscribe was
     # still being written when the answer came: grpc.aio then reports the failed write as
     # INTERNAL "Internal error from Core" in place of the server's status (grpc/grpc#36066).

@@ -35,8 +35,11 @@ async def _refusal(runtime: ClientRuntime) -> grpc.aio.AioRpcError:
     """Connect and wait for the stream's end: it must be refused."""
     await runtime.connect()
     assert runtime._reader is not None
-    with pytest.raises(grpc.aio.AioRpcError) as refused:
-        await asyncio.wait_for(runtime._reader, timeout=10)
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await asyncio.wait_for(runtime._reader, timeout=10)
+    finally:
+        await runtime.close()
     return refused.value
 
 
@@ -81,10 +84,11 @@ async def test_streams_over_the_limit_are_refused_and_others_served(
             await runtime.close()
 
 
-async def _nothing() -> AsyncIterator[rt.PollRequest]:
-    """A request stream that stays open and never sends a message."""
-    await asyncio.Event().wait()
-    yield rt.PollRequest()  # never reached
+async def _nothing(until: asyncio.Event) -> AsyncIterator[rt.PollRequest]:
+    """A request stream that stays open, sending no message, until ``until`` is set."""
+    await until.wait()
+    return
+    yield rt.PollRequest()  # never reached: it makes this a generator
 
 
 async def test_a_stream_that_never_subscribes_is_closed(
@@ -92,9 +96,11 @@ async def test_a_stream_that_never_subscribes_is_closed(
 ) -> None:
     scheduler = await start_scheduler(mysql_url, max_poll_streams=1, poll_subscribe_timeout_s=0.3)
     stub = ClientRuntime(scheduler.channel, "rt-silent").stub
-    silent = stub.Poll(_nothing(), metadata=tokens.bearer(tokens.RUNTIME_TOKEN))
+    end_of_silence = asyncio.Event()
+    silent = stub.Poll(_nothing(end_of_silence), metadata=tokens.bearer(tokens.RUNTIME_TOKEN))
     with pytest.raises(grpc.aio.AioRpcError) as closed:
         await asyncio.wait_for(silent.read(), timeout=10)
+    end_of_silence.set()  # the call is over: its request pump may finish
     assert closed.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     # Its place is free again: a real runtime subscribes.
     runtime = ClientRuntime(scheduler.channel, "rt-next", slots=1)
