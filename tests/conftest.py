@@ -9,6 +9,7 @@ tests skip with the reason, unless AIJOB_REQUIRE_MYSQL=1 (CI), where they fail.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import uuid
@@ -24,6 +25,7 @@ from devtools.scripted_model import ScriptedModelServer
 from scheduler_service.db.engine import create_engine
 from tests.support import lifecycle_guard
 from tests.support.fakes import running_model_server
+from tests.support.request_pumps import request_pumps
 from tests.support.schedulers import RunningScheduler, SchedulerFactory, scheduler_starter
 from tests.support.schema_copy import migrated
 
@@ -34,6 +36,23 @@ REQUIRE_MYSQL = os.environ.get("AIJOB_REQUIRE_MYSQL") == "1"
 DatabaseFactory = Callable[[], Awaitable[str]]
 
 lifecycle_guard.install()
+
+#: An ended stream's request pump finishes within a turn or two of the loop; this is room for a
+#: loaded machine, not a timing: a pump left waiting never finishes.
+PUMP_END_S = 10
+
+
+@pytest.fixture(autouse=True)
+async def no_request_pump_left() -> AsyncIterator[None]:
+    """Every stream call a test opens ends its request side by the test's end. A request pump
+    left waiting is destroyed pending by the garbage collector in some later test, an unraisable
+    error there (tests/support/request_pumps.py); here it fails the test that left it."""
+    before = asyncio.all_tasks()
+    yield
+    left = request_pumps(asyncio.all_tasks() - before)
+    if left:
+        _, waiting = await asyncio.wait(left, timeout=PUMP_END_S)
+        assert not waiting, f"{len(waiting)} stream call(s) left their request pump waiting"
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,6 @@ from sqlalchemy import func, select
 from devtools.harness import tokens
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from tests.support.db_checks import ARTIFACTS, JOBS, OUTBOX, SNAPSHOTS
-from tests.support.request_pumps import request_pumps
 from tests.support.rpcs import SERVICES, TOKEN_OF, message_class
 from tests.support.schedulers import RunningScheduler
 
@@ -243,9 +242,7 @@ async def test_random_requests_get_precise_answers(
             assert "Traceback" not in (error.details() or "")
 
     loop = asyncio.get_running_loop()
-    before = asyncio.all_tasks()
     await asyncio.to_thread(run)
-    assert not request_pumps(asyncio.all_tasks() - before), "a stream call left its pump running"
 
     health = await health_pb2_grpc.HealthStub(scheduler.channel).Check(
         health_pb2.HealthCheckRequest()
