@@ -40,10 +40,11 @@ from sqlalchemy import BindParameter, Integer, Table, Update, bindparam, case, f
 
 from scheduler_service.db.clock import db_now
 from scheduler_service.db.driver import write_later
-from scheduler_service.db.models import OutboxEvent, OutboxSequence
+from scheduler_service.db.models import OutboxEvent
 from scheduler_service.db.multirow import batch_bucket
 from scheduler_service.loops import RoundLoop
 from scheduler_service.outbox.events import EventType, OutboxStatus
+from scheduler_service.outbox.sequence import take_positions
 from scheduler_service.uow import SqlTransaction, SqlUnitOfWork
 
 __all__ = ["ClaimedEvent", "EventSink", "OutboxDispatcher"]
@@ -54,14 +55,11 @@ log = logging.getLogger(__name__)
 IDLE_MAX_S = 2.0
 
 _outbox = cast(Table, OutboxEvent.__table__)
-_sequence = cast(Table, OutboxSequence.__table__)
 _o = _outbox.c
 KNOWN_TYPES = frozenset(t.value for t in EventType)
 MAX_ATTEMPTS = 3
 _PENDING = OutboxStatus.PENDING.value
 _PROCESSING = OutboxStatus.PROCESSING.value
-#: The name of the ``OutboxSequence`` row that hands out published positions.
-_PUBLISHED_SEQUENCE = "published"
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,43 +331,25 @@ def _log_failure(event: ClaimedEvent) -> None:
 
 async def _publish_locked(tx: SqlTransaction, ids: Sequence[int], owner: str | None) -> None:
     """Publish ``ids`` (in id order, rows this transaction has locked: claimed by ``owner``, or
-    still pending when ``owner`` is None) at the next positions, contiguous, in one UPDATE.
-
-    The ``OutboxSequence`` row is locked here and held to commit, so positions follow the order
-    in which publications commit."""
+    still pending when ``owner`` is None) at the next positions, contiguous, in one UPDATE
+    (outbox/sequence.py holds the counter's lock to commit)."""
     params: dict[str, Any] = {"b_owner": owner} if owner is not None else {}
     size = batch_bucket(len(ids))
-    if tx.conn.dialect.name == "mysql":
-        # The sequence moves first, and LAST_INSERT_ID(value + n) hands its new value to the
-        # publication's positions on the server: both go with the COMMIT, no read between.
-        await write_later(
-            tx.conn, _ADVANCE_BY, {"b_count": len(ids)}, expect=1, what="the outbox sequence"
-        )
-        for k in range(size):
-            last = min(k, len(ids) - 1)
-            params |= {f"i{k}": ids[last], f"p{k}": last + 1 - len(ids)}
-        await write_later(
-            tx.conn,
-            _publish_many(size, claimed=owner is not None, after_advance=True),
-            params,
-            expect=len(ids),
-            what="publication of locked events",
-        )
-        return
-    current = (await tx.conn.execute(_LOCK_SEQUENCE)).scalar_one()
+    current = await take_positions(tx.conn, len(ids))
     for k in range(size):
         # Padded by repeating the last event (matched once, same position).
         last = min(k, len(ids) - 1)
-        params |= {f"i{k}": ids[last], f"p{k}": current + last + 1}
+        # On MySQL an offset from LAST_INSERT_ID(), which the counter's move has just set.
+        position = last + 1 - len(ids) if current is None else current + last + 1
+        params |= {f"i{k}": ids[last], f"p{k}": position}
     # Queued where the driver queues (the publication's count checked before the COMMIT).
     await write_later(
         tx.conn,
-        _publish_many(size, claimed=owner is not None),
+        _publish_many(size, claimed=owner is not None, after_advance=current is None),
         params,
         expect=len(ids),
         what="publication of locked events",
     )
-    await write_later(tx.conn, _ADVANCE_SEQUENCE, {"b_value": current + len(ids)})
 
 
 @functools.cache
@@ -377,7 +357,7 @@ def _publish_many(rows: int, *, claimed: bool, after_advance: bool = False) -> U
     """→ published for the events ``i0``…, each at its position ``p0``…: one statement for the
     whole batch. ``claimed``: they are in ``processing`` by ``b_owner``; else still pending.
     ``after_advance`` (MySQL): each ``p`` is an offset from the sequence's value just set by
-    ``_ADVANCE_BY`` in this session (``LAST_INSERT_ID()``)."""
+    the counter's move in this session (``LAST_INSERT_ID()``, outbox/sequence.py)."""
     ids: list[BindParameter[Any]] = [bindparam(f"i{k}") for k in range(rows)]
     offset = case(*[(_o.id == ids[k], bindparam(f"p{k}")) for k in range(rows)])
     position = func.last_insert_id() + offset if after_advance else offset
@@ -399,22 +379,6 @@ def _publish_many(rows: int, *, claimed: bool, after_advance: bool = False) -> U
     )
 
 
-# Built once: statement construction costs more than executing a cached statement.
-_LOCK_SEQUENCE = (
-    select(_sequence.c.value).where(_sequence.c.name == _PUBLISHED_SEQUENCE).with_for_update()
-)
-_ADVANCE_SEQUENCE = (
-    update(_sequence)
-    .where(_sequence.c.name == _PUBLISHED_SEQUENCE)
-    .values(value=bindparam("b_value"))
-)
-#: MySQL's sequence idiom: the row moves on by ``b_count`` under its lock, and the session's
-#: ``LAST_INSERT_ID()`` answers the new value until the next such call.
-_ADVANCE_BY = (
-    update(_sequence)
-    .where(_sequence.c.name == _PUBLISHED_SEQUENCE)
-    .values(value=func.last_insert_id(_sequence.c.value + bindparam("b_count")))
-)
 _SELECT_STILL_OURS = (
     select(_o.id)
     .where(
