@@ -30,7 +30,7 @@ from scheduler_service.jobs.stats import live_queue_stats
 from scheduler_service.jobs.watch_hub import WatchHub
 from scheduler_service.legacy.adoption import LegacyAdoption
 from scheduler_service.loops import EveryInterval, RoundLoop
-from scheduler_service.outbox.dispatcher import DispatchWaker, OutboxDispatcher
+from scheduler_service.outbox.dispatcher import DispatchWaker, OutboxDispatcher, undelivered_types
 from scheduler_service.outbox.events import EventType
 from scheduler_service.outbox.log import EventHub
 from scheduler_service.outputs.hub import OutputHub
@@ -152,9 +152,12 @@ class SchedulerApp:
             strike_heal_s=2 * (settings.lease.ttl_s + settings.lease.grace_s),
         )
         event_hub = EventHub(uow, interval_s=settings.outbox.events_poll_s)
+        sinks = [DispatchWaker(dispatcher.notify, dispatcher.dispatched_here)]
+        # An event no sink takes is written published (outbox/writer.py): a completion, today.
+        published_at_write = uow.published_at_write = undelivered_types(sinks)
         outbox = OutboxDispatcher(
             uow,
-            [DispatchWaker(dispatcher.notify, dispatcher.dispatched_here)],
+            sinks,
             instance_id=f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}",
             interval_s=settings.outbox.interval_s,
             batch=settings.outbox.batch,
@@ -165,7 +168,9 @@ class SchedulerApp:
         wakeups.enqueuing = dispatcher.enqueuing
         wakeups.dispatch = dispatcher.enqueued
         wakeups.outbox = lambda event_type: (
-            outbox.notify_soon(OUTBOX_COALESCE_S)
+            event_hub.notify()
+            if event_type in published_at_write
+            else outbox.notify_soon(OUTBOX_COALESCE_S)
             if event_type is EventType.ENQUEUE
             else outbox.notify()
         )

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Set
 from typing import TypeVar
 
 from sqlalchemy.exc import DBAPIError, IntegrityError
@@ -36,6 +36,7 @@ from scheduler_service.flow.sql_store import SqlModelKeyStore
 from scheduler_service.lifecycle import sql as lifecycle_sql
 from scheduler_service.lifecycle.sql_gates import SqlGateStore
 from scheduler_service.lifecycle.sql_store import LeaseTimes, SqlJobReads, SqlJobStore, SqlJobSweeps
+from scheduler_service.outbox.events import EventType
 from scheduler_service.outbox.writer import SqlOutboxStore
 from scheduler_service.outputs.sql_store import SqlOutputStore
 from scheduler_service.ports import Stores, Transaction, Wakeups
@@ -58,14 +59,22 @@ class SqlTransaction(Transaction):
     """A transaction (or read) on one connection; ``conn`` is for the SQL adapters only."""
 
     def __init__(
-        self, conn: AsyncConnection, wakeups: Wakeups, lease: LeaseTimes, *, writable: bool = True
+        self,
+        conn: AsyncConnection,
+        wakeups: Wakeups,
+        lease: LeaseTimes,
+        *,
+        writable: bool = True,
+        published: Set[EventType] = frozenset(),
     ) -> None:
-        super().__init__(sql_stores(conn, lease), wakeups, writable=writable)
+        super().__init__(sql_stores(conn, lease, published), wakeups, writable=writable)
         self.conn = conn
 
 
-def sql_stores(conn: AsyncConnection, lease: LeaseTimes) -> Stores:
-    """Every store, on ``conn``."""
+def sql_stores(
+    conn: AsyncConnection, lease: LeaseTimes, published: Set[EventType] = frozenset()
+) -> Stores:
+    """Every store, on ``conn``; events of the ``published`` types are written published."""
     reads = SqlJobReads(conn, lease)
     return Stores(
         jobs=SqlJobStore(conn, lease, reads),
@@ -75,7 +84,7 @@ def sql_stores(conn: AsyncConnection, lease: LeaseTimes) -> Stores:
         keys=SqlModelKeyStore(conn),
         spend=SqlSpendStore(conn),
         results=SqlResultStore(conn),
-        outbox=SqlOutboxStore(conn),
+        outbox=SqlOutboxStore(conn, published),
         outputs=SqlOutputStore(conn),
     )
 
@@ -98,6 +107,9 @@ class SqlUnitOfWork:
         #: Kept by the app's health check: while it fails, work is refused at once
         #: (UNAVAILABLE) rather than left to wait on a database that does not answer.
         self.reachable = True
+        #: The event types no outbox sink takes (set by the app once its sinks are known):
+        #: their events are written published, with nothing to deliver.
+        self.published_at_write: frozenset[EventType] = frozenset()
 
     @property
     def wakeups(self) -> Wakeups:
@@ -148,7 +160,9 @@ class SqlUnitOfWork:
         try:
             async with _mapped_errors(), self.engine.connect() as conn:
                 async with conn.begin():
-                    tx = SqlTransaction(conn, self._wakeups, self.lease)
+                    tx = SqlTransaction(
+                        conn, self._wakeups, self.lease, published=self.published_at_write
+                    )
                     result = await work(tx)
                     # Queued writes go with the COMMIT, one round trip; they fail here, and
                     # the transaction is rolled back as for any other failure of ``work``.

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, bindparam, insert
+from sqlalchemy import Table, bindparam, func, insert
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Dialect
@@ -44,15 +44,17 @@ async def insert_rows(
     replace: Sequence[str] = (),
     prefix: str = "",
     later: bool = False,
+    after_last_insert_id: Sequence[str] = (),
 ) -> None:
     """Insert ``rows``; the ``stamped`` columns get the database's now, the ``fixed`` ones the
-    same value in every row. With ``ignore_duplicates``, a row whose primary key exists is left
-    as it is (not INSERT IGNORE, which would also swallow truncation and other data errors); with
-    ``accumulate``, such a row's ``accumulate`` columns are added to the existing row's (a
-    counter's upsert: many keys, one statement); with ``replace``, they take the new row's values
-    (many keys set, one statement). ``prefix`` goes before each statement (a constant of the
-    caller's, never input). With ``later``, the statements join the transaction's next round
-    trip (:func:`~scheduler_service.db.driver.write_sql_later`)."""
+    same value in every row, the ``after_last_insert_id`` ones (MySQL) the session's
+    ``LAST_INSERT_ID()`` plus the row's value. With ``ignore_duplicates``, a row whose primary
+    key exists is left as it is (not INSERT IGNORE, which would also swallow truncation and
+    other data errors); with ``accumulate``, such a row's ``accumulate`` columns are added to
+    the existing row's (a counter's upsert: many keys, one statement); with ``replace``, they
+    take the new row's values (many keys set, one statement). ``prefix`` goes before each
+    statement (a constant of the caller's, never input). With ``later``, the statements join
+    the transaction's next round trip (:func:`~scheduler_service.db.driver.write_sql_later`)."""
     for template, chunk in _chunks(
         conn.dialect,
         table,
@@ -62,6 +64,7 @@ async def insert_rows(
         ignore_duplicates=ignore_duplicates,
         accumulate=tuple(accumulate),
         replace=tuple(replace),
+        after_last_insert_id=tuple(after_last_insert_id),
     ):
         sql, values = prefix + template.sql(len(chunk)), template.parameters(chunk)
         if later:
@@ -117,6 +120,7 @@ def _chunks(
     ignore_duplicates: bool = False,
     accumulate: tuple[str, ...] = (),
     replace: tuple[str, ...] = (),
+    after_last_insert_id: tuple[str, ...] = (),
 ) -> Iterator[tuple[_Template, Sequence[Mapping[str, Any]]]]:
     """The rows by the columns they carry, each group in statements of at most MAX_CHUNK
     rows, with the template that writes them."""
@@ -133,6 +137,7 @@ def _chunks(
             ignore_duplicates=ignore_duplicates,
             accumulate=accumulate,
             replace=replace,
+            after_last_insert_id=after_last_insert_id,
         )
         for start in range(0, len(group), MAX_CHUNK):
             yield template, group[start : start + MAX_CHUNK]
@@ -192,9 +197,14 @@ def _template(
     ignore_duplicates: bool,
     accumulate: tuple[str, ...] = (),
     replace: tuple[str, ...] = (),
+    after_last_insert_id: tuple[str, ...] = (),
 ) -> _Template:
     values = {
         **{c: bindparam(f"row_{c}", None, type_=table.c[c].type) for c in columns},
+        **{
+            c: func.last_insert_id() + bindparam(f"row_{c}", None, type_=table.c[c].type)
+            for c in after_last_insert_id
+        },
         **{c: db_now() for c in stamped},
         **dict(fixed),
     }

@@ -47,7 +47,7 @@ from scheduler_service.outbox.events import EventType, OutboxStatus
 from scheduler_service.outbox.sequence import take_positions
 from scheduler_service.uow import SqlTransaction, SqlUnitOfWork
 
-__all__ = ["ClaimedEvent", "EventSink", "OutboxDispatcher"]
+__all__ = ["ClaimedEvent", "EventSink", "OutboxDispatcher", "undelivered_types"]
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +80,18 @@ class EventSink(Protocol):
     publishes in one transaction."""
 
     immediate: bool
+    #: The event types it takes (None: every type). An event of a type no sink takes has
+    #: nothing to be delivered: its writer publishes it (outbox/writer.py).
+    event_types: frozenset[EventType] | None
 
     async def deliver(self, event: ClaimedEvent) -> None: ...
+
+
+def undelivered_types(sinks: Sequence[EventSink]) -> frozenset[EventType]:
+    """The event types no sink in ``sinks`` takes."""
+    return frozenset(
+        t for t in EventType if not any(s.event_types is None or t in s.event_types for s in sinks)
+    )
 
 
 class OutboxDispatcher(RoundLoop):
@@ -434,6 +444,7 @@ class DispatchWaker:
     created them, so a new job wakes dispatch once)."""
 
     immediate = True
+    event_types: frozenset[EventType] | None = frozenset({EventType.ENQUEUE})
 
     def __init__(self, notify: Callable[[], None], woken: Callable[[str], bool]) -> None:
         self._notify = notify
