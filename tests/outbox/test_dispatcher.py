@@ -19,6 +19,7 @@ from scheduler_service.db.clock import db_now
 from scheduler_service.errors import DatabaseBusyError
 from scheduler_service.jobs.stats import queue_stats, redrive_dead_events
 from scheduler_service.outbox.dispatcher import ClaimedEvent, DispatchWaker, OutboxDispatcher
+from scheduler_service.outbox.events import EventType
 from scheduler_service.uow import SqlUnitOfWork
 from tests.support.db_checks import OUTBOX
 
@@ -38,6 +39,7 @@ class Recorder:
         immediate: bool = False,
     ) -> None:
         self.immediate = immediate
+        self.event_types: frozenset[EventType] | None = None  # every type
         self.delivered: Counter[int] = Counter()
         self.crash_on = crash_on or set()
         self.fail_on = fail_on or set()
