@@ -154,7 +154,8 @@ class SchedulerApp:
         event_hub = EventHub(uow, interval_s=settings.outbox.events_poll_s)
         sinks = [DispatchWaker(dispatcher.notify, dispatcher.dispatched_here)]
         # An event no sink takes is written published (outbox/writer.py): a completion, today.
-        published_at_write = uow.published_at_write = undelivered_types(sinks)
+        published_at_write = undelivered_types(sinks)
+        uow.published_at_write = published_at_write
         outbox = OutboxDispatcher(
             uow,
             sinks,
@@ -167,13 +168,16 @@ class SchedulerApp:
         )
         wakeups.enqueuing = dispatcher.enqueuing
         wakeups.dispatch = dispatcher.enqueued
-        wakeups.outbox = lambda event_type: (
-            event_hub.notify()
-            if event_type in published_at_write
-            else outbox.notify_soon(OUTBOX_COALESCE_S)
-            if event_type is EventType.ENQUEUE
-            else outbox.notify()
-        )
+
+        def event_written(event_type: EventType) -> None:
+            if event_type in published_at_write:
+                event_hub.notify()  # already in the log: only its readers to wake
+            elif event_type is EventType.ENQUEUE:
+                outbox.notify_soon(OUTBOX_COALESCE_S)
+            else:
+                outbox.notify()
+
+        wakeups.outbox = event_written
         wakeups.job_changed = functools.partial(_touch_both, watch_hub, output_hub)
         wakeups.output_written = output_hub.written
         wakeups.job_ended = dispatcher.forget
