@@ -235,14 +235,18 @@ async def _call(channel: grpc.aio.Channel, rpc: str, request: Message) -> grpc.a
     metadata = (("x-user-id", "user-1"),)
     try:
         if descriptor.client_streaming:
+            over = asyncio.Event()
 
             async def requests() -> AsyncIterator[Message]:
                 yield request
-                await asyncio.Event().wait()  # keep our side open, like a runtime
+                await over.wait()  # keep our side open, like a runtime, while the call lasts
 
             stream = call(requests(), metadata=metadata, timeout=20)
-            async for _ in stream:
-                break
+            try:
+                async for _ in stream:
+                    break
+            finally:
+                over.set()  # the call is over: its request pump may finish
         elif descriptor.server_streaming:
             async for _ in call(request, metadata=metadata, timeout=20):
                 break
