@@ -345,17 +345,15 @@ async def _publish_locked(tx: SqlTransaction, ids: Sequence[int], owner: str | N
     (outbox/sequence.py holds the counter's lock to commit)."""
     params: dict[str, Any] = {"b_owner": owner} if owner is not None else {}
     size = batch_bucket(len(ids))
-    current = await take_positions(tx.conn, len(ids))
+    positions = await take_positions(tx.conn, len(ids))
     for k in range(size):
         # Padded by repeating the last event (matched once, same position).
         last = min(k, len(ids) - 1)
-        # On MySQL an offset from LAST_INSERT_ID(), which the counter's move has just set.
-        position = last + 1 - len(ids) if current is None else current + last + 1
-        params |= {f"i{k}": ids[last], f"p{k}": position}
+        params |= {f"i{k}": ids[last], f"p{k}": positions.value(last)}
     # Queued where the driver queues (the publication's count checked before the COMMIT).
     await write_later(
         tx.conn,
-        _publish_many(size, claimed=owner is not None, after_advance=current is None),
+        _publish_many(size, claimed=owner is not None, after_advance=positions.on_server),
         params,
         expect=len(ids),
         what="publication of locked events",

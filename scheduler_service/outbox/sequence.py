@@ -7,6 +7,7 @@ publications commit and stay contiguous (docs/architecture.md, *The outbox*).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import cast
 
 from sqlalchemy import Table, bindparam, func, select, update
@@ -15,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from scheduler_service.db.driver import write_later
 from scheduler_service.db.models import OutboxSequence
 
-__all__ = ["take_positions"]
+__all__ = ["Positions", "take_positions"]
 
 _sequence = cast(Table, OutboxSequence.__table__)
 #: The name of the ``OutboxSequence`` row that hands out published positions.
@@ -39,16 +40,35 @@ _ADVANCE_BY = (
 )
 
 
-async def take_positions(conn: AsyncConnection, count: int) -> int | None:
-    """Lock the counter and move it on by ``count``. Returns the position before the first
-    one taken; None on MySQL, where the positions are ``LAST_INSERT_ID() - count + 1`` …
-    ``LAST_INSERT_ID()`` on the server, for the statement that uses them next in this session
-    (the move is queued to go with it: no read in between)."""
+@dataclass(frozen=True, slots=True)
+class Positions:
+    """``count`` positions just taken, as the statement that uses them next writes them."""
+
+    #: The position before the first one taken; None on MySQL, where the positions are
+    #: ``LAST_INSERT_ID() - count + 1`` … ``LAST_INSERT_ID()`` on the server.
+    before: int | None
+    count: int
+
+    @property
+    def on_server(self) -> bool:
+        """Each value is an offset to add to ``LAST_INSERT_ID()`` in the statement."""
+        return self.before is None
+
+    def value(self, index: int) -> int:
+        """What the statement writes for the ``index``-th position (from 0)."""
+        if self.before is None:
+            return index + 1 - self.count
+        return self.before + index + 1
+
+
+async def take_positions(conn: AsyncConnection, count: int) -> Positions:
+    """Lock the counter, held to commit, and move it on by ``count``. On MySQL the move is
+    queued to go with the statement that uses the positions: no read in between."""
     if conn.dialect.name == "mysql":
         await write_later(
             conn, _ADVANCE_BY, {"b_count": count}, expect=1, what="the outbox sequence"
         )
-        return None
+        return Positions(None, count)
     current: int = (await conn.execute(_LOCK_SEQUENCE)).scalar_one()
     await write_later(conn, _ADVANCE_SEQUENCE, {"b_value": current + count})
-    return current
+    return Positions(current, count)

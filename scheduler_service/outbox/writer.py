@@ -65,10 +65,9 @@ async def _insert_published(conn: AsyncConnection, rows: list[dict[str, Any]]) -
     # LAST_INSERT_ID() to its first row's id for the statements after it.
     for start in range(0, len(rows), MAX_CHUNK):
         chunk = rows[start : start + MAX_CHUNK]
-        before = await take_positions(conn, len(chunk))
+        positions = await take_positions(conn, len(chunk))
         for index, row in enumerate(chunk):
-            # MySQL: an offset from LAST_INSERT_ID(), which take_positions has just set.
-            row["publishedSeq"] = index + 1 - len(chunk) if before is None else before + index + 1
+            row["publishedSeq"] = positions.value(index)
         await insert_rows(
             conn,
             _outbox,
@@ -76,7 +75,7 @@ async def _insert_published(conn: AsyncConnection, rows: list[dict[str, Any]]) -
             stamped=_STAMPED_PUBLISHED,
             fixed=_FIXED_PUBLISHED,
             later=True,
-            after_last_insert_id=("publishedSeq",) if before is None else (),
+            after_last_insert_id=("publishedSeq",) if positions.on_server else (),
         )
 
 
