@@ -10,6 +10,7 @@ SQLite databases are always migrated by alembic (it is fast there).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,11 @@ class Table:
     create: str
     rows: list[dict[str, Any]]
 
+
+#: A captured trigger's definer is whoever ran the migration on that server; replayed elsewhere
+#: (a test's own MariaDB started without grant tables knows only the anonymous user) it must be
+#: whoever replays it.
+_DEFINER = re.compile(r"^CREATE\s+DEFINER\s*=\s*(?:`[^`]*`|\S+?)(?:@(?:`[^`]*`|\S+))?\s+", re.I)
 
 _captured: list[Table] = []
 _captured_triggers: list[str] = []
@@ -79,7 +85,8 @@ async def triggers_of(url: str) -> dict[str, str]:
             creates = {}
             for name in names:
                 described = await conn.exec_driver_sql(f"SHOW CREATE TRIGGER `{name}`")
-                creates[name] = str(described.one()._mapping["SQL Original Statement"])
+                original = str(described.one()._mapping["SQL Original Statement"])
+                creates[name] = _DEFINER.sub("CREATE ", original, count=1)
             return creates
     finally:
         await engine.dispose()
