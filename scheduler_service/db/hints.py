@@ -8,14 +8,21 @@ from sqlalchemy import Select, Table
 
 from scheduler_service.db.models import AiJob
 
-__all__ = ["RUNNING_INDEX", "running_rows_by_index"]
+__all__ = ["DISPATCH_INDEX", "RUNNING_INDEX", "queued_rows_by_index", "running_rows_by_index"]
 
 SelectT = TypeVar("SelectT", bound=Select[Any])
 
 #: The index a scan of running rows reads on MySQL / MariaDB (running jobs by lease deadline).
 RUNNING_INDEX = "idx_lifecycleStatus_lockUntil"
+#: The index the claim reads queued rows through, in the order it takes them.
+DISPATCH_INDEX = "idx_fair_dispatch"
 
 _jobs = cast(Table, AiJob.__table__)
+
+
+def _through(statement: SelectT, index: str) -> SelectT:
+    hint = f"FORCE INDEX ({index})"
+    return statement.with_hint(_jobs, hint, "mysql").with_hint(_jobs, hint, "mariadb")
 
 
 def running_rows_by_index(statement: SelectT) -> SelectT:
@@ -25,5 +32,14 @@ def running_rows_by_index(statement: SelectT) -> SelectT:
     job table to count a few dozen running rows (every dispatch round's running count per model
     key did, in a drain's slow log): a read that grows with the table, not with the fleet. Other
     dialects ignore the hint."""
-    hint = f"FORCE INDEX ({RUNNING_INDEX})"
-    return statement.with_hint(_jobs, hint, "mysql").with_hint(_jobs, hint, "mariadb")
+    return _through(statement, RUNNING_INDEX)
+
+
+def queued_rows_by_index(statement: SelectT) -> SelectT:
+    """``statement``, the claim's read of the best queued jobs (``ORDER BY`` the dispatch index's
+    columns, ``LIMIT`` a round's slots), told to walk that index. While the table's statistics
+    still describe it as it was before a burst of creates (InnoDB recounts them in the background,
+    after a tenth of the rows changed), the optimizer read and sorted the whole table instead: a
+    drain's slow log saw each of the first rounds after 2,000 creates examine every row (2,066 to
+    2,258 rows for 32 to 256 taken, 4 to 11 ms a statement). Other dialects ignore the hint."""
+    return _through(statement, DISPATCH_INDEX)

@@ -1,18 +1,21 @@
-"""The reads of running jobs go through their index on MariaDB (scheduler_service/db/hints.py),
-even where the optimizer would rather read the whole table: here every row is running, the case
-in which it picks a full scan unless told otherwise."""
+"""The reads of running jobs, and the claim's read of queued ones, go through their index on
+MariaDB (scheduler_service/db/hints.py), even where the optimizer would rather read the whole
+table: for the running reads, here every row is running, the case in which it picks a full scan
+unless told otherwise."""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import pytest
 from sqlalchemy import Select, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from scheduler_service.db.hints import RUNNING_INDEX
+from scheduler_service.db.hints import DISPATCH_INDEX, RUNNING_INDEX
 from scheduler_service.flow import sql as flow_sql
-from scheduler_service.lifecycle import queries
+from scheduler_service.lifecycle import queries, sql
 from tests.support.db import create_job
 from tests.support.store import StoreCalls
 
@@ -65,3 +68,25 @@ async def test_running_rows_are_read_through_their_index(
     assert step["key"] == RUNNING_INDEX
     assert step["type"] in ("ref", "range")
     assert unhinted["type"] == "ALL"
+
+
+async def test_the_claim_walks_the_dispatch_index(
+    mysql_repo: StoreCalls, mysql_engine: AsyncEngine
+) -> None:
+    """The claim's candidates are read in the dispatch index's order and stop at the round's
+    slots: its plan names that index whatever the table's statistics say, and it reads only the
+    rows it takes (a drain's slow log saw the unhinted read examine the whole table while the
+    statistics were those of the table before its burst of creates)."""
+    for _ in range(24):
+        await create_job(mysql_repo, mysql_engine)
+    statement = sql.SELECT_CLAIMABLE_DETAIL.params(b_types=["synthetic_echo"], b_defer_ms=0)
+    async with mysql_engine.begin() as conn:
+        compiled = str(
+            statement.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True})
+        )
+        claim = re.sub(r"LIMIT \S+", "LIMIT 4", compiled)
+        analyzed = (await conn.execute(text(f"ANALYZE FORMAT=JSON {claim}"))).scalar_one()
+    (jobs, *_) = json.loads(analyzed)["query_block"]["nested_loop"]
+    assert f"FORCE INDEX ({DISPATCH_INDEX})" in claim
+    assert jobs["table"]["key"] == DISPATCH_INDEX
+    assert jobs["table"]["r_rows"] == 4
