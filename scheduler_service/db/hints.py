@@ -8,7 +8,7 @@ from sqlalchemy import Select, Table
 
 from scheduler_service.db.models import AiJob
 
-__all__ = ["DISPATCH_INDEX", "RUNNING_INDEX", "queued_rows_by_index", "running_rows_by_index"]
+__all__ = ["DISPATCH_INDEX", "RUNNING_INDEX", "by_dispatch_index", "running_rows_by_index"]
 
 SelectT = TypeVar("SelectT", bound=Select[Any])
 
@@ -35,11 +35,12 @@ def running_rows_by_index(statement: SelectT) -> SelectT:
     return _through(statement, RUNNING_INDEX)
 
 
-def queued_rows_by_index(statement: SelectT) -> SelectT:
-    """``statement``, the claim's read of the best queued jobs (``ORDER BY`` the dispatch index's
-    columns, ``LIMIT`` a round's slots), told to walk that index. While the table's statistics
-    still describe it as it was before a burst of creates (InnoDB recounts them in the background,
-    after a tenth of the rows changed), the optimizer read and sorted the whole table instead: a
-    drain's slow log saw each of the first rounds after 2,000 creates examine every row (2,066 to
-    2,258 rows for 32 to 256 taken, 4 to 11 ms a statement). Other dialects ignore the hint."""
+def by_dispatch_index(statement: SelectT) -> SelectT:
+    """``statement``, a read of queued (or running) jobs in the dispatch index's order (the
+    claim's candidates; a priority's first and last fair places), told to walk that index and
+    stop when it has what it reads. While the table's statistics still describe it as it was
+    before a burst of creates (InnoDB recounts them in the background, after a tenth of the rows
+    changed), the optimizer read and sorted the whole table for the claim instead: a drain's slow
+    log saw each of its first rounds after 2,000 creates examine every row (2,066 to 2,258 rows for
+    32 to 256 taken, 4 to 11 ms a statement). Other dialects ignore the hint."""
     return _through(statement, DISPATCH_INDEX)

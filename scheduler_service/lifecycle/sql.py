@@ -34,7 +34,7 @@ from sqlalchemy import (
 
 from scheduler_service.billing.cheap_hours import OFF_PEAK
 from scheduler_service.db.clock import db_now
-from scheduler_service.db.hints import queued_rows_by_index
+from scheduler_service.db.hints import by_dispatch_index
 from scheduler_service.db.legacy_models import AiLegacyJobType
 from scheduler_service.db.models import AiJob
 from scheduler_service.lifecycle.records import RECORD_FIELDS
@@ -369,7 +369,7 @@ def _claimable_where() -> list[ColumnElement[bool]]:
 
 
 def _claimable(*extra: ColumnElement[bool], columns: Sequence[Any] = (_c.id,)) -> Select[Any]:
-    return queued_rows_by_index(
+    return by_dispatch_index(
         select(*columns)
         .where(*_claimable_where(), *extra)
         # Users in turn within a priority (lifecycle/fairness.py), on idx_fair_dispatch.

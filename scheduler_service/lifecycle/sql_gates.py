@@ -4,12 +4,13 @@ each holds its user's newest fair-dispatch place."""
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import cast
+from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, delete, func, select
+from sqlalchemy import ScalarSelect, Table, bindparam, delete, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.db.clock import db_now
+from scheduler_service.db.hints import by_dispatch_index
 from scheduler_service.db.idempotent import insert_ignoring_duplicates
 from scheduler_service.db.models import AiUserJobGate
 from scheduler_service.db.multirow import insert_rows
@@ -25,21 +26,32 @@ _gate = cast(Table, AiUserJobGate.__table__)
 _GATE_PLACES = select(_gate.c.userId, _gate.c.fairSeq).where(
     _gate.c.userId.in_(bindparam("b_users", expanding=True))
 )
+
+
+def _place_at_end(status: LifecycleStatus, *, last: bool) -> ScalarSelect[Any]:
+    """The first (or ``last``) fair-dispatch place of the engine's rows in ``status`` at the
+    priority ``b_priority``: the dispatch index's first entry in that range whose row the engine
+    owns. Not ``MIN()``/``MAX()``: with the ownership condition, MariaDB reads the whole range for
+    an aggregate (every queued job, at each create), where an ordered read stops at the first."""
+    jobs = sql.jobs
+    place = jobs.c.fairSeq
+    return (
+        by_dispatch_index(
+            select(place)
+            .where(
+                jobs.c.lifecycleStatus == status.value,
+                jobs.c.priority == bindparam("b_priority"),
+                sql.engine_owned(),  # System A's rows hold no place in the engine's turns
+            )
+            .order_by(place.desc() if last else place)
+            .limit(1)
+        )
+    ).scalar_subquery()
+
+
 _QUEUE_FLOOR = select(
-    select(func.min(sql.jobs.c.fairSeq))
-    .where(
-        sql.jobs.c.lifecycleStatus == LifecycleStatus.QUEUED.value,
-        sql.jobs.c.priority == bindparam("b_priority"),
-        sql.engine_owned(),  # System A's rows hold no place in the engine's turns
-    )
-    .scalar_subquery(),
-    select(func.max(sql.jobs.c.fairSeq))
-    .where(
-        sql.jobs.c.lifecycleStatus == LifecycleStatus.RUNNING.value,
-        sql.jobs.c.priority == bindparam("b_priority"),
-        sql.engine_owned(),
-    )
-    .scalar_subquery(),
+    _place_at_end(LifecycleStatus.QUEUED, last=False),
+    _place_at_end(LifecycleStatus.RUNNING, last=True),
 )
 #: The same for one user at one priority (a single create), with the user's place, in one read.
 _ONE_USER_FLOOR = select(

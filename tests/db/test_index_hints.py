@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from scheduler_service.db.hints import DISPATCH_INDEX, RUNNING_INDEX
 from scheduler_service.flow import sql as flow_sql
-from scheduler_service.lifecycle import queries, sql
+from scheduler_service.lifecycle import queries, sql, sql_gates
 from tests.support.db import create_job
 from tests.support.store import StoreCalls
 
@@ -90,3 +90,40 @@ async def test_the_claim_walks_the_dispatch_index(
     assert f"FORCE INDEX ({DISPATCH_INDEX})" in claim
     assert jobs["table"]["key"] == DISPATCH_INDEX
     assert jobs["table"]["r_rows"] == 4
+
+
+def _read_rows(plan: Any) -> list[int]:
+    """Every table access's ``r_rows`` in an ``ANALYZE FORMAT=JSON`` plan, subqueries included."""
+    if isinstance(plan, dict):
+        found = [plan["r_rows"]] if "table_name" in plan and "r_rows" in plan else []
+        return found + [n for value in plan.values() for n in _read_rows(value)]
+    if isinstance(plan, list):
+        return [n for value in plan for n in _read_rows(value)]
+    return []
+
+
+async def test_a_create_reads_its_priority_s_places_not_the_queue(
+    mysql_repo: StoreCalls, mysql_engine: AsyncEngine
+) -> None:
+    """A create reads its priority's first queued and last running fair places; with System A's
+    rows left out, ``MIN()`` read every queued job to find the first (a cost at each create
+    that grew with the backlog). The ordered read stops at the first row it may take."""
+    for _ in range(24):
+        await create_job(mysql_repo, mysql_engine)
+    (share,) = await mysql_repo.claim_batches(["synthetic_echo"], [(HOLDER, 4)])
+    assert len(share) == 4
+    async with mysql_engine.begin() as conn:
+        priorities = await conn.execute(text("SELECT DISTINCT priority FROM AiAnalysisJob"))
+        (priority,) = priorities.one()
+        floor = str(
+            sql_gates._QUEUE_FLOOR.params(b_priority=priority).compile(
+                dialect=conn.dialect, compile_kwargs={"literal_binds": True}
+            )
+        )
+        head, last = (await conn.execute(text(floor))).one()
+        analyzed = (await conn.execute(text(f"ANALYZE FORMAT=JSON {floor}"))).scalar_one()
+    assert head is not None and last is not None
+    reads = _read_rows(json.loads(analyzed))
+    assert reads, analyzed
+    # One queued place and one running place; the two rows of System A's types, read once each.
+    assert max(reads) <= 2, reads
