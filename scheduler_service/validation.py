@@ -68,13 +68,22 @@ def attempt_no(value: int) -> int:
 
 
 def instance_id(value: str) -> str:
-    """A well-formed runtime instance id that the caller's token may act for."""
+    """A well-formed runtime instance id that the caller's token may act for.
+
+    The caller is the current task's: call this where the request is received, never in a
+    task that applies several callers' reports together (:func:`instance_id_format` there)."""
+    instance_id_format(value)
+    identity.check_instance(value)
+    return value
+
+
+def instance_id_format(value: str) -> str:
+    """A well-formed runtime instance id, whoever the caller is."""
     if not INSTANCE_ID_PATTERN.fullmatch(value):
         raise InvalidRequestError(
             "runtime_instance_id must be 1-100 letters, digits or _.:@/-",
             field="runtime_instance_id",
         )
-    identity.check_instance(value)
     return value
 
 

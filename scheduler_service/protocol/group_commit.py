@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from scheduler_service import metrics
+from scheduler_service import metrics, validation
 from scheduler_service.billing.usage import Usage
 from scheduler_service.errors import (
     DatabaseUnavailableError,
@@ -332,11 +332,16 @@ class ReportBatcher:
         )
 
     async def submit(self, report: Report) -> Answer:
+        validation.instance_id(report.runtime_instance_id)
         return await self._gathering.submit(report)
 
     def enqueue(self, report: Report) -> asyncio.Future[Answer]:
         """``report`` joins the gathering; the future is its answer (reports enqueued one after
-        another, as a stream's frame is, land in the same batch)."""
+        another, as a stream's frame is, land in the same batch).
+
+        Whether the caller may act for the report's instance is judged here, in the caller's
+        own task: the batch runs in another task, which may hold another token's reports."""
+        validation.instance_id(report.runtime_instance_id)
         return self._gathering.enqueue(report)
 
     async def _apply(self, reports: list[Report]) -> list[Answer]:

@@ -66,7 +66,7 @@ def check_heartbeat(beat: HeartbeatReport) -> None:
     """The heartbeat's checks that need no database."""
     validation.job_id(beat.job_id)
     validation.attempt_no(beat.attempt_no)
-    validation.instance_id(beat.runtime_instance_id)
+    validation.instance_id_format(beat.runtime_instance_id)
     validation.progress(beat.progress)
 
 
@@ -74,7 +74,7 @@ def check_chunk(chunk: ChunkReport, max_output_bytes: int) -> None:
     """The chunk's checks that need no database."""
     validation.job_id(chunk.job_id)
     validation.attempt_no(chunk.attempt_no)
-    validation.instance_id(chunk.runtime_instance_id)
+    validation.instance_id_format(chunk.runtime_instance_id)
     if not chunk.text:
         raise InvalidRequestError("an output chunk carries text", field="chunk.text")
     validation.max_bytes(chunk.text, max_output_bytes, "chunk.text")
@@ -84,7 +84,7 @@ def prepared_result(sub: ResultSubmission, max_output_bytes: int) -> PreparedRes
     """The request's checks that need no database: ids, sizes, JSON and its hash."""
     validation.job_id(sub.job_id)
     validation.attempt_no(sub.attempt_no)
-    validation.instance_id(sub.runtime_instance_id)
+    validation.instance_id_format(sub.runtime_instance_id)
     validation.output_hash(sub.output_hash)
     validation.max_bytes(sub.output_json, max_output_bytes, "output_json")
     output = validation.json_document(sub.output_json, "output_json")
@@ -119,7 +119,7 @@ def failure_error(report: FailureReport) -> JobError:
     """The report's checks that need no database; the error it records."""
     validation.job_id(report.job_id)
     validation.attempt_no(report.attempt_no)
-    validation.instance_id(report.runtime_instance_id)
+    validation.instance_id_format(report.runtime_instance_id)
     if report.error_code not in ErrorCode.__members__:
         raise InvalidRequestError("error_code is not in the error catalogue", field="error_code")
     if report.retry_after_ms < 0:

@@ -307,12 +307,9 @@ class PollSessions:
         pending: list[tuple[ReportMessage, Answer | asyncio.Future[Answer]]] = []
         for message in messages:
             try:
-                # Here, in the stream's own context: the batch that applies it runs elsewhere.
-                validation.instance_id(message.report.runtime_instance_id)
+                pending.append((message, self._reports.enqueue(message.report)))
             except SchedulerError as refused:
                 pending.append((message, refused))
-            else:
-                pending.append((message, self._reports.enqueue(message.report)))
         for message, waiting in pending:
             answer = await waiting if isinstance(waiting, asyncio.Future) else waiting
             if isinstance(answer, SubmitOutcome | FailureOutcome):
