@@ -8,6 +8,7 @@ duration is in seconds, converted once here whatever unit its variable is writte
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -246,6 +247,14 @@ class SchedulerSettings(BaseSettings):
     @classmethod
     def _prices(cls, value: str) -> str:
         PriceTable.parse(value)
+        return value
+
+    @field_validator("legacy_answer_query")
+    @classmethod
+    def _answer_query(cls, value: str) -> str:
+        # It runs on the application's own tables: a read, one statement, nothing else.
+        if not re.fullmatch(r"\s*SELECT\s[^;]*;?\s*", value, re.IGNORECASE | re.DOTALL):
+            raise ValueError("must be one SELECT statement")
         return value
 
     @field_validator("peak_hours")

@@ -119,6 +119,13 @@ def _no_constant(name: str) -> Any:
 
 #: The largest integer a lease carries exactly: a protobuf ``Struct`` number is a double.
 MAX_LEASE_INTEGER = 2**53
+#: The most a snapshot, or params, takes of a lease as a protobuf ``Struct``: the two together
+#: leave room under a lease's 4 MiB for the rest of it (the resume text is cut to what fits).
+MAX_LEASE_INPUT_BYTES = 1792 * 1024
+#: A bound on what protobuf adds around each value and key of a ``Struct`` (tags and length
+#: prefixes of the value, its map entry or list slot), for messages under 2 MiB; the size
+#: estimated with it is never below the encoded one.
+_STRUCT_FRAMING = 8
 
 
 class _DuplicateKeyError(ValueError):
@@ -211,19 +218,34 @@ def lease_problem(value: Any) -> str | None:
     if not isinstance(value, dict):
         return "must be a JSON object"
     pending: list[tuple[Any, int]] = [(value, 0)]
+    size = 0
     while pending:
         item, depth = pending.pop()
         problem = _leaf_problem(item)
+        size += _STRUCT_FRAMING + _payload_bytes(item)
         if problem is None and isinstance(item, dict | list):
             if depth >= MAX_JSON_DEPTH:
                 return f"is nested deeper than {MAX_JSON_DEPTH} levels"
             if isinstance(item, dict) and not all(isinstance(key, str) for key in item):
                 return "has an object key that is not text"
+            if isinstance(item, dict):
+                size += sum(_STRUCT_FRAMING + _payload_bytes(key) for key in item)
             children = item.values() if isinstance(item, dict) else item
             pending.extend((child, depth + 1) for child in children)
         if problem is not None:
             return problem
+    if size > MAX_LEASE_INPUT_BYTES:
+        return (
+            f"is larger than a lease can carry (about {size} bytes as a protobuf Struct;"
+            f" at most {MAX_LEASE_INPUT_BYTES})"
+        )
     return None
+
+
+def _payload_bytes(item: Any) -> int:
+    if isinstance(item, str):
+        return len(item) if item.isascii() else len(item.encode("utf-8", "surrogatepass"))
+    return 8 if isinstance(item, int | float) and not isinstance(item, bool) else 0
 
 
 def _leaf_problem(item: Any) -> str | None:

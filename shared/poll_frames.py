@@ -23,6 +23,7 @@ from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 __all__ = [
     "FRAME_BYTES",
     "FRAME_ITEMS",
+    "LEASE_BYTES",
     "chunked",
     "coalesce",
     "end_requests",
@@ -35,6 +36,9 @@ __all__ = [
 FRAME_BYTES = 1024 * 1024
 #: And holds at most this many items (a scheduler refuses a ReportBatch of more than 4,000).
 FRAME_ITEMS = 1000
+#: A lease is at most this large: a runtime's channel receives messages of up to gRPC's 4 MiB,
+#: and a frame's envelope takes a little of that.
+LEASE_BYTES = 4 * 1024 * 1024 - 64 * 1024
 
 M = TypeVar("M", bound=Message)
 

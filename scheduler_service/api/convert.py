@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,9 +16,14 @@ from scheduler_service.errors import InvalidRequestError
 from scheduler_service.jobs.commands import CreateJobCommand
 from scheduler_service.lifecycle.records import ArtifactRow, JobRecord, LeasePayload
 from scheduler_service.lifecycle.state_machine import LifecycleStatus
+from scheduler_service.log_throttle import LogThrottle
 from scheduler_service.registry.catalog import JobTypeInfo
 from shared.error_codes import ErrorCode
 from shared.gen.aijob.v1 import job_service_pb2, types_pb2
+from shared.poll_frames import LEASE_BYTES
+
+log = logging.getLogger(__name__)
+_USAGE_CUT = LogThrottle()
 
 _EPOCH = datetime(1970, 1, 1)
 _EPOCH_UTC = _EPOCH.replace(tzinfo=UTC)
@@ -111,7 +117,25 @@ def _plain(value: struct_pb2.Value) -> Any:
     return getattr(value, kind)
 
 
-def lease(payload: LeasePayload) -> types_pb2.Lease:
+def lease(payload: LeasePayload, max_bytes: int = LEASE_BYTES) -> types_pb2.Lease:
+    """The lease message, never larger than ``max_bytes`` for the sake of the text it resumes:
+    that text is cut to what fits (a prefix to continue from is still one), so a lease that
+    carries it can always be delivered."""
+    message = _lease(payload)
+    excess = message.ByteSize() - max_bytes
+    if excess > 0 and payload.resume_output:
+        message.resume_output = utf8_prefix(payload.resume_output, excess)
+    return message
+
+
+def utf8_prefix(text: str, fewer_bytes: int) -> str:
+    """``text`` cut by at least ``fewer_bytes`` of its UTF-8 form, at a character boundary."""
+    encoded = text.encode()
+    keep = max(0, len(encoded) - fewer_bytes)
+    return encoded[:keep].decode(errors="ignore")
+
+
+def _lease(payload: LeasePayload) -> types_pb2.Lease:
     return types_pb2.Lease(
         job_id=payload.job_id,
         job_type=payload.job_type,
@@ -160,8 +184,21 @@ def job_type(info: JobTypeInfo) -> job_service_pb2.JobType:
 
 
 def usage(message: types_pb2.Usage, present: bool) -> Usage | None:
+    """The usage a runtime reported, its counts within what the ledger records: they come from
+    the provider's answer, so a count out of range is cut and logged, never refused (the job's
+    answer stands)."""
     if not present:
         return None
+    reported, cut = _usage(message).bounded()
+    if cut and (suppressed := _USAGE_CUT.admit("usage")) is not None:
+        log.warning(
+            "a runtime reported usage counts beyond what one call can use; recorded at the bound",
+            extra={"action": "usage_cut", "suppressed": suppressed},
+        )
+    return reported
+
+
+def _usage(message: types_pb2.Usage) -> Usage:
     return Usage(
         model_name=message.model_name,
         prompt_tokens=max(0, message.prompt_tokens),

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from scheduler_service.lifecycle.records import JobRecord
 
-__all__ = ["Usage", "UsageEntry", "UsageLine"]
+__all__ = ["MAX_CALL_MILLIS", "MAX_CALL_TOKENS", "Usage", "UsageEntry", "UsageLine"]
+
+#: The most tokens one call's prompt, or its completion, is recorded with. The counts come from
+#: the provider's answer, which may say anything; the ledger holds a call's prompt and completion
+#: together in a 32-bit column, and no model call comes near this.
+MAX_CALL_TOKENS = 1_000_000_000
+#: The most milliseconds a call's latency or time to first token is recorded with (32 bits).
+MAX_CALL_MILLIS = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +39,21 @@ class Usage:
     #: the off-peak hours saved).
     at_peak: bool = False
     peak_cost_micros: int | None = None
+
+    def bounded(self) -> tuple[Usage, bool]:
+        """This usage with every count within what the ledger records, and whether any had to
+        be cut to get there."""
+        bounded = replace(
+            self,
+            prompt_tokens=min(self.prompt_tokens, MAX_CALL_TOKENS),
+            completion_tokens=min(self.completion_tokens, MAX_CALL_TOKENS),
+            cached_prompt_tokens=min(self.cached_prompt_tokens, MAX_CALL_TOKENS),
+            latency_ms=min(self.latency_ms, MAX_CALL_MILLIS),
+            first_token_ms=None
+            if self.first_token_ms is None
+            else min(self.first_token_ms, MAX_CALL_MILLIS),
+        )
+        return bounded, bounded != self
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import SQLAlchemyError
 
 from scheduler_service.db.driver import send_queued
 from scheduler_service.errors import InvalidRequestError, LegacyAdoptionError
@@ -138,7 +138,7 @@ class LegacyAdoption:
         await send_queued(tx.conn)
         try:
             return await legacy_sql.answer_of(tx.conn, self._answer_query, row)
-        except DBAPIError:
+        except SQLAlchemyError:  # a database error, or a statement that returns no rows
             raise LegacyAdoptionError(
                 "the legacy answer query failed: set AIJOB_LEGACY_ANSWER_QUERY to one that "
                 "fits the application's tables"

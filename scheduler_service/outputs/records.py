@@ -12,6 +12,7 @@ __all__ = [
     "RESTART_AFTER",
     "ChunkRow",
     "FeedState",
+    "Stored",
     "after_offset",
     "resumable",
     "written_text",
@@ -31,6 +32,20 @@ class ChunkRow:
     @property
     def end(self) -> int:
         return self.offset + len(self.text)
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """Where an attempt's stored text ends (in code points), its size in UTF-8 bytes and the
+    rows it takes."""
+
+    end: int = 0
+    size: int = 0
+    rows: int = 0
+
+    def with_part(self, text: str) -> Stored:
+        """This, and ``text`` stored at its end."""
+        return Stored(self.end + len(text), self.size + len(text.encode()), self.rows + 1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,9 +4,20 @@ attempt and offset, so a chunk sent twice (a report repeated after a reconnect) 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any, cast
+from typing import Any
+from typing import cast as typed
 
-from sqlalchemy import BindParameter, Integer, Table, bindparam, delete, func, select
+from sqlalchemy import (
+    BindParameter,
+    Integer,
+    LargeBinary,
+    Table,
+    bindparam,
+    cast,
+    delete,
+    func,
+    select,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.db.clock import db_now
@@ -14,18 +25,25 @@ from scheduler_service.db.multirow import insert_rows
 from scheduler_service.db.output_models import AiJobOutputChunk
 from scheduler_service.lifecycle import sql
 from scheduler_service.lifecycle.state_machine import TERMINAL
-from scheduler_service.outputs.records import ChunkRow, FeedState, written_text
+from scheduler_service.outputs.records import ChunkRow, FeedState, Stored, written_text
 from scheduler_service.ports import OutputStore
 
 __all__ = ["SqlOutputStore"]
 
-_chunks = cast(Table, AiJobOutputChunk.__table__)
+_chunks = typed(Table, AiJobOutputChunk.__table__)
 _k = _chunks.c
 _j = sql.jobs.c
 _IDS: BindParameter[Any] = bindparam("b_ids", expanding=True)
 
-_COUNTS = (
-    select(_k.jobId, _k.attemptNo, func.count())
+_STORED = (
+    select(
+        _k.jobId,
+        _k.attemptNo,
+        func.max(_k.endOffset),
+        # Bytes, on every dialect: the length of the text as binary.
+        func.sum(func.length(cast(_k.text, LargeBinary))),
+        func.count(),
+    )
     .where(_k.jobId.in_(_IDS))
     .group_by(_k.jobId, _k.attemptNo)
 )
@@ -82,14 +100,14 @@ class SqlOutputStore(OutputStore):
         ]
         await insert_rows(self._conn, _chunks, rows, ignore_duplicates=True, later=True)
 
-    async def chunk_counts(
+    async def stored_text(
         self, attempts: Collection[tuple[str, int]]
-    ) -> dict[tuple[str, int], int]:
+    ) -> dict[tuple[str, int], Stored]:
         if not attempts:
             return {}
-        found = await self._conn.execute(_COUNTS, {"b_ids": sorted({j for j, _ in attempts})})
-        counts = {(r[0], r[1]): int(r[2]) for r in found}
-        return {key: counts.get(key, 0) for key in attempts}
+        found = await self._conn.execute(_STORED, {"b_ids": sorted({j for j, _ in attempts})})
+        stored = {(r[0], r[1]): Stored(int(r[2]), int(r[3]), int(r[4])) for r in found}
+        return {key: stored.get(key, Stored()) for key in attempts}
 
     async def chunks_from(self, job_id: str, attempt_no: int, offset: int) -> list[ChunkRow]:
         rows = await self._conn.execute(

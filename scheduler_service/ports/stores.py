@@ -24,7 +24,7 @@ from scheduler_service.billing.usage import Usage, UsageEntry, UsageLine
 from scheduler_service.flow.keys import FlowPolicy, KeyStats, Limits, ModelKey
 from scheduler_service.lifecycle.records import ArtifactRow, JobRecord, NewJob
 from scheduler_service.outbox.events import NewEvent
-from scheduler_service.outputs.records import ChunkRow, FeedState
+from scheduler_service.outputs.records import ChunkRow, FeedState, Stored
 
 __all__ = [
     "CredentialReveal",
@@ -156,10 +156,10 @@ class OutputStore(ABC):
         """Store the chunks; one already stored at the same offset is kept as it is."""
 
     @abstractmethod
-    async def chunk_counts(
+    async def stored_text(
         self, attempts: Collection[tuple[str, int]]
-    ) -> dict[tuple[str, int], int]:
-        """How many chunks each (job, attempt) has stored."""
+    ) -> dict[tuple[str, int], Stored]:
+        """What each (job, attempt) has stored: where its text ends, its bytes, its rows."""
 
     @abstractmethod
     async def chunks_from(self, job_id: str, attempt_no: int, offset: int) -> list[ChunkRow]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,9 +27,9 @@ from scheduler_service import metrics, validation
 from scheduler_service.billing.usage import Usage
 from scheduler_service.errors import (
     DatabaseUnavailableError,
+    InvalidRequestError,
     JobNotFoundError,
     LeaseLostError,
-    LimitExceededError,
     SchedulerError,
 )
 from scheduler_service.gathering import Gathering
@@ -39,8 +38,8 @@ from scheduler_service.lifecycle.lease_tokens import digest
 from scheduler_service.lifecycle.records import Beat, JobRecord, LockedRows, Success
 from scheduler_service.lifecycle.transitions import HEARTBEAT
 from scheduler_service.outbox.events import EventType, NewEvent
-from scheduler_service.outputs.records import ChunkRow
-from scheduler_service.outputs.tally import ChunkTally
+from scheduler_service.outputs.records import ChunkRow, Stored
+from scheduler_service.outputs.tally import ChunkTally, new_part, partial_output_bytes
 from scheduler_service.ports import Transaction, UnitOfWork
 from scheduler_service.protocol.reports import (
     Answer,
@@ -58,8 +57,8 @@ from scheduler_service.protocol.reports import (
     count_failure,
     trace_results,
 )
+from scheduler_service.registry import JobRegistry
 from shared import tracing
-from shared.error_codes import ErrorCode
 
 if TYPE_CHECKING:
     from scheduler_service.protocol.service import RuntimeProtocol
@@ -89,16 +88,26 @@ class _Writes:
     traced: list[tuple[JobRecord, int, Usage | None]] = field(default_factory=list)
     #: Output chunks of attempts whose lease holds.
     chunks: list[ChunkRow] = field(default_factory=list)
+    #: What the attempts of those chunks have stored, with them.
+    stored: dict[tuple[str, int], Stored] = field(default_factory=dict)
 
 
 class GroupCommit:
     def __init__(
-        self, protocol: RuntimeProtocol, uow: UnitOfWork, *, chunks_per_attempt: int = 1_000
+        self,
+        protocol: RuntimeProtocol,
+        uow: UnitOfWork,
+        registry: JobRegistry,
+        chunks_per_attempt: int,
+        max_output_bytes: int,
     ) -> None:
         self._protocol = protocol
         self._uow = uow
-        #: Chunk rows per attempt, bounded without a count per chunk.
-        self.tally = ChunkTally(most=chunks_per_attempt)
+        self._registry = registry
+        #: What each attempt has stored, bounded without a read per chunk.
+        self.tally = ChunkTally(
+            most_bytes=partial_output_bytes(max_output_bytes), most_rows=chunks_per_attempt
+        )
 
     async def apply(self, reports: Sequence[Report]) -> list[Answer]:
         """Each report's answer, in order."""
@@ -162,7 +171,7 @@ class GroupCommit:
         locked = await tx.reads.lock_rows({report.job_id for _, report, _ in batch})
         answers: dict[int, Answer] = {}
         writes = _Writes([], [], [], [], {}, [], [], locked.now)
-        room = await self._chunk_room(tx, batch)
+        stored = writes.stored = await self._stored_text(tx, batch)
         for index, report, prepared in batch:
             job = locked.jobs.get(report.job_id)
             try:
@@ -171,7 +180,7 @@ class GroupCommit:
                 elif isinstance(prepared, HeartbeatReport):
                     writes.beats[index] = _judge_beat(job, prepared, locked)
                 elif isinstance(prepared, ChunkReport):
-                    answers[index] = _judge_chunk(job, prepared, locked, room, writes)
+                    answers[index] = self._judge_chunk(job, prepared, locked, stored, writes)
                 else:
                     # Written at once: failures are few, and each has its own decision.
                     answers[index] = await self._protocol.settle_in(tx, job, prepared)
@@ -179,18 +188,43 @@ class GroupCommit:
                 answers[index] = exc
         return answers, writes
 
-    async def _chunk_room(
+    async def _stored_text(
         self, tx: Transaction, batch: list[tuple[int, Report, Prepared]]
-    ) -> Counter[tuple[str, int]]:
-        """How many more chunks each attempt of the batch may store."""
-        chunks = [p for _, _, p in batch if isinstance(p, ChunkReport)]
-        if not chunks:
-            return Counter()
-        attempts = [((c.job_id, c.attempt_no), c.offset) for c in chunks]
+    ) -> dict[tuple[str, int], Stored]:
+        """What each attempt of the batch's chunks has stored (read for those this replica does
+        not know up to the chunk's offset)."""
+        attempts = [
+            ((p.job_id, p.attempt_no), p.offset) for _, _, p in batch if isinstance(p, ChunkReport)
+        ]
+        if not attempts:
+            return {}
         unknown = self.tally.unknown(attempts)
         if unknown:
-            self.tally.known(await tx.outputs.chunk_counts(unknown))
-        return Counter({a: self.tally.room(a) for a, _ in attempts})
+            self.tally.known(await tx.outputs.stored_text(unknown))
+        return {a: self.tally.of(a) for a, _ in attempts}
+
+    def _judge_chunk(
+        self,
+        job: JobRecord | None,
+        chunk: ChunkReport,
+        locked: LockedRows,
+        stored: dict[tuple[str, int], Stored],
+        writes: _Writes,
+    ) -> ChunkStored:
+        """A chunk is stored while its attempt's lease holds (the heartbeat's guard), for a type
+        that streams its answer, where the attempt's stored text ends and within its bounds."""
+        job = _check_lease(job, chunk, locked)
+        if not self._registry.streams_output(job.jobType):
+            raise InvalidRequestError(
+                f"job type {job.jobType!r} does not stream its output", field="chunk"
+            )
+        attempt = (chunk.job_id, chunk.attempt_no)
+        before = stored[attempt]
+        new = new_part(before, chunk.offset, chunk.text, self.tally.bounds)
+        if new:
+            writes.chunks.append(ChunkRow(chunk.job_id, chunk.attempt_no, before.end, new))
+            stored[attempt] = before.with_part(new)
+        return ChunkStored()
 
     def _judge_result(
         self, job: JobRecord | None, prepared: PreparedResult, writes: _Writes
@@ -219,8 +253,9 @@ class GroupCommit:
         writes.traced.append((job, sub.attempt_no, sub.usage))
         return SubmitOutcome(prepared.key, duplicate=False)
 
-    def _chunks_stored(self, chunks: list[ChunkRow]) -> None:
-        self.tally.stored((c.job_id, c.attempt_no) for c in chunks)
+    def _chunks_stored(self, chunks: list[ChunkRow], stored: dict[tuple[str, int], Stored]) -> None:
+        for attempt, text in stored.items():
+            self.tally.stored(attempt, text)
         self._uow.wakeups.output_written(chunks)
 
     async def _write(self, tx: Transaction, writes: _Writes, answers: dict[int, Answer]) -> None:
@@ -230,7 +265,9 @@ class GroupCommit:
         extended = await tx.jobs.extend_leases(list(writes.beats.values()), writes.judged_at)
         if writes.chunks:
             await tx.outputs.add_chunks(writes.chunks)
-            tx.after_commit(functools.partial(self._chunks_stored, list(writes.chunks)))
+            tx.after_commit(
+                functools.partial(self._chunks_stored, list(writes.chunks), writes.stored)
+            )
         await tx.results.project_many(writes.projections)  # type: ignore[arg-type]
         await tx.spend.record_usages(writes.usage)
         await tx.emit_many(writes.events)
@@ -253,29 +290,9 @@ def _judge_beat(job: JobRecord | None, beat: HeartbeatReport, locked: LockedRows
     return Beat(beat.job_id, beat.attempt_no, beat.runtime_instance_id, beat.progress)
 
 
-def _judge_chunk(
-    job: JobRecord | None,
-    chunk: ChunkReport,
-    locked: LockedRows,
-    room: Counter[tuple[str, int]],
-    writes: _Writes,
-) -> ChunkStored:
-    """A chunk is stored while its attempt's lease holds (the heartbeat's guard) and the attempt
-    has room for another row."""
-    _check_lease(job, chunk, locked)
-    attempt = (chunk.job_id, chunk.attempt_no)
-    if room[attempt] <= 0:
-        raise LimitExceededError(
-            ErrorCode.QUOTA_EXCEEDED, "this attempt has stored as many output chunks as it may"
-        )
-    room[attempt] -= 1
-    writes.chunks.append(ChunkRow(chunk.job_id, chunk.attempt_no, chunk.offset, chunk.text))
-    return ChunkStored()
-
-
 def _check_lease(
     job: JobRecord | None, report: HeartbeatReport | ChunkReport, locked: LockedRows
-) -> None:
+) -> JobRecord:
     if job is None:
         raise JobNotFoundError(report.job_id)
     params = {
@@ -286,6 +303,7 @@ def _check_lease(
     moment = Moment(locked.now, locked.lease_ttl_ms, locked.lease_grace_ms)
     if not matches(HEARTBEAT, row_of(job), params, moment):
         raise LeaseLostError(job.id, report.attempt_no, job.lifecycleStatus)
+    return job
 
 
 def _rounds(

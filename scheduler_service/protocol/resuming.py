@@ -20,11 +20,7 @@ async def resuming(
     """``leases``, those of types that stream marked so, and their later attempts with the text
     to continue from: what the latest earlier attempt wrote, unless it ended for its text's sake.
     A read only when such a later attempt is among them (a first attempt never has one)."""
-    streaming = {
-        lease.job_id
-        for lease in leases
-        if lease.job_type in registry and registry.get(lease.job_type).resumes
-    }
+    streaming = {lease.job_id for lease in leases if registry.streams_output(lease.job_type)}
     if not streaming:
         return leases
     later = {lease.job_id for lease in leases if lease.job_id in streaming and lease.attempt_no > 1}

@@ -130,7 +130,7 @@ class RuntimeProtocol:
         #: Every report, unary or on a stream, is applied by this group commit: the unary calls
         #: of many runtimes share its transactions as the streams' reports do.
         self.reports = ReportBatcher(
-            GroupCommit(self, uow, chunks_per_attempt=output_chunks_per_attempt),
+            GroupCommit(self, uow, registry, output_chunks_per_attempt, max_output_bytes),
             window_s=report_window_s,
             max_batch=report_batch_max,
         )

@@ -82,6 +82,12 @@ class JobRegistry:
     def __contains__(self, job_type: object) -> bool:
         return job_type in self._definitions
 
+    def streams_output(self, job_type: str) -> bool:
+        """Whether jobs of ``job_type`` stream their answer as they write it (and a later
+        attempt resumes it)."""
+        definition = self._definitions.get(job_type)
+        return definition is not None and definition.resumes
+
     def __iter__(self) -> Iterator[JobDefinition]:
         return iter(self._definitions.values())
 

@@ -16,6 +16,7 @@ from sqlalchemy import event, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from devtools.harness.runtime_client import JobClient
+from scheduler_service.app import SchedulerApp
 from scheduler_service.billing.usage import Usage
 from scheduler_service.protocol.group_commit import GroupCommit
 from scheduler_service.protocol.service import ResultSubmission, SubmitOutcome
@@ -57,9 +58,7 @@ async def test_a_mixed_batch_answers_each_report_and_writes_only_the_good_one(
     async def advance(job_id: str) -> None:
         await shift_times(app.engine, job_id, availableAt=-3_600)
 
-    leases = await run_mixed_batch(
-        app.jobs, app.protocol, GroupCommit(app.protocol, app.uow), advance
-    )
+    leases = await run_mixed_batch(app.jobs, app.protocol, _group_commit(app), advance)
     assert (await job_row(app.engine, leases["good"].job_id))["lifecycleStatus"] == "succeeded"
     for role in ("stale", "hashed", "other", "beat"):
         assert (await job_row(app.engine, leases[role].job_id))["lifecycleStatus"] == "running"
@@ -101,7 +100,7 @@ async def test_a_batch_of_results_is_one_statement_per_table(scheduler: RunningS
         for lease in leases
     ]
     with statements(app.engine) as seen:
-        answers = await GroupCommit(app.protocol, app.uow).apply(reports)
+        answers = await _group_commit(app).apply(reports)
     assert all(isinstance(a, SubmitOutcome) and not a.duplicate for a in answers)
     assert seen["UPDATE AiAnalysisJob"] == 1
     assert seen["INSERT AiJobArtifact"] == 1
@@ -111,3 +110,7 @@ async def test_a_batch_of_results_is_one_statement_per_table(scheduler: RunningS
     async with app.engine.connect() as conn:
         assert (await conn.execute(select(func.count()).select_from(USAGE))).scalar_one() == 20
         assert (await conn.execute(select(func.count()).select_from(ARTIFACTS))).scalar_one() == 20
+
+
+def _group_commit(app: SchedulerApp) -> GroupCommit:
+    return GroupCommit(app.protocol, app.uow, app.registry, 1_000, 64 * 1024)

@@ -23,6 +23,9 @@ from tests.support.schedulers import RunningScheduler
 pytestmark = pytest.mark.mysql
 
 HUGE = "9" * 401
+#: Under the create's size limit as JSON, but five times a lease's share as a protobuf Struct
+#: (each number a double in a wrapper): a lease carrying it would be larger than a runtime takes.
+ZEROS = json.dumps({"text": "x", "n": [0] * 300_000})
 
 
 async def _refused(jobs: JobClient, field: str, document: str) -> grpc.aio.AioRpcError:
@@ -40,6 +43,7 @@ async def _refused(jobs: JobClient, field: str, document: str) -> grpc.aio.AioRp
         ("params_json", f'{{"n": -{HUGE}}}', "INVALID_PARAMS"),
         ("snapshot_json", '{"text": "x", "n": 9007199254740993}', "INVALID_SNAPSHOT"),
         ("snapshot_json", '{"text": "x", "text": "y"}', "INVALID_SNAPSHOT"),
+        ("snapshot_json", ZEROS, "INVALID_SNAPSHOT"),
     ],
 )
 async def test_input_a_lease_cannot_carry_is_refused_at_create(
@@ -60,23 +64,25 @@ async def test_the_largest_exact_integer_is_accepted(scheduler: RunningScheduler
     assert reply.job.lifecycle_status == "queued"
 
 
-async def _poison(scheduler: RunningScheduler, job_id: str) -> None:
+async def _poison(
+    scheduler: RunningScheduler, job_id: str, content: str = f'{{"text": "x", "n": {HUGE}}}'
+) -> None:
     """What a row written past CreateJob may hold: a number no lease can carry."""
     async with scheduler.app.engine.begin() as conn:
         await conn.execute(
-            text(
-                f'UPDATE AiJobSnapshot SET content = \'{{"text": "x", "n": {HUGE}}}\''
-                " WHERE jobId = :j"
-            ),
-            {"j": job_id},
+            text("UPDATE AiJobSnapshot SET content = :c WHERE jobId = :j"),
+            {"c": content, "j": job_id},
         )
 
 
+@pytest.mark.parametrize(
+    "content", [f'{{"text": "x", "n": {HUGE}}}', ZEROS], ids=["number", "size"]
+)
 async def test_a_poison_row_fails_alone_and_its_claim_and_stream_carry_on(
-    scheduler: RunningScheduler,
+    scheduler: RunningScheduler, content: str
 ) -> None:
     poison = (await JobClient(scheduler.channel, "user-a").create()).job_id
-    await _poison(scheduler, poison)
+    await _poison(scheduler, poison, content)
     others = [(await JobClient(scheduler.channel, "user-b").create()).job_id for _ in range(3)]
     runtime = ClientRuntime(scheduler.channel, "rt-poison", slots=4)
     await runtime.connect()

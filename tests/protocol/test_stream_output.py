@@ -12,6 +12,7 @@ from typing import Any
 
 import grpc
 import pytest
+from sqlalchemy import select
 
 from devtools.harness.runtime_client import ClientRuntime, JobClient
 from shared.canonical_json import canonical_json, output_hash
@@ -151,4 +152,69 @@ async def test_chunks_are_pruned_once_the_job_has_ended(
     assert (await runtime.submit_on_stream(lease, QUIZ)).status.code == 0
     assert await scheduler.app.reaper.prune_outputs() == 1
     assert await count(scheduler.app.engine, CHUNKS, jobId=lease.job_id) == 0
+    await runtime.close()
+
+
+async def test_an_attempts_text_is_one_run_without_gaps_or_overlapping_rows(
+    scheduler: RunningScheduler,
+) -> None:
+    runtime, lease, _ = await _leased(scheduler)
+    assert (await runtime.send_chunk(lease, 0, "abc")).status.code == 0
+    gap = await runtime.send_chunk(lease, 5, "fgh")
+    assert (gap.status.code, gap.status.message) == (
+        grpc.StatusCode.INVALID_ARGUMENT.value[0],
+        "an output chunk starts where the stored text ends (3); 5 would leave a gap",
+    )
+    # Sent again with what follows (its ack was lost): only the new tail is stored.
+    assert (await runtime.send_chunk(lease, 1, "bcdef")).status.code == 0
+    # A repeat of what is stored is answered as stored, and adds nothing.
+    assert (await runtime.send_chunk(lease, 0, "abcd")).status.code == 0
+    async with scheduler.app.engine.connect() as conn:
+        rows = (
+            await conn.execute(
+                select(CHUNKS.c.startOffset, CHUNKS.c.endOffset, CHUNKS.c.text)
+                .where(CHUNKS.c.jobId == lease.job_id)
+                .order_by(CHUNKS.c.startOffset)
+            )
+        ).all()
+    assert [tuple(r) for r in rows] == [(0, 3, "abc"), (3, 6, "def")]
+    await runtime.close()
+
+
+async def test_a_type_that_does_not_stream_stores_no_chunks(scheduler: RunningScheduler) -> None:
+    await JobClient(scheduler.channel, "user-echo").create()
+    runtime = ClientRuntime(scheduler.channel, "rt-echo", slots=1)
+    await runtime.connect()
+    lease = await runtime.next_lease()
+    assert not lease.stream_output
+    refused = await runtime.send_chunk(lease, 0, "text")
+    assert refused.status.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    assert "does not stream its output" in refused.status.message
+    assert await count(scheduler.app.engine, CHUNKS, jobId=lease.job_id) == 0
+    await runtime.close()
+
+
+async def test_text_past_the_bytes_bound_is_refused_and_the_next_lease_carries_the_rest(
+    mysql_url: str, start_scheduler: SchedulerFactory
+) -> None:
+    bound = 1024 * 1024  # the attempt's bound is the output cap (at most RESUME_BYTES)
+    scheduler = await start_scheduler(mysql_url, max_output_bytes=bound)
+    runtime, lease, jobs = await _leased(scheduler)
+    piece = "é" * 30_000  # 60,000 bytes in 30,000 code points
+    offset, stored = 0, 0
+    while True:
+        ack = await runtime.send_chunk(lease, offset, piece)
+        if ack.status.code:
+            break
+        offset, stored = offset + len(piece), stored + len(piece.encode())
+    assert ack.status.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+    assert "as much output text as it may (1048576 bytes)" in ack.status.message
+    assert stored <= bound < stored + len(piece.encode())
+    # Another caller is answered meanwhile, and the next attempt's lease is delivered with the
+    # text to resume from.
+    assert (await jobs.get(lease.job_id)).lifecycle_status == "running"
+    await runtime.fail(lease, "MODEL_TIMEOUT", retryable=True)
+    runtime.credit(1)
+    second = await runtime.next_lease()
+    assert (second.attempt_no, second.resume_output) == (2, piece * (offset // len(piece)))
     await runtime.close()

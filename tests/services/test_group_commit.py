@@ -9,6 +9,7 @@ from scheduler_service.protocol.group_commit import GroupCommit
 from scheduler_service.protocol.service import RuntimeProtocol
 from tests.support.fake_uow import FakeUnitOfWork
 from tests.support.mixed_batch import run_mixed_batch
+from tests.support.schedulers import fast_registry
 
 
 async def test_a_mixed_batch_answers_each_report_and_writes_only_the_good_one(
@@ -17,7 +18,9 @@ async def test_a_mixed_batch_answers_each_report_and_writes_only_the_good_one(
     async def advance(_job_id: str) -> None:
         uow.clock.advance(3_600)
 
-    leases = await run_mixed_batch(jobs, protocol, GroupCommit(protocol, uow), advance)
+    leases = await run_mixed_batch(
+        jobs, protocol, GroupCommit(protocol, uow, fast_registry(), 1_000, 64 * 1024), advance
+    )
     state = uow.state.jobs
     assert state[leases["good"].job_id]["lifecycleStatus"] == "succeeded"
     for role in ("stale", "hashed", "other", "beat"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from scheduler_service.lifecycle.state_machine import TERMINAL
-from scheduler_service.outputs.records import ChunkRow, FeedState, written_text
+from scheduler_service.outputs.records import ChunkRow, FeedState, Stored, written_text
 from scheduler_service.ports import OutputStore
 from tests.support.fake_state import FakeTables
 
@@ -29,10 +29,18 @@ class FakeOutputStore(FakeTables, OutputStore):
         for c in chunks:
             self.state.chunks.setdefault((c.job_id, c.attempt_no, c.offset), c.text)
 
-    async def chunk_counts(
+    async def stored_text(
         self, attempts: Collection[tuple[str, int]]
-    ) -> dict[tuple[str, int], int]:
-        return {(j, a): len(self._of(j, a)) for j, a in attempts}
+    ) -> dict[tuple[str, int], Stored]:
+        found: dict[tuple[str, int], Stored] = {}
+        for j, a in attempts:
+            chunks = self._of(j, a)
+            found[(j, a)] = Stored(
+                max((c.end for c in chunks), default=0),
+                sum(len(c.text.encode()) for c in chunks),
+                len(chunks),
+            )
+        return found
 
     async def chunks_from(self, job_id: str, attempt_no: int, offset: int) -> list[ChunkRow]:
         return [c for c in self._of(job_id, attempt_no) if c.end > offset]
