@@ -1,23 +1,19 @@
-"""Concurrent-call capacity, kept apart for anonymous and authenticated callers (issue 15).
+"""Concurrent-call capacity, kept apart for each kind of caller.
 
-Health and reflection need no token and their Watch streams stay open; under one shared limit,
-ten thousand anonymous streams from a few small clients left no room for a runtime's heartbeat.
-Anonymous calls now draw on a small pool of their own (``AIJOB_MAX_ANONYMOUS_RPCS``), and the
-authenticated roles on ``AIJOB_MAX_CONCURRENT_RPCS``, which nothing anonymous can take. Calls the
-auth interceptor refuses end at once and draw on neither. A call over its pool's limit is answered
-RESOURCE_EXHAUSTED (TOO_MANY_STREAMS) and ends; per-connection stream limits stay with HTTP/2
-(``AIJOB_MAX_CONCURRENT_STREAMS``).
-
-Within the authenticated pool (issue 33), runtimes keep a reserve that no other role can take (two
-service tokens' WatchJob streams, each under its own cap, once filled the pool and runtimes'
-Poll and Heartbeat were refused), and no single token holds more than half of what its role may
-use, so a second caller always finds room.
+Health and reflection need no token and their Watch streams stay open: anonymous calls draw on a
+small pool of their own (``AIJOB_MAX_ANONYMOUS_RPCS``), which nothing authenticated shares. The
+authenticated pool (``AIJOB_MAX_CONCURRENT_RPCS``) is split into rooms: runtimes', operators'
+(admin and viewer tokens) and internal services'. A role's calls use its own room only, so two
+service tokens' watch streams can never refuse a runtime's heartbeat or an operator's
+ListJobs, and no token holds more than half of its room, so a second caller of the same role
+always finds some. Calls the auth interceptor refuses end at once and draw on nothing. A call
+over its room's limit is answered RESOURCE_EXHAUSTED (TOO_MANY_STREAMS) and ends; per-connection
+stream limits stay with HTTP/2 (``AIJOB_MAX_CONCURRENT_STREAMS``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
@@ -32,11 +28,15 @@ from shared.error_codes import ErrorCode
 
 __all__ = ["CapacityInterceptor", "Pool", "SharedPool"]
 
-RUNTIME_SERVICE = "aijob.v1.RuntimeService"
-#: The part of the authenticated pool only runtimes may use.
-RUNTIME_RESERVE = 0.25
+#: The authenticated pool's rooms, as shares of it: one for runtimes, one for operators (admin
+#: and viewer tokens), the rest for internal services. No role's calls take another's room.
+RUNTIME_SHARE = 0.3
+OPERATOR_SHARE = 0.1
 #: The most of its role's room one token may hold.
 TOKEN_SHARE = 0.5
+#: Which room each role's calls are counted in.
+ROOM_OF_ROLE = {"runtime": "runtimes", "admin": "operators", "viewer": "operators"}
+SERVICES_ROOM = "services"
 
 
 class Pool:
@@ -69,51 +69,51 @@ class Pool:
 
 
 class SharedPool(Pool):
-    """The authenticated pool: a reserve for runtimes, and a cap per token."""
+    """The authenticated pool: a room for each kind of caller, and a cap per token."""
 
     def __init__(self, name: str, limit: int) -> None:
         super().__init__(name, limit)
-        self.reserve = int(limit * RUNTIME_RESERVE)
-        self._others = 0
+        runtimes = int(limit * RUNTIME_SHARE)
+        operators = max(1, int(limit * OPERATOR_SHARE))
+        self.rooms = {
+            "runtimes": Pool("runtime", runtimes),
+            "operators": Pool("operator", operators),
+            SERVICES_ROOM: Pool("service", max(1, limit - runtimes - operators)),
+        }
         self._by_token: Counter[str] = Counter()
 
-    def token_cap(self, runtime: bool) -> int:
-        room = self.limit if runtime else self.limit - self.reserve
-        return max(1, int(room * TOKEN_SHARE))
+    def token_cap(self, room: str) -> int:
+        return max(1, int(self.rooms[room].limit * TOKEN_SHARE))
 
-    def take_for(self, token: str, *, runtime: bool) -> None:
-        if not runtime and self._others >= self.limit - self.reserve:
+    def take_for(self, token: str, room: str) -> None:
+        if self._by_token[token] >= self.token_cap(room):
             raise LimitExceededError(
                 ErrorCode.TOO_MANY_STREAMS,
-                "this scheduler keeps its remaining calls for runtimes; retry later",
+                f"this token holds its share of {self.token_cap(room)} calls; retry later",
             )
-        if self._by_token[token] >= self.token_cap(runtime):
-            raise LimitExceededError(
-                ErrorCode.TOO_MANY_STREAMS,
-                f"this token holds its share of {self.token_cap(runtime)} calls; retry later",
-            )
-        self.take()
+        self.rooms[room].take()
         self._by_token[token] += 1
-        self._others += 0 if runtime else 1
+        self.in_use += 1
 
-    def give_back_for(self, token: str, *, runtime: bool) -> None:
-        self.give_back()
+    def give_back_for(self, token: str, room: str) -> None:
+        self.rooms[room].give_back()
+        self.in_use -= 1
         self._by_token[token] -= 1
         if self._by_token[token] <= 0:
             del self._by_token[token]
-        self._others -= 0 if runtime else 1
 
     @contextlib.asynccontextmanager
-    async def held_by_caller(self, _context: Any, *, runtime: bool) -> AsyncIterator[None]:
-        """One slot for the life of a call, counted against the caller's token (bound by the
-        auth interceptor before this runs)."""
+    async def held_by_caller(self, _context: Any) -> AsyncIterator[None]:
+        """One slot for the life of a call, in its caller's room and counted against its token
+        (bound by the auth interceptor before this runs)."""
         caller = identity.current()
         token = "" if caller is None else caller.token_key
-        self.take_for(token, runtime=runtime)
+        room = SERVICES_ROOM if caller is None else ROOM_OF_ROLE.get(caller.role, SERVICES_ROOM)
+        self.take_for(token, room)
         try:
             yield
         finally:
-            self.give_back_for(token, runtime=runtime)
+            self.give_back_for(token, room)
 
 
 class CapacityInterceptor(ServerInterceptor):
@@ -134,7 +134,4 @@ class CapacityInterceptor(ServerInterceptor):
         service = method.split("/")[1] if method.count("/") >= 2 else ""
         if service in OPEN_SERVICES:
             return rebuild(handler, scope=self.anonymous.held)
-        scope = functools.partial(
-            self.authenticated.held_by_caller, runtime=service == RUNTIME_SERVICE
-        )
-        return rebuild(handler, scope=scope)
+        return rebuild(handler, scope=self.authenticated.held_by_caller)

@@ -1,7 +1,8 @@
-"""Per-token fairness in the authenticated pool (issue 33, finding 5): two service tokens'
-WatchJob streams, each under its own cap, filled the authenticated pool and runtimes' Poll and
-Heartbeat were refused TOO_MANY_STREAMS. Now runtimes keep a quarter of the pool and no token
-holds more than half of its role's room. Real MariaDB, real gRPC."""
+"""Rooms in the authenticated pool: two service tokens' WatchJob streams, each under its own cap,
+filled the pool, and runtimes' Poll and Heartbeat, then operators' ListJobs and GetQueueStats,
+were refused TOO_MANY_STREAMS. Now runtimes, operators and services each have a room of the pool
+that no other role takes, and no token holds more than half of its role's room. Real MariaDB,
+real gRPC."""
 
 from __future__ import annotations
 
@@ -12,14 +13,16 @@ import grpc
 import pytest
 
 from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
-from devtools.harness.tokens import SERVICE_TOKEN
+from devtools.harness.tokens import ADMIN_TOKEN, SERVICE_TOKEN, bearer
+from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
+from shared.gen.aijob.v1 import admin_service_pb2_grpc
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.status_details import error_reason
 from tests.support.schedulers import SchedulerFactory
 
 pytestmark = pytest.mark.mysql
 
-LIMIT = 20  # a reserve of 5 for runtimes; 15 for the rest, at most 7 per token
+LIMIT = 20  # rooms of 6 for runtimes, 2 for operators, 12 for services (at most 6 per token)
 OTHER_TOKEN = "second-service-token"
 
 
@@ -51,9 +54,18 @@ async def test_two_service_tokens_cannot_fill_the_pool_and_runtimes_keep_room(
     watched = (await first.create()).job_id
     held: list[Any] = []
     try:
-        assert await _watch_until_refused(first, watched, held) == 7
-        # The second token still finds its share, then the non-runtime room is full.
-        assert await _watch_until_refused(second, watched, held) == 7
+        assert await _watch_until_refused(first, watched, held) == 6
+        # The second token still finds its share, then the services' room is full.
+        assert await _watch_until_refused(second, watched, held) == 6
+        # Operators keep theirs: the admin's ListJobs and GetQueueStats answer.
+        admin = admin_service_pb2_grpc.AdminServiceStub(scheduler.channel)
+        listed = await admin.ListJobs(
+            admin_pb.AdminListJobsRequest(), metadata=bearer(ADMIN_TOKEN), timeout=30
+        )
+        assert watched in [job.job_id for job in listed.jobs]
+        await admin.GetQueueStats(
+            admin_pb.GetQueueStatsRequest(), metadata=bearer(ADMIN_TOKEN), timeout=30
+        )
         runtime = ClientRuntime(scheduler.channel, "rt-room", slots=1)
         await runtime.connect()
         try:
