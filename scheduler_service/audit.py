@@ -1,6 +1,7 @@
-"""The audit log (issue 32): each admin action recorded in its own transaction once it is
-answered — who by (the token's name and role), what (the method and the request it named), when
-(the database's clock) and the outcome — and read newest first, a page at a time."""
+"""The audit log: each admin action recorded in its own transaction once it is answered — who by
+(the token's name and role), what (the method and the request it named), when (the database's
+clock), the outcome and what it did (its response, or why it was refused) — and read newest
+first, a page at a time."""
 
 from __future__ import annotations
 
@@ -14,11 +15,24 @@ from scheduler_service.db.audit_models import AiAuditEntry
 from scheduler_service.db.clock import db_now
 from scheduler_service.uow import SqlTransaction, SqlUnitOfWork
 
-__all__ = ["MAX_TARGET_CHARS", "AuditEntry", "AuditLog"]
+__all__ = ["MAX_TARGET_CHARS", "AuditEntry", "AuditLog", "AuditRecord"]
 
 _audit = cast(Table, AiAuditEntry.__table__)
 #: Most of a request the log keeps (a bulk request names many jobs).
 MAX_TARGET_CHARS = 16_000
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """One action as it is recorded."""
+
+    actor: str
+    role: str
+    action: str
+    target: str
+    outcome: str
+    #: What the action did (its response, as JSON), or why it was refused.
+    detail: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,20 +44,23 @@ class AuditEntry:
     action: str
     target: str
     outcome: str
+    #: What the action did (its response, as JSON), or why it was refused.
+    detail: str
 
 
 class AuditLog:
     def __init__(self, uow: SqlUnitOfWork) -> None:
         self._uow = uow
 
-    async def record(self, actor: str, role: str, action: str, target: str, outcome: str) -> None:
+    async def record(self, record: AuditRecord) -> None:
         row = {
             "occurredAt": db_now(),
-            "actor": actor[:128],
-            "role": role[:16],
-            "action": action[:64],
-            "target": target[:MAX_TARGET_CHARS],
-            "outcome": outcome[:32],
+            "actor": record.actor[:128],
+            "role": record.role[:16],
+            "action": record.action[:64],
+            "target": record.target[:MAX_TARGET_CHARS],
+            "outcome": record.outcome[:32],
+            "detail": record.detail[:MAX_TARGET_CHARS],
         }
 
         async def write(tx: SqlTransaction) -> None:
@@ -60,7 +77,16 @@ class AuditLog:
         async def read(tx: SqlTransaction) -> list[AuditEntry]:
             rows = await tx.conn.execute(query)
             return [
-                AuditEntry(r.id, r.occurredAt, r.actor, r.role, r.action, r.target, r.outcome)
+                AuditEntry(
+                    r.id,
+                    r.occurredAt,
+                    r.actor,
+                    r.role,
+                    r.action,
+                    r.target,
+                    r.outcome,
+                    r.detail or "",
+                )
                 for r in rows
             ]
 

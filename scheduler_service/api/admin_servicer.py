@@ -286,6 +286,7 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
                     action=e.action,
                     target_json=e.target,
                     outcome=e.outcome,
+                    detail=e.detail,
                 )
                 for e in shown
             ],

@@ -1,50 +1,47 @@
-"""Every admin action into the audit log (issue 32), whichever client called: the console, the
-CLI or grpcurl. One interceptor around the AdminService methods that change something; the
-methods a viewer may call (reads) are not recorded. A call the authentication refused never runs,
-so it is not an action (the refusal is counted and logged by the auth interceptor)."""
+"""Every admin action into the audit log, whichever client called: the console, the CLI or
+grpcurl. One interceptor around the AdminService methods that change something; the methods a
+viewer may call (reads) are not recorded.
+
+An action, once accepted, runs to its end on the server and is recorded with what it did (the
+response's counts): a client that cancels or whose deadline passes loses only the answer, never
+half of a bulk action and never its entry. A known token refused an action by the authentication
+(a viewer's, a service's) is recorded too, with the refusal, by :meth:`AuditInterceptor.refused`;
+an unknown token names nobody, and is counted and logged by the auth interceptor instead.
+"""
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import logging
-from collections.abc import AsyncIterator
-from contextvars import ContextVar
 from typing import Any
 
 import grpc
-from google.protobuf import json_format
-from google.protobuf.message import Message
 
 from scheduler_service import identity
-from scheduler_service.api.auth import VIEWER_METHODS
+from scheduler_service.api.auth import ADMIN_SERVICE, VIEWER_METHODS
 from scheduler_service.api.handlers import (
     Continuation,
     Handler,
-    Scope,
     ServerInterceptor,
+    message_json,
     rebuild,
 )
-from scheduler_service.audit import AuditLog
+from scheduler_service.audit import AuditLog, AuditRecord
 from scheduler_service.errors import SchedulerError
 
 __all__ = ["AuditInterceptor"]
 
 log = logging.getLogger(__name__)
 
-ADMIN_SERVICE = "aijob.v1.AdminService"
-#: The request of the call being answered, as the audit log keeps it.
-_TARGET: ContextVar[str] = ContextVar("aijob_audit_target", default="{}")
-
-
-def _remember(request: Any) -> Any:
-    if isinstance(request, Message):
-        _TARGET.set(json_format.MessageToJson(request, indent=None, sort_keys=True))
-    return request
+#: Most of a response the log keeps as what the action did.
+MAX_DETAIL_CHARS = 2_000
 
 
 class AuditInterceptor(ServerInterceptor):
     def __init__(self, audit: AuditLog) -> None:
         self._audit = audit
+        #: Actions still running after their client went away.
+        self._running: set[asyncio.Task[Any]] = set()
 
     async def intercept_service(
         self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
@@ -53,33 +50,51 @@ class AuditInterceptor(ServerInterceptor):
         service, _, action = handler_call_details.method.strip("/").partition("/")
         if handler is None or service != ADMIN_SERVICE or action in VIEWER_METHODS:
             return handler  # type: ignore[return-value]
-        return rebuild(handler, scope=self._recorded(action), prepare=_remember)
+        if handler.request_streaming or handler.response_streaming:
+            return handler
+        behaviour = handler.unary_unary
+        assert behaviour is not None
 
-    def _recorded(self, action: str) -> Scope:
-        @contextlib.asynccontextmanager
-        async def scope(_context: Any) -> AsyncIterator[None]:
-            outcome = "OK"
-            try:
-                yield
-            except SchedulerError as exc:
-                outcome = exc.status
-                raise
-            except BaseException:
-                outcome = "INTERNAL"
-                raise
-            finally:
-                await self._record(action, outcome)
+        async def run_to_the_end(request: Any, context: Any) -> Any:
+            task = asyncio.get_running_loop().create_task(
+                self._act(behaviour, request, context, action)
+            )
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+            return await asyncio.shield(task)
 
-        return scope
+        return rebuild(handler, replace_with=run_to_the_end)
 
-    async def _record(self, action: str, outcome: str) -> None:
-        caller = identity.current()
-        actor = caller.name if caller is not None else ""
-        role = caller.role if caller is not None else ""
+    async def _act(self, behaviour: Any, request: Any, context: Any, action: str) -> Any:
+        outcome, detail = "OK", ""
         try:
-            await self._audit.record(actor, role, action, _TARGET.get(), outcome)
+            response = await behaviour(request, context)
+            detail = message_json(response)[:MAX_DETAIL_CHARS]
+            return response
+        except SchedulerError as exc:
+            outcome, detail = exc.status, exc.message
+            raise
+        except BaseException:
+            outcome = "INTERNAL"
+            raise
+        finally:
+            caller = identity.current()
+            actor = caller.name if caller is not None else ""
+            role = caller.role if caller is not None else ""
+            await self._record(
+                AuditRecord(actor, role, action, message_json(request), outcome, detail)
+            )
+
+    async def refused(self, record: AuditRecord) -> None:
+        """Record an action the authentication refused a known token."""
+        if record.action not in VIEWER_METHODS:
+            await self._record(record)
+
+    async def _record(self, record: AuditRecord) -> None:
+        try:
+            await self._audit.record(record)
         except Exception:  # the action stands; the log line keeps what the table could not
             log.exception(
                 "audit entry not written",
-                extra={"action": "audit_error", "audited": action, "actor": actor},
+                extra={"action": "audit_error", "audited": record.action, "actor": record.actor},
             )

@@ -19,7 +19,7 @@ import hashlib
 import hmac
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -27,8 +27,9 @@ from typing import Any
 import grpc
 
 from scheduler_service import identity, metrics
-from scheduler_service.api.handlers import rebuild
+from scheduler_service.api.handlers import message_json, rebuild
 from scheduler_service.api.status import Continuation, Handler, ServerInterceptor, abort_with
+from scheduler_service.audit import AuditRecord
 from scheduler_service.log_throttle import LogThrottle
 from shared.config import named_token
 from shared.error_codes import ErrorCode
@@ -36,6 +37,11 @@ from shared.error_codes import ErrorCode
 __all__ = ["AuthInterceptor", "Caller", "RefusalLog", "Role", "TokenSet"]
 
 log = logging.getLogger(__name__)
+
+
+ADMIN_SERVICE = "aijob.v1.AdminService"
+#: Records an action the authentication refused a known token.
+RefusedActions = Callable[[AuditRecord], Awaitable[None]]
 
 
 class Role(StrEnum):
@@ -159,9 +165,11 @@ class AuthInterceptor(ServerInterceptor):
         reflection: bool = True,
         refusals: RefusalLog | None = None,
         owners: identity.InstanceOwners | None = None,
+        audit: RefusedActions | None = None,
     ) -> None:
         self._tokens = tokens
         self._owners = owners
+        self._audit = audit
         self._refusals = refusals or RefusalLog()
         self._open = (
             OPEN_SERVICES
@@ -187,13 +195,39 @@ class AuthInterceptor(ServerInterceptor):
         if refusal is not None:
             code, reason, message = refusal
             self._refusals.refused(code.name, method)
-            return _refusing(handler, code, reason, message)
+            refused = _refusing(handler, code, reason, message)
+            if caller is not None and self._audit is not None and service == ADMIN_SERVICE:
+                action = method.rsplit("/", 1)[-1]
+                return _recorded_refusal(self._audit, refused, caller, action, (code, message))
+            return refused
         if caller is None:
             return handler
         bound = identity.BoundCaller(
             caller.token_key, caller.instance_prefix, self._owners, caller.name, caller.role.value
         )
         return _bound(handler, bound)
+
+
+def _recorded_refusal(
+    audit: RefusedActions,
+    refused: Handler,
+    caller: Caller,
+    action: str,
+    outcome: tuple[grpc.StatusCode, str],
+) -> Handler:
+    """``refused``, recorded in the audit log before it answers (a known token: it has a name)."""
+
+    refuse = refused.unary_unary
+    if refuse is None:  # every admin action is unary; a stream is refused unrecorded
+        return refused
+
+    async def record_then_refuse(request: Any, context: Any) -> Any:
+        code, message = outcome
+        target = message_json(request)
+        await audit(AuditRecord(caller.name, caller.role.value, action, target, code.name, message))
+        return await refuse(request, context)
+
+    return rebuild(refused, replace_with=record_then_refuse)
 
 
 def _refusal(

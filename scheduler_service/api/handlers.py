@@ -15,12 +15,15 @@ from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
+from google.protobuf import json_format
+from google.protobuf.message import Message
 
 __all__ = [
     "Continuation",
     "Handler",
     "Scope",
     "ServerInterceptor",
+    "message_json",
     "rebuild",
 ]
 
@@ -34,6 +37,13 @@ Continuation: TypeAlias = "Callable[[grpc.HandlerCallDetails], Awaitable[Handler
 #: What runs around one call: entered before the behaviour, left when it ends (a stream: when it
 #: is over); it sees the call's context and any exception the behaviour raised.
 Scope = Callable[[Any], AbstractAsyncContextManager[None]]
+
+
+def message_json(message: Any) -> str:
+    """A request or response as one line of JSON (``{}`` for anything that is not a message)."""
+    if isinstance(message, Message):
+        return json_format.MessageToJson(message, indent=None, sort_keys=True)
+    return "{}"
 
 
 def _behaviour_of(handler: Handler) -> Callable[..., Any]:

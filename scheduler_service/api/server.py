@@ -51,17 +51,21 @@ def build_server(
     settings: SchedulerSettings, app: SchedulerApp
 ) -> tuple[grpc.aio.Server, health_aio.HealthServicer, int]:
     """A server bound to ``settings.listen`` with every service added; returns the bound port."""
+    audit = AuditInterceptor(AuditLog(app.uow))
     server = grpc.aio.server(
         interceptors=[
             StatusInterceptor(),
             AuthInterceptor(
-                load_tokens(settings), reflection=settings.reflection, owners=app.owners
+                load_tokens(settings),
+                reflection=settings.reflection,
+                owners=app.owners,
+                audit=audit.refused,
             ),
             CapacityInterceptor(
                 authenticated=settings.streams.max_concurrent_rpcs,
                 anonymous=settings.streams.max_anonymous_rpcs,
             ),
-            AuditInterceptor(AuditLog(app.uow)),
+            audit,
         ],
         options=_server_options(settings),
     )

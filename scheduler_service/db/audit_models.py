@@ -1,4 +1,4 @@
-"""The audit log's table (issue 32): every admin action, who by, on what, and its outcome."""
+"""The audit log's table: every admin action, who by, on what, its outcome and what it did."""
 
 from __future__ import annotations
 
@@ -29,3 +29,6 @@ class AiAuditEntry(Base):
     target: Mapped[str] = mapped_column(Text)
     #: ``OK``, or the gRPC status it was answered with.
     outcome: Mapped[str] = mapped_column(String(32))
+    #: What the action did (its response, as JSON: a bulk action's counts), or why it was
+    #: refused.
+    detail: Mapped[str | None] = mapped_column(Text)

@@ -1,6 +1,7 @@
-"""Roles and the audit log (issue 32): tokens may be named (``name=token``), a viewer token reads
-every admin view and changes nothing, and every admin action — whichever client sent it — is in
-the audit log with who did it, what it named and the outcome (``ListAuditEntries``)."""
+"""Roles and the audit log: tokens may be named (``name=token``), a viewer token reads every admin
+view and changes nothing, and every admin action — whichever client sent it, refused or not — is
+in the audit log with who did it, what it named, the outcome and what it did
+(``ListAuditEntries``). A bulk action, once accepted, runs to its end whatever its client does."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from google.protobuf import message_factory
 
 from devtools.harness.runtime_client import ClientRuntime, JobClient
 from devtools.harness.tokens import ADMIN_TOKEN, bearer
+from devtools.harness.waiting import eventually
 from scheduler_service.api.auth import VIEWER_METHODS
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.status_details import error_reason
+from tests.support.db_checks import JOBS, count
 from tests.support.schedulers import RunningScheduler, SchedulerFactory
 
 pytestmark = pytest.mark.mysql
@@ -54,11 +57,16 @@ async def test_a_viewer_reads_every_admin_view_and_changes_nothing(
             assert code is not grpc.StatusCode.PERMISSION_DENIED, method.name
         else:
             assert code is grpc.StatusCode.PERMISSION_DENIED, method.name
-    # Its refusals changed nothing, so nothing was recorded.
+    # Its refusals changed nothing, and each is recorded with its name and the refusal.
     entries = await admin_grpc.AdminServiceStub(scheduler.channel).ListAuditEntries(
-        admin_pb.ListAuditEntriesRequest(), metadata=bearer(BOB)
+        admin_pb.ListAuditEntriesRequest(page_size=500), metadata=bearer(BOB)
     )
-    assert list(entries.entries) == []
+    actions = {m.name for m in ADMIN_METHODS} - VIEWER_METHODS
+    assert sorted(e.action for e in entries.entries) == sorted(actions)
+    assert {(e.actor, e.role, e.outcome) for e in entries.entries} == {
+        ("bob", "viewer", "PERMISSION_DENIED")
+    }
+    assert all("a viewer token reads the admin views" in e.detail for e in entries.entries)
 
 
 async def test_every_admin_action_is_in_the_audit_log(scheduler: RunningScheduler) -> None:
@@ -96,6 +104,8 @@ async def test_every_admin_action_is_in_the_audit_log(scheduler: RunningSchedule
     assert all(e.role == "admin" for e in entries)
     assert json.loads(entries[1].target_json) == {"jobId": "no-such-job"}
     assert json.loads(entries[2].target_json)["limit"]["maxConcurrency"] == 3
+    assert json.loads(entries[3].detail) == {}  # nothing of u-gone's to cancel
+    assert "no-such-job" in entries[1].detail
     ids = [int(e.entry_id) for e in entries]
     assert ids == sorted(ids, reverse=True)
 
@@ -140,3 +150,39 @@ async def test_the_consoles_views_a_cancel_by_an_operator_and_what_a_viewer_is_n
     entries = await admin.ListAuditEntries(admin_pb.ListAuditEntriesRequest(), metadata=bearer(BOB))
     assert [(e.actor, e.action) for e in entries.entries] == [("ops-alice", "CancelJob")]
     await runtime.close()
+
+
+async def test_a_bulk_cancel_runs_to_its_end_after_its_client_goes_away(
+    scheduler: RunningScheduler,
+) -> None:
+    jobs = JobClient(scheduler.channel, "user-leaving")
+    total = 100  # the per-user cap of active jobs
+    for _ in range(total):
+        await jobs.create()
+    admin = admin_grpc.AdminServiceStub(scheduler.channel)
+    call = admin.CancelUserJobs(
+        admin_pb.CancelUserJobsRequest(user_id="user-leaving"), metadata=bearer(ALICE)
+    )
+    engine = scheduler.app.engine
+
+    async def cancelled() -> int:
+        return await count(engine, JOBS, userId="user-leaving", lifecycleStatus="cancelled")
+
+    async def started() -> bool:
+        return await cancelled() > 0 or call.done()
+
+    await eventually(started)
+    call.cancel()  # the client goes away mid-action (or just after it ended)
+
+    async def recorded() -> bool:
+        entries = await admin.ListAuditEntries(
+            admin_pb.ListAuditEntriesRequest(), metadata=bearer(BOB)
+        )
+        return any(e.action == "CancelUserJobs" for e in entries.entries)
+
+    await eventually(recorded)
+    assert await cancelled() == total
+    entries = await admin.ListAuditEntries(admin_pb.ListAuditEntriesRequest(), metadata=bearer(BOB))
+    (entry,) = [e for e in entries.entries if e.action == "CancelUserJobs"]
+    assert (entry.actor, entry.outcome) == ("ops-alice", "OK")
+    assert json.loads(entry.detail) == {"cancelled": str(total)}  # int64 in JSON: a string

@@ -362,7 +362,7 @@ class ListAuditEntriesResponse(_message.Message):
     def __init__(self, entries: _Optional[_Iterable[_Union[AuditEntry, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class AuditEntry(_message.Message):
-    __slots__ = ("entry_id", "occurred_at", "actor", "role", "action", "target_json", "outcome")
+    __slots__ = ("entry_id", "occurred_at", "actor", "role", "action", "target_json", "outcome", "detail")
     ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
     ACTOR_FIELD_NUMBER: _ClassVar[int]
@@ -370,6 +370,7 @@ class AuditEntry(_message.Message):
     ACTION_FIELD_NUMBER: _ClassVar[int]
     TARGET_JSON_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
     entry_id: str
     occurred_at: _timestamp_pb2.Timestamp
     actor: str
@@ -377,4 +378,5 @@ class AuditEntry(_message.Message):
     action: str
     target_json: str
     outcome: str
-    def __init__(self, entry_id: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., actor: _Optional[str] = ..., role: _Optional[str] = ..., action: _Optional[str] = ..., target_json: _Optional[str] = ..., outcome: _Optional[str] = ...) -> None: ...
+    detail: str
+    def __init__(self, entry_id: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., actor: _Optional[str] = ..., role: _Optional[str] = ..., action: _Optional[str] = ..., target_json: _Optional[str] = ..., outcome: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
