@@ -639,10 +639,9 @@ async def _run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "console":
-        from aijob.console.server import serve  # the web server only for this command
+        from aijob.console.server import main as console  # the web server only for this
 
-        asyncio.run(serve())
-        return 0
+        return console()
     try:
         return asyncio.run(_run(args))
     except MissingTokenError as error:

@@ -35,6 +35,15 @@ class ClientSettings(BaseSettings):
     tls_ca: str = ""
     #: Where ``aijob console`` serves the operators' console.
     console_listen: str = "127.0.0.1:8088"
+    #: The console's own TLS certificate and key (PEM files): it then serves HTTPS.
+    console_tls_cert: str = ""
+    console_tls_key: str = ""
+    #: A proxy in front of the console terminates TLS and says so (X-Forwarded-Proto,
+    #: X-Forwarded-For): its word is taken for the cookie's Secure flag and the sign-in limit.
+    console_trust_proxy: bool = False
+    #: Serve plain HTTP on an address other than loopback anyway (the session cookie then
+    #: crosses the network in clear).
+    console_allow_plain_http: bool = False
 
     @field_validator("service_tokens", "admin_tokens", mode="before")
     @classmethod

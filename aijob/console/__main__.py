@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
+import sys
 
-from aijob.console.server import serve
+from aijob.console.server import main
 
 if __name__ == "__main__":
-    asyncio.run(serve())
+    sys.exit(main())

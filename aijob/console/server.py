@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import ipaddress
 import logging
 import signal
+import ssl
+import sys
 from collections import OrderedDict
 from importlib import resources
 
@@ -22,7 +25,7 @@ from aijob.console.render import Renderer
 from aijob.console.session import Guard, security_headers
 from aijob.console.views import Views
 
-__all__ = ["make_app", "serve"]
+__all__ = ["ConsoleSetupError", "main", "make_app", "serve", "tls_context"]
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +59,13 @@ class Clients:
         self._clients.clear()
 
 
+class ConsoleSetupError(RuntimeError):
+    """The console's settings would serve it unsafely; the message says what to set."""
+
+
 def make_app(settings: ClientSettings | None = None) -> web.Application:
     settings = settings or ClientSettings()
-    guard = Guard()
+    guard = Guard(trust_proxy=settings.console_trust_proxy)
     clients = Clients(settings)
     app = web.Application(middlewares=[security_headers, guard.middleware])
     app.add_routes(Views(clients, Renderer(), guard).routes())
@@ -72,15 +79,61 @@ def make_app(settings: ClientSettings | None = None) -> web.Application:
     return app
 
 
+def tls_context(settings: ClientSettings) -> ssl.SSLContext | None:
+    """The console's TLS, or None for plain HTTP; refuses plain HTTP on an address other than
+    loopback unless a TLS proxy is in front or it is asked for explicitly."""
+    if settings.console_tls_cert or settings.console_tls_key:
+        if not (settings.console_tls_cert and settings.console_tls_key):
+            raise ConsoleSetupError("set both AIJOB_CONSOLE_TLS_CERT and AIJOB_CONSOLE_TLS_KEY")
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(settings.console_tls_cert, settings.console_tls_key)
+        return context
+    host = settings.console_listen.rpartition(":")[0].strip("[]") or "127.0.0.1"
+    if _loopback(host) or settings.console_trust_proxy:
+        return None
+    if not settings.console_allow_plain_http:
+        raise ConsoleSetupError(
+            f"the console would serve plain HTTP on {host}, so its session cookie would cross"
+            " the network in clear: set AIJOB_CONSOLE_TLS_CERT and AIJOB_CONSOLE_TLS_KEY, or"
+            " AIJOB_CONSOLE_TRUST_PROXY=1 behind a TLS proxy, or AIJOB_CONSOLE_ALLOW_PLAIN_HTTP=1"
+        )
+    log.warning(
+        "the console serves plain HTTP on an address other than loopback",
+        extra={"action": "console_plain_http", "listen": settings.console_listen},
+    )
+    return None
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def main() -> int:
+    """``aijob console``: serve, or say in one line why not."""
+    try:
+        asyncio.run(serve())
+    except ConsoleSetupError as error:
+        print(f"aijob console: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
 async def serve(settings: ClientSettings | None = None) -> None:
     """Serve until SIGINT or SIGTERM."""
     settings = settings or ClientSettings()
+    context = tls_context(settings)
     host, _, port = settings.console_listen.rpartition(":")
     runner = web.AppRunner(make_app(settings), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host or "127.0.0.1", int(port))
+    site = web.TCPSite(runner, host.strip("[]") or "127.0.0.1", int(port), ssl_context=context)
     await site.start()
-    print(f"console at http://{settings.console_listen}/", flush=True)
+    scheme = "http" if context is None else "https"
+    print(f"console at {scheme}://{settings.console_listen}/", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -14,9 +14,9 @@ from typing import Any
 from aiohttp import web
 from google.protobuf import timestamp_pb2
 
-from aijob.client import AdminClient, AijobError, UnauthenticatedError
+from aijob.client import AdminClient, AijobError, PermissionDeniedError, UnauthenticatedError
 from aijob.console.render import Renderer
-from aijob.console.session import TOKEN, Guard
+from aijob.console.session import TOKEN, Guard, SignInLimit
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import types_pb2
 
@@ -38,10 +38,17 @@ Client = Callable[[str], AdminClient]
 
 
 class Views:
-    def __init__(self, client: Client, renderer: Renderer, guard: Guard) -> None:
+    def __init__(
+        self,
+        client: Client,
+        renderer: Renderer,
+        guard: Guard,
+        sign_ins: SignInLimit | None = None,
+    ) -> None:
         self._client = client
         self._render = renderer
         self._guard = guard
+        self._sign_ins = sign_ins or SignInLimit()
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -67,22 +74,27 @@ class Views:
         return self._render.page(request, "login.html", error="")
 
     async def login(self, request: web.Request) -> web.StreamResponse:
+        if not self._sign_ins.allow(self._guard.client_of(request)):
+            message = "Too many sign-in attempts from here; wait a minute and try again."
+            return self._render.page(request, "login.html", error=message, status=429)
         token = str((await request.post()).get("token", "")).strip()
         try:
             await self._client(token).stats()
-        except AijobError as error:
+        except (UnauthenticatedError, PermissionDeniedError):
+            # One answer for every token refused: whether it is another role's says too much.
             message = "That token is not an admin or viewer token." if token else "Enter a token."
-            if not isinstance(error, UnauthenticatedError) and token:
-                message = f"Refused: {error.reason or error.code.name}"
             return self._render.page(request, "login.html", error=message, status=403)
+        except AijobError as error:
+            message = f"The scheduler did not answer: {error.code.name}"
+            return self._render.page(request, "login.html", error=message, status=503)
         response = web.HTTPSeeOther("/")
-        self._guard.signed_in(response, token, secure=request.secure)
-        return response
+        self._guard.signed_in(request, response, token)
+        raise response
 
     async def logout(self, request: web.Request) -> web.StreamResponse:
         response = web.HTTPSeeOther("/login")
-        self._guard.signed_out(response)
-        return response
+        self._guard.signed_out(request, response)
+        raise response
 
     # -- pages --------------------------------------------------------------------------------
 

@@ -12,10 +12,13 @@ an unknown token names nobody, and is counted and logged by the auth interceptor
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Any
 
 import grpc
+from google.protobuf import json_format
+from google.protobuf.message import Message
 
 from scheduler_service import identity
 from scheduler_service.api.auth import ADMIN_SERVICE, VIEWER_METHODS
@@ -35,6 +38,28 @@ log = logging.getLogger(__name__)
 
 #: Most of a response the log keeps as what the action did.
 MAX_DETAIL_CHARS = 2_000
+
+
+def what_it_did(response: Any) -> str:
+    """An action's response as the audit log keeps it: its counts, ids and outcome (of it and of
+    the messages it holds, such as the job it changed), as JSON."""
+    if not isinstance(response, Message):
+        return ""
+    kept: dict[str, Any] = {}
+    pending = [json_format.MessageToDict(response)]
+    while pending:
+        for key, value in pending.pop().items():
+            if isinstance(value, dict):
+                pending.append(value)
+            elif _telling(key, value):
+                kept.setdefault(key, value)
+    return json.dumps(kept, sort_keys=True)[:MAX_DETAIL_CHARS]
+
+
+def _telling(key: str, value: Any) -> bool:
+    if key.endswith("Id") or key in {"outcome", "lifecycleStatus"}:
+        return True
+    return isinstance(value, int) or (isinstance(value, str) and value.isdigit())
 
 
 class AuditInterceptor(ServerInterceptor):
@@ -69,7 +94,7 @@ class AuditInterceptor(ServerInterceptor):
         outcome, detail = "OK", ""
         try:
             response = await behaviour(request, context)
-            detail = message_json(response)[:MAX_DETAIL_CHARS]
+            detail = what_it_did(response)
             return response
         except SchedulerError as exc:
             outcome, detail = exc.status, exc.message

@@ -271,8 +271,30 @@ def _post(url: str, data: dict[str, str], headers: dict[str, str]) -> int:
         return int(error.code)
 
 
+def _session_cookie(stack: Stack, role: str) -> str:
+    """Sign in as a browser does (a form POST) and return the session's cookie."""
+    request = urllib.request.Request(
+        f"{stack.console}/login",
+        data=urllib.parse.urlencode({"token": _token(stack, role)}).encode(),
+        method="POST",
+    )
+
+    class Stay(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any) -> None:
+            return None
+
+    try:
+        urllib.request.build_opener(Stay).open(request, timeout=30)
+    except urllib.error.HTTPError as answer:
+        assert answer.code == 303
+        set_cookie = answer.headers["Set-Cookie"]
+    else:
+        raise AssertionError("sign-in did not answer with a redirect")
+    return str(set_cookie.split(";", 1)[0])
+
+
 def test_a_form_without_the_cookie_or_from_another_site_is_refused(stack: Stack) -> None:
-    cookie = f"aijob_console={_token(stack, 'admin')}"
+    cookie = _session_cookie(stack, "admin")
     confirm = urllib.request.Request(f"{stack.console}/confirm/redrive", headers={"Cookie": cookie})
     with urllib.request.urlopen(confirm, timeout=30) as answer:
         page = answer.read().decode()
@@ -285,3 +307,20 @@ def test_a_form_without_the_cookie_or_from_another_site_is_refused(stack: Stack)
     forged = {"Cookie": cookie, "Origin": "http://evil.example"}
     assert _post(url, {"csrf": csrf}, forged) == 403  # from another site
     assert _post(url, {"csrf": csrf}, {"Cookie": cookie}) == 200  # the console's own form
+
+
+def test_a_session_cookie_is_not_the_token_and_dies_with_sign_out(
+    stack: Stack, browser: Any
+) -> None:
+    driver = browser
+    token = _token(stack, "admin")
+    _sign_in(driver, stack, token)
+    (cookie,) = [c for c in driver.get_cookies() if c["name"] == "aijob_console"]
+    assert token not in cookie["value"] and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    driver.get(f"{stack.console}/confirm/redrive")
+    csrf = driver.find_element(By.NAME, "csrf").get_attribute("value")
+    driver.find_element(By.ID, "sign-out").click()
+    _until(driver, lambda d: d.current_url.endswith("/login"))
+    # The value the browser held, replayed after sign-out, acts for nobody.
+    replayed = {"Cookie": f"aijob_console={cookie['value']}"}
+    assert _post(f"{stack.console}/actions/redrive", {"csrf": csrf}, replayed) == 403

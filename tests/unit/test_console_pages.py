@@ -1,7 +1,9 @@
-"""The console's guard and rendering without a browser or a scheduler (the browser test is
-tests/e2e/test_console.py): a page without the session cookie sends to sign-in; a POST without
-it, with a forged form token or from another site is refused before any call; text from the
-scheduler is escaped; a refusal is shown as the scheduler answered it."""
+"""The console's guard, sessions and rendering without a browser or a scheduler (the browser test
+is tests/e2e/test_console.py): a page without a live session sends to sign-in; a POST without
+one, with a forged form token or from another site is refused before any call; the cookie holds
+a session id, never the token, and is worthless once signed out or expired; sign-in is limited
+per client and answers every refused token alike; text from the scheduler is escaped; a refusal
+is shown as the scheduler answered it."""
 
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ class StubAdmin:
 
     def __init__(self) -> None:
         self.calls: list[str] = []
+        #: A session signed in with TOKEN.
+        self.session = ""
 
     async def stats(self) -> admin_pb.QueueStats:
         return admin_pb.QueueStats(
@@ -52,6 +56,7 @@ class StubAdmin:
 async def console() -> AsyncIterator[tuple[TestClient[Any, Any], StubAdmin]]:
     admin = StubAdmin()
     guard = Guard(b"s" * 32)
+    admin.session = guard.sessions.start(TOKEN)
     app = web.Application(middlewares=[security_headers, guard.middleware])
     app.add_routes(Views(lambda _token: admin, Renderer(), guard).routes())  # type: ignore[arg-type, return-value]
     client = TestClient(TestServer(app))
@@ -76,7 +81,7 @@ async def test_a_forged_or_cross_site_form_is_refused_and_a_good_one_reaches_the
     console: tuple[TestClient[Any, Any], StubAdmin],
 ) -> None:
     client, admin = console
-    cookies = {COOKIE: TOKEN}
+    cookies = {COOKIE: admin.session}
     confirm = await client.get("/confirm/redrive", cookies=cookies)
     match = re.search(r'name="csrf" value="([0-9a-f]+)"', await confirm.text())
     assert match is not None
@@ -97,8 +102,8 @@ async def test_a_forged_or_cross_site_form_is_refused_and_a_good_one_reaches_the
 async def test_text_from_the_scheduler_is_escaped_and_pages_are_locked_down(
     console: tuple[TestClient[Any, Any], StubAdmin],
 ) -> None:
-    client, _ = console
-    cookies = {COOKIE: TOKEN}
+    client, admin = console
+    cookies = {COOKIE: admin.session}
     job = await client.get("/jobs/j-1", cookies=cookies)
     body = await job.text()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body and "<script>alert" not in body
