@@ -195,11 +195,11 @@ class AuthInterceptor(ServerInterceptor):
         if refusal is not None:
             code, reason, message = refusal
             self._refusals.refused(code.name, method)
-            refused = _refusing(handler, code, reason, message)
             if caller is not None and self._audit is not None and service == ADMIN_SERVICE:
+                refused = _refusing(handler, code, reason, message, read=True)
                 action = method.rsplit("/", 1)[-1]
                 return _recorded_refusal(self._audit, refused, caller, action, (code, message))
-            return refused
+            return _refusing(handler, code, reason, message)
         if caller is None:
             return handler
         bound = identity.BoundCaller(
@@ -284,10 +284,29 @@ def _bound(handler: Handler, caller: identity.BoundCaller) -> Handler:
     return rebuild(handler, scope=bound)
 
 
-def _refusing(handler: Handler, code: grpc.StatusCode, reason: ErrorCode, message: str) -> Handler:
-    """A handler of the same shape as ``handler`` that only refuses the call."""
+def _refusing(
+    handler: Handler,
+    code: grpc.StatusCode,
+    reason: ErrorCode,
+    message: str,
+    *,
+    read: bool = False,
+) -> Handler:
+    """A handler that only refuses the call: of ``handler``'s shape when the request is to be
+    read (an audited refusal names it), else one that takes the request as a stream and never
+    reads it. gRPC receives a unary request whole before any handler runs; a request stream is
+    only read when asked, so an unknown caller's 4 MiB message costs the server no more than the
+    HTTP/2 window it was allowed before the refusal closed the stream."""
 
     async def refuse(_request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         await abort_with(context, code, reason, message)
 
-    return rebuild(handler, replace_with=refuse)
+    if read:
+        return rebuild(handler, replace_with=refuse)
+    kwargs: dict[str, Any] = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    if handler.response_streaming:
+        return grpc.stream_stream_rpc_method_handler(refuse, **kwargs)
+    return grpc.stream_unary_rpc_method_handler(refuse, **kwargs)

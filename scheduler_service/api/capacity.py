@@ -21,6 +21,7 @@ from typing import Any
 import grpc
 
 from scheduler_service import identity
+from scheduler_service.api.anonymous_reads import AnonymousReads
 from scheduler_service.api.auth import OPEN_SERVICES
 from scheduler_service.api.handlers import Continuation, Handler, ServerInterceptor, rebuild
 from scheduler_service.errors import LimitExceededError
@@ -123,6 +124,7 @@ class CapacityInterceptor(ServerInterceptor):
     def __init__(self, *, authenticated: int, anonymous: int) -> None:
         self.authenticated = SharedPool("authenticated", authenticated)
         self.anonymous = Pool("anonymous (health, reflection)", anonymous)
+        self._anonymous_reads = AnonymousReads()
 
     async def intercept_service(
         self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
@@ -133,5 +135,5 @@ class CapacityInterceptor(ServerInterceptor):
         method: str = handler_call_details.method
         service = method.split("/")[1] if method.count("/") >= 2 else ""
         if service in OPEN_SERVICES:
-            return rebuild(handler, scope=self.anonymous.held)
+            return rebuild(self._anonymous_reads.gated(handler), scope=self.anonymous.held)
         return rebuild(handler, scope=self.authenticated.held_by_caller)
