@@ -6,6 +6,7 @@ readings of it identical.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from collections.abc import Sequence
@@ -26,6 +27,17 @@ __all__ = [
 
 #: Where a scheduler on loopback without configured tokens writes its development tokens.
 DEV_TOKENS_FILE = ".aijob/dev-tokens.json"
+
+
+def is_loopback(listen: str) -> bool:
+    """Whether ``listen`` (host:port) is an address only this machine reaches."""
+    host = listen.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def split_commas(value: str) -> list[str]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import ipaddress
 import logging
 import signal
 import ssl
@@ -24,6 +23,7 @@ from aijob.connection import ClientSettings
 from aijob.console.render import Renderer
 from aijob.console.session import Guard, security_headers
 from aijob.console.views import Views
+from shared.config import is_loopback
 
 __all__ = ["ConsoleSetupError", "main", "make_app", "serve", "tls_context"]
 
@@ -89,7 +89,7 @@ def tls_context(settings: ClientSettings) -> ssl.SSLContext | None:
         context.load_cert_chain(settings.console_tls_cert, settings.console_tls_key)
         return context
     host = settings.console_listen.rpartition(":")[0].strip("[]") or "127.0.0.1"
-    if _loopback(host) or settings.console_trust_proxy:
+    if is_loopback(f"{host}:0") or settings.console_trust_proxy:
         return None
     if not settings.console_allow_plain_http:
         raise ConsoleSetupError(
@@ -102,15 +102,6 @@ def tls_context(settings: ClientSettings) -> ssl.SSLContext | None:
         extra={"action": "console_plain_http", "listen": settings.console_listen},
     )
     return None
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def main() -> int:

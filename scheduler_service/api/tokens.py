@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import os
@@ -15,17 +14,9 @@ from scheduler_service.settings import SchedulerSettings
 
 __all__ = ["ConfigurationError", "is_loopback", "load_tokens"]
 
+from shared.config import is_loopback
+
 log = logging.getLogger(__name__)
-
-
-def is_loopback(listen: str) -> bool:
-    host = listen.rsplit(":", 1)[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def load_tokens(settings: SchedulerSettings) -> TokenSet:
