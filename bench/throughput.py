@@ -9,9 +9,11 @@
   drained by K runtimes (4 x 32 slots) over real gRPC from one scheduler process, counted when
   each result commits: reported on the Poll stream and acked (``ours``), again with the unary
   SubmitResult (``ours_unary``).
-* **with chunks** — issue 31's partial outputs on: the output's text sent as an OutputChunk report
-  in the result's frame. Measured in adjacent pairs against the same drain without, on one
-  scheduler (``chunk_pairs``): ``chunks_drain_vs_plain`` is the median of the pairs' ratios.
+* **with chunks** — partial outputs on: the output's text sent as an OutputChunk report in the
+  result's frame. Only types that stream their answer store chunks, so both sides of these pairs
+  drain ``quiz_generation`` jobs (one question each, projected). Measured in adjacent pairs
+  against the same drain without, on one scheduler (``chunk_pairs``): ``chunks_drain_vs_plain``
+  is the median of the pairs' ratios.
 
     python -m bench.throughput          # AIJOB_BENCH_JOBS (default 5000)
 """
@@ -41,6 +43,25 @@ JOBS = size("JOBS", 5000, 200)
 #: Adjacent pairs of drains, with and without output chunks.
 PAIRS = size("CHUNK_PAIRS", 3, 1)
 RUNTIMES, SLOTS, CONNECTIONS = 4, 32, 20
+#: The chunk pairs' job type (it streams its answer), a snapshot it takes and an answer it accepts.
+STREAMING_TYPE = "quiz_generation"
+STREAMING_SNAPSHOT: dict[str, Any] = {
+    "learner": {"id": "l-1"},
+    "material": {"id": "m-1", "title": "Cells"},
+    "knowledgePoints": [{"id": "k-1", "name": "Mitochondria", "mastery": 0.2}],
+}
+STREAMING_OUTPUT: dict[str, Any] = {
+    "questions": [
+        {
+            "questionType": "single_choice",
+            "stem": "Which organelle makes ATP?",
+            "choices": [{"key": "A", "text": "Mitochondria"}, {"key": "B", "text": "Nucleus"}],
+            "answer": "A",
+            "explanation": "Mitochondria make ATP.",
+            "difficulty": "easy",
+        }
+    ]
+}
 
 _CREATE = [
     "INSERT INTO AiAnalysisJob (id, userId, jobType, status, progress, queueName, lifecycleStatus,"
@@ -238,24 +259,35 @@ async def _drain(
     stream: bool,
     *,
     chunks: bool = False,
+    streaming: bool = False,
 ) -> float:
     done = asyncio.Event()
     finished = 0
+    job_types = [STREAMING_TYPE if streaming else "synthetic_echo"]
     runtimes = [
-        ClientRuntime(channels[r % len(channels)], f"bench-rt-{r}", slots=slots, batch_frames=True)
+        ClientRuntime(
+            channels[r % len(channels)],
+            f"bench-rt-{r}",
+            job_types=job_types,
+            slots=slots,
+            batch_frames=True,
+        )
         for r in range(count)
     ]
+
+    def output(lease: Any) -> Any:
+        return STREAMING_OUTPUT if streaming else echo_output(lease)
 
     async def finish(runtime: ClientRuntime, lease: Any) -> None:
         nonlocal finished
         if chunks:
-            ack = await runtime.submit_streamed(lease, echo_output(lease))
+            ack = await runtime.submit_streamed(lease, output(lease))
             assert ack.status.code == 0, ack.status
         elif stream:
-            ack = await runtime.submit_on_stream(lease, echo_output(lease))
+            ack = await runtime.submit_on_stream(lease, output(lease))
             assert ack.status.code == 0, ack.status
         else:
-            await runtime.submit(lease, echo_output(lease))
+            await runtime.submit(lease, output(lease))
         finished += 1
         if finished == jobs:
             done.set()
@@ -285,8 +317,10 @@ async def chunk_pairs(url: str, jobs: int) -> ChunkPairs:
         try:
             for index in range(PAIRS):
                 for chunks in (False, True) if index % 2 == 0 else (True, False):
-                    await _create_bulk(channels[0], jobs)
-                    rate = await _drain(channels, jobs, RUNTIMES, SLOTS, True, chunks=chunks)
+                    await _create_bulk(channels[0], jobs, streaming=True)
+                    rate = await _drain(
+                        channels, jobs, RUNTIMES, SLOTS, True, chunks=chunks, streaming=True
+                    )
                     (chunked if chunks else plain).append(rate)
         finally:
             for channel in channels:
@@ -297,15 +331,15 @@ async def chunk_pairs(url: str, jobs: int) -> ChunkPairs:
     )
 
 
-async def _create_bulk(channel: grpc.aio.Channel, jobs: int) -> None:
+async def _create_bulk(channel: grpc.aio.Channel, jobs: int, *, streaming: bool = False) -> None:
     client = JobClient(channel, "bench-bulk")
+    job_type = STREAMING_TYPE if streaming else "synthetic_echo"
     for start in range(0, jobs, 100):
         items = []
         for index in range(start, min(start + 100, jobs)):
-            job = job_pb.CreateJobRequest(
-                job_type="synthetic_echo", idempotency_key=uuid.uuid4().hex
-            )
-            json_format.ParseDict({"i": index}, job.snapshot)
+            job = job_pb.CreateJobRequest(job_type=job_type, idempotency_key=uuid.uuid4().hex)
+            snapshot = {**STREAMING_SNAPSHOT, "i": index} if streaming else {"i": index}
+            json_format.ParseDict(snapshot, job.snapshot)
             items.append(job_pb.CreateJobsItem(user_id=f"bench-{index % 64}", job=job))
         reply = await client.stub.CreateJobs(
             job_pb.CreateJobsRequest(items=items), metadata=client.metadata, timeout=120
