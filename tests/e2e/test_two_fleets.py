@@ -1,19 +1,24 @@
 """Two runtime fleets on their own tokens (the setup docs/security.md recommends) drain side by
-side: two real runtime processes per token, 300 jobs, every one succeeds on its first attempt.
+side: two real runtime processes per token, 300 jobs, every one succeeds, no report is refused
+and no lease runs out.
 
 Their reports share the scheduler's batch windows; each is judged as its own caller. Judged as
 whichever caller opened the window, a third of one fleet's results were refused ("belongs to
-another runtime token"), and those jobs waited out their lease and spent an attempt."""
+another runtime token"), and those jobs waited out their lease and spent an attempt. An attempt
+can still end for another reason on a loaded machine (a slow model call), so the test counts
+what a misjudged caller causes: refusals and expired leases."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select
 
 from devtools.harness.runtime_client import JobClient
 from devtools.harness.waiting import eventually
+from scheduler_service import metrics
 from tests.support.db_checks import JOBS
 from tests.support.runtime_procs import Launcher
 from tests.support.schedulers import SchedulerFactory
@@ -22,6 +27,26 @@ pytestmark = pytest.mark.mysql
 
 JOBS_TOTAL = 300
 FLEETS = {"fleet-a-": "runtime-token-of-fleet-a", "fleet-b-": "runtime-token-of-fleet-b"}
+
+
+def _total(metric: Any, **labels: str) -> float:
+    """The sum of ``metric``'s samples whose labels include ``labels``."""
+    return float(
+        sum(
+            sample.value
+            for family in metric.collect()
+            for sample in family.samples
+            if sample.name.endswith("_total") and labels.items() <= sample.labels.items()
+        )
+    )
+
+
+def _misjudged() -> float:
+    return (
+        _total(metrics.REPORTS, code="PERMISSION_DENIED")
+        + _total(metrics.RPCS, code="PERMISSION_DENIED")
+        + _total(metrics.LEASE_EXPIRIES)
+    )
 
 
 async def test_two_fleets_on_their_own_tokens_drain_on_first_attempts(
@@ -35,6 +60,7 @@ async def test_two_fleets_on_their_own_tokens_drain_on_first_attempts(
     for prefix, token in FLEETS.items():
         for n in range(2):
             launch(scheduler, f"{prefix}{n}", AIJOB_RUNTIME_TOKEN=token, AIJOB_RUNTIME_SLOTS="8")
+    misjudged_before = _misjudged()
     jobs = JobClient(scheduler.channel)
     gate = asyncio.Semaphore(16)
 
@@ -58,8 +84,8 @@ async def test_two_fleets_on_their_own_tokens_drain_on_first_attempts(
 
     await eventually(drained, within_s=240, every_s=0.5)
     counts = await by_status()
-    # Both fleets did work, and at least 299 of 300 jobs needed one attempt.
-    assert counts.get(("succeeded", 1), 0) >= JOBS_TOTAL - 1, counts
+    # No report or call was refused as another token's, and no lease ran out waiting for one.
+    assert _misjudged() == misjudged_before, counts
     async with engine.connect() as conn:
         holders = (await conn.execute(select(JOBS.c.lockedBy).distinct())).scalars().all()
     assert {h.rsplit("-", 1)[0] + "-" for h in holders if h} == set(FLEETS)
