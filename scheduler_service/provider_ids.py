@@ -1,4 +1,4 @@
-"""The end user a model call is for, as the provider sees it (issue 30): DeepSeek's ``user_id``
+"""The end user a model call is for, as the provider sees it: DeepSeek's ``user_id``
 isolates content safety, KV cache and scheduling per end user, and caps one user's calls on
 accounts with raised quotas. The raw user id never leaves the scheduler: a lease carries an HMAC
 of it under a server secret (``AIJOB_PROVIDER_USER_ID_KEY``), the same on every replica and
@@ -11,7 +11,10 @@ import hashlib
 import hmac
 from dataclasses import dataclass, field
 
-__all__ = ["ProviderUserIds"]
+__all__ = ["MIN_PROVIDER_USER_ID_KEY_BYTES", "ProviderUserIds"]
+
+#: A shorter secret could be found by trying keys against one known user's pseudonym.
+MIN_PROVIDER_USER_ID_KEY_BYTES = 32
 
 
 @dataclass(frozen=True, slots=True)

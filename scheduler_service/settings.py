@@ -21,7 +21,7 @@ from scheduler_service.billing.prices import DEFAULT_PRICES, PriceTable
 from scheduler_service.flow.keys import FlowPolicy, Limits
 from scheduler_service.lifecycle.fairness import RunningCaps
 from scheduler_service.lifecycle.retry_policy import MAX_WAIVED_ATTEMPTS
-from scheduler_service.provider_ids import ProviderUserIds
+from scheduler_service.provider_ids import MIN_PROVIDER_USER_ID_KEY_BYTES, ProviderUserIds
 from scheduler_service.registry.definitions import USER_KEY_MODE
 from shared.config import DEV_TOKENS_FILE, comma_list, split_commas
 from shared.model_catalogue import ACCOUNT_CONCURRENCY, DEEPSEEK
@@ -118,8 +118,9 @@ class SchedulerSettings(BaseSettings):
     #: Local dates (YYYY-MM-DD, comma-separated) with no peak window: the provider's holidays.
     off_peak_dates: str = ""
     #: The secret a job's user id is pseudonymised under for the model provider (DeepSeek's
-    #: user_id, scheduler_service/provider_ids.py); the same on every replica. Unset: calls
-    #: carry no user id (make run generates one).
+    #: user_id, scheduler_service/provider_ids.py); the same on every replica, at least
+    #: MIN_PROVIDER_USER_ID_KEY_BYTES long so that a pseudonym cannot be guessed back to its
+    #: user by trying keys. Unset: calls carry no user id (make run generates one).
     provider_user_id_key: SecretStr = SecretStr("")
     #: ``off``: never send a user id, even with a key.
     provider_user_id: Literal["on", "off"] = "on"
@@ -255,6 +256,17 @@ class SchedulerSettings(BaseSettings):
         # It runs on the application's own tables: a read, one statement, nothing else.
         if not re.fullmatch(r"\s*SELECT\s[^;]*;?\s*", value, re.IGNORECASE | re.DOTALL):
             raise ValueError("must be one SELECT statement")
+        return value
+
+    @field_validator("provider_user_id_key")
+    @classmethod
+    def _provider_user_id_key(cls, value: SecretStr) -> SecretStr:
+        size = len(value.get_secret_value().encode())
+        if 0 < size < MIN_PROVIDER_USER_ID_KEY_BYTES:
+            raise ValueError(
+                f"must be at least {MIN_PROVIDER_USER_ID_KEY_BYTES} bytes (it is {size}); "
+                "a short key lets pseudonyms be guessed back to user ids"
+            )
         return value
 
     @field_validator("peak_hours")

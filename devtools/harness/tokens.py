@@ -15,7 +15,7 @@ SETTINGS: dict[str, Any] = {
     "service_tokens": SERVICE_TOKEN,
     "admin_tokens": ADMIN_TOKEN,
     # Model calls carry a pseudonymous user_id, as in production (scheduler_service/provider_ids).
-    "provider_user_id_key": "test-provider-user-id-key",
+    "provider_user_id_key": "test-provider-user-id-key-of-32-bytes-or-more",
     # No peak window: prices and off-peak jobs must not depend on the hour a test runs at; the
     # tests of peak hours set their own (tests/protocol/test_cheap_hours.py, bench/cost.py).
     "peak_hours": "",

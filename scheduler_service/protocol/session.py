@@ -242,7 +242,8 @@ class PollSessions:
         reader.add_done_callback(lambda _: session.outgoing.put_nowait(READER_ENDED))
         undelivered: tuple[LeasePayload, ...] = ()
         self._dispatcher.attach(session)
-        log.info(
+        # DEBUG: runtimes that reconnect in a loop would otherwise write the log full.
+        log.debug(
             "runtime subscribed",
             extra={"action": "poll_subscribe", "runtimeId": session.runtime_instance_id},
         )
@@ -260,7 +261,7 @@ class PollSessions:
             leftovers = [*undelivered, *_leases_queued(session)]
             if leftovers:
                 await self._dispatcher.release_undelivered(session, leftovers)
-            log.info(
+            log.debug(
                 "runtime unsubscribed",
                 extra={"action": "poll_end", "runtimeId": session.runtime_instance_id},
             )

@@ -5,6 +5,7 @@ again, and a stream that never subscribes is closed and gives its place back."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 
 import grpc
@@ -208,3 +209,21 @@ async def test_shutting_down_ends_idle_streams_at_once_and_refuses_new_ones(
     finally:
         await busy.close()
         await idle.close()
+
+
+async def test_subscribe_churn_writes_no_info_lines(
+    mysql_url: str, start_scheduler: SchedulerFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Runtimes that connect and go in a loop cost the log nothing at INFO."""
+    scheduler = await start_scheduler(mysql_url)
+    jobs = JobClient(scheduler.channel)
+    caplog.set_level(logging.INFO, logger="scheduler_service")
+    for i in range(5):
+        runtime = ClientRuntime(scheduler.channel, f"rt-churn-{i}", slots=1)
+        try:
+            await _accepted(runtime, jobs)
+        finally:
+            await runtime.close()
+    churn_actions = ("poll_subscribe", "poll_end")
+    churn = [r for r in caplog.records if getattr(r, "action", "") in churn_actions]
+    assert churn == []
