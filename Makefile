@@ -40,6 +40,7 @@ lint: install $(BUF)
 	$(VENV)/bin/lint-imports
 	$(BUF) lint
 	$(PY) scripts/gen_protos.py --check
+	$(PY) scripts/check_code_text.py
 
 # Compares the contract with main: run it on a branch before merging a .proto change.
 breaking: $(BUF)
@@ -54,21 +55,21 @@ bench: install
 bench-smoke: install
 	AIJOB_BENCH_SMOKE=1 timeout 300 $(PY) -m bench
 
-# The throttle storm alone (issue 16): LLM jobs of three users against a rate-limited model.
+# The throttle storm alone: LLM jobs of three users against a rate-limited model.
 bench-llm: install
 	$(PY) -m bench.llm_storm
 	$(PY) -m bench.llm_overload
 
-# Jobs that wait for the cheap hours (issue 30): what background jobs cost across a peak window.
+# Jobs that wait for the cheap hours: what background jobs cost across a peak window.
 bench-cost: install
 	$(PY) -m bench.cost
 
-# Partial outputs (issue 31): StreamOutput callers' database cost and a resumed attempt's tokens.
+# Partial outputs: StreamOutput callers' database cost and a resumed attempt's tokens.
 bench-outputs: install
 	$(PY) -m bench.outputs
 
 # Enqueue -> lease latency with one idle runtime (MariaDB at AIJOB_BENCH_MYSQL_URL).
-# Galera (issue 19): failover time, cluster drain against one MariaDB.
+# Galera: failover time, cluster drain against one MariaDB.
 bench-galera: install
 	$(PY) -m bench.galera
 

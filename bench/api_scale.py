@@ -1,4 +1,4 @@
-"""The job API at scale (issue 14): bulk create against CreateJob, idle WatchJob and
+"""The job API at scale: bulk create against CreateJob, idle WatchJob and
 SubscribeEvents streams (their database statements and the scheduler's CPU at rest), another
 user's GetJob while 2,000 watchers are open, and the drain with ``AIJOB_WORKERS=2``.
 

@@ -1,4 +1,4 @@
-"""Jobs that wait for the cheap hours (issue 30): what the background analyses cost.
+"""Jobs that wait for the cheap hours: what the background analyses cost.
 
 600 jobs — half interactive (``synthetic_echo``, immediate), half background
 (``weak_point_analysis``, off-peak by its type's default) — created over the first half of a peak

@@ -1,4 +1,4 @@
-"""Galera (issue 19): the failover time, and two schedulers' drain on a 3-node cluster against
+"""Galera: the failover time, and two schedulers' drain on a 3-node cluster against
 the same two schedulers on one MariaDB, in one run.
 
     python -m bench.galera        (make bench-galera; also in make bench)

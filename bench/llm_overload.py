@@ -1,4 +1,4 @@
-"""The overload storm (issue 16): a provider that holds calls open, and no limit configured.
+"""The overload storm: a provider that holds calls open, and no limit configured.
 
 The scripted model behaves as DeepSeek does under load (``--overload 8``): past 8 calls in
 progress it holds the others open with keep-alive comments until a place frees. No operator set

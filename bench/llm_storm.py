@@ -1,4 +1,4 @@
-"""The throttle storm (issue 16): LLM jobs from several users against a rate-limited model.
+"""The throttle storm: LLM jobs from several users against a rate-limited model.
 
 300 ``synthetic_echo`` jobs — 250 from one user created first, then 25 each from two others —
 run by 3 real runtime processes x 16 slots against the scripted model limited to 120 requests a

@@ -1,4 +1,4 @@
-"""Partial outputs (issue 31): what StreamOutput callers cost the database, and what a resumed
+"""Partial outputs: what StreamOutput callers cost the database, and what a resumed
 attempt saves.
 
 * **stream_output_db_statements_per_s** — 20 ``quiz_generation`` jobs held by a runtime on one

@@ -1,1 +1,1 @@
-"""The heavy runtime: leases jobs over Poll and runs them against the model (issue 6)."""
+"""The heavy runtime: leases jobs over Poll and runs them against the model."""

@@ -1,4 +1,4 @@
-"""An attempt's text sent to the scheduler as the model writes it (issue 31), coalesced: a chunk
+"""An attempt's text sent to the scheduler as the model writes it, coalesced: a chunk
 goes when ``min_chars`` are waiting or ``every_s`` has passed since the last, one at a time
 (the next waits for the previous one's ack, so a slow stream makes bigger chunks, never a
 backlog). A chunk the scheduler could not take (no stream just now) is sent again with what

@@ -1,4 +1,4 @@
-"""Who the caller of this RPC is, as far as the runtime protocol cares (issue 15).
+"""Who the caller of this RPC is, as far as the runtime protocol cares.
 
 The auth interceptor binds every authenticated call to its token: a short digest that counts what
 one token holds open (Poll, WatchJob and SubscribeEvents streams), and, for a runtime token bound to

@@ -1,4 +1,4 @@
-"""A runtime killed mid-generation, and the attempt after it (issue 31): used by the end-to-end
+"""A runtime killed mid-generation, and the attempt after it: used by the end-to-end
 test and by the bench's ``resume_completion_tokens_ratio``.
 
 A ``quiz_generation`` job whose every model call drips its answer (the scripted model's fault

@@ -1,4 +1,4 @@
-"""Waived attempts and fair dispatch (issue 16).
+"""Waived attempts and fair dispatch.
 
 * ``AiAnalysisJob.waivedAttempts``: attempts that went back to the queue without being spent (a
   provider's 429, a runtime shutting down). The attempt number still grows, so fencing holds; what

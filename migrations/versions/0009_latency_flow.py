@@ -1,4 +1,4 @@
-"""Latency as congestion, and slow start for keys no operator limited (issue 16).
+"""Latency as congestion, and slow start for keys no operator limited.
 
 * ``AiModelKey.growthThreshold``: below it a key's window doubles per round of successes (slow
   start), above it grows by one per round; each decrease sets it.

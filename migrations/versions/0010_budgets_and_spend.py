@@ -1,4 +1,4 @@
-"""Budgets and what was spent against them (issue 17).
+"""Budgets and what was spent against them.
 
 * ``AiAnalysisJob.maxOutputTokens``: the answer's token cap from the job's definition, fixed at
   create: the lease carries it, the runtime sends it as ``max_tokens`` and measures progress by it

@@ -1,4 +1,4 @@
-"""The two-way shadow write (issue 29; ADR-002 §4, the design's ``reverseShadowMap``).
+"""The two-way shadow write (ADR-002 §4, the design's ``reverseShadowMap``).
 
 The engine writes ``lifecycleStatus`` and the legacy ``status`` in the same statement (queued →
 pending, running → processing, succeeded → completed, failed and cancelled → failed). Legacy code

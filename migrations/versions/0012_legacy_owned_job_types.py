@@ -1,4 +1,4 @@
-"""Job types System A still owns (issue 29; ADR-002 §3 to §6, the design's coexistence).
+"""Job types System A still owns (ADR-002 §3 to §6, the design's coexistence).
 
 ``AiLegacyJobType`` lists the job types whose rows belong to the legacy system (the iOS producer
 and the old ``AiAnalysisWorker``) until an operator moves them over: the engine reads such rows

@@ -1,4 +1,4 @@
-"""Adoption and the contract step (issue 29; ADR-002 §6, M-AI-04/05/08).
+"""Adoption and the contract step (ADR-002 §6, M-AI-04/05/08).
 
 * ``AiAnalysisResult``: the legacy results table, where System A's ``active-recall`` and
   ``feynman-evaluation`` outputs live, and where the engine's projector of those types writes once

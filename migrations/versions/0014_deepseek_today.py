@@ -1,4 +1,4 @@
-"""DeepSeek as it bills and limits today (issue 30).
+"""DeepSeek as it bills and limits today.
 
 * ``AiUsageLog.atPeak``: whether the call's attempt started in a peak window, and
   ``AiUsageLog.peakCostMicros``: what its tokens cost at the peak rate (the usage API's

@@ -1,4 +1,4 @@
-"""The audit log (issue 32): every admin action — from the console, the CLI or grpcurl — with who
+"""The audit log: every admin action — from the console, the CLI or grpcurl — with who
 did it (the token's name), what it named, when, and the outcome. Read with
 ``AdminService.ListAuditEntries``.
 

@@ -1,4 +1,4 @@
-"""Output chunks (issue 31): the text each attempt's model call writes, stored as it is written,
+"""Output chunks: the text each attempt's model call writes, stored as it is written,
 for ``JobService.StreamOutput`` and for a later attempt to continue from.
 
 Expand-only, like every migration here.

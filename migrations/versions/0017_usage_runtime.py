@@ -1,4 +1,4 @@
-"""The runtime that held each attempt, on its usage row (issue 32: the console's job timeline).
+"""The runtime that held each attempt, on its usage row (the console's job timeline).
 
 Expand-only, like every migration here.
 

@@ -1,4 +1,4 @@
-"""Jobs that wait for the cheap hours (issue 30), pure: whether dispatch may lease an off-peak job
+"""Jobs that wait for the cheap hours, pure: whether dispatch may lease an off-peak job
 now, and until when one waits.
 
 A job whose cost policy is ``off_peak`` is not leased during a peak window

@@ -1,4 +1,4 @@
-"""System A's tables beside the engine's (issue 29): the job types it still owns, and its results
+"""System A's tables beside the engine's: the job types it still owns, and its results
 table, which the engine's projectors of those types write once it runs them."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class AiLegacyJobType(Base):
 class AiAnalysisResult(Base):
     """System A's results table, in its legacy shape (migrations 0001 and 0013): one evaluation
     of an ``active-recall`` or ``feynman-evaluation`` job. The engine's projector of those types
-    writes here once it runs them (issue 29, M-AI-04)."""
+    writes here once it runs them (M-AI-04)."""
 
     __tablename__ = "AiAnalysisResult"
     __table_args__ = (

@@ -1,4 +1,4 @@
-"""The output chunks' table (issue 31): the text each attempt's model call wrote, in pieces, with
+"""The output chunks' table: the text each attempt's model call wrote, in pieces, with
 their offsets; pruned once the job has ended (its output is in the result)."""
 
 from __future__ import annotations

@@ -1,1 +1,1 @@
-"""LLM flow control: model keys, their limits, and congestion (issue 16)."""
+"""LLM flow control: model keys, their limits, and congestion."""

@@ -1,4 +1,4 @@
-"""One database read per interval for every job watched on this replica (issue 14).
+"""One database read per interval for every job watched on this replica.
 
 Each WatchJob stream used to read its job on its own timer: 500 idle watchers were ~1,500
 statements a second. The hub keeps, per watched job, the state each watcher last saw; once an

@@ -1,4 +1,4 @@
-"""Server-issued lease tokens: the proof that a caller holds a lease (issue 15).
+"""Server-issued lease tokens: the proof that a caller holds a lease.
 
 A lease used to be held by whoever named its runtime instance id, which any runtime token could
 do. Now every lock hands out a random token; the job row keeps only its SHA-256, so a database

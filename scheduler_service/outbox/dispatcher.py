@@ -20,7 +20,7 @@ events are locked (``FOR UPDATE SKIP LOCKED``, the claim), delivered, and publis
 with their failure, then committed. A round that does not commit leaves its events pending, to
 be delivered again (at least once, as before), and there is no ``processing`` state to time out.
 Each event is written once on its way out instead of twice, and a round is one commit instead of
-two: what a Galera cluster has to certify and apply on every node (issue 19).
+two: what a Galera cluster has to certify and apply on every node.
 
 Unknown event types are logged as a warning and published without delivery.
 """

@@ -97,8 +97,8 @@ class _Subscriber:
 
 
 class EventHub(RoundLoop):
-    """One read of the event log per interval for every SubscribeEvents stream of this replica
-    (issue 14), fanned out in memory; woken at once when this replica publishes.
+    """One read of the event log per interval for every SubscribeEvents stream of this replica,
+    fanned out in memory; woken at once when this replica publishes.
 
     A subscriber reads the log itself only to catch up (from the position it resumes after, or
     when it fell more than ``queue_max`` events behind), then takes events from the hub.

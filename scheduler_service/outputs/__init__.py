@@ -1,2 +1,2 @@
-"""Partial outputs (issue 31): the text an attempt's model call writes, stored in chunks as it is
+"""Partial outputs: the text an attempt's model call writes, stored in chunks as it is
 written, streamed to callers (``JobService.StreamOutput``) and resumed by a later attempt."""

@@ -1,4 +1,4 @@
-"""One database read per job and wake-up for every StreamOutput caller on this replica (issue 31).
+"""One database read per job and wake-up for every StreamOutput caller on this replica.
 
 The hub keeps, per job that has callers, its current attempt's text as far as it has read it (a
 feed). Once an interval it reads the state of every followed job in one statement — status,

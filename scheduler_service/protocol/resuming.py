@@ -1,4 +1,4 @@
-"""Streaming and resume on retry (issue 31): a lease of a type that streams its answer says so,
+"""Streaming and resume on retry: a lease of a type that streams its answer says so,
 and a later attempt of one gets the text the attempt before it wrote, to continue rather than
 start over."""
 

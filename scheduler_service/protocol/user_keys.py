@@ -1,4 +1,4 @@
-"""Who may run jobs on users' own model keys and read those keys (issue 33).
+"""Who may run jobs on users' own model keys and read those keys.
 
 With ``AIJOB_USER_KEY_RUNTIMES`` set, a runtime qualifies by its token, not by its name: the
 token must be bound (``AIJOB_RUNTIME_IDENTITIES``) to an instance-id prefix inside one of the

@@ -94,8 +94,8 @@ class JobDefinition:
     max_output_tokens: int = 2_000
     #: ``immediate`` or ``off_peak`` (billing/cheap_hours.py): a create's default.
     cost_policy: str = "immediate"
-    #: Whether a later attempt continues the text an attempt that ended without a result wrote
-    #: (issue 31); the runtime streams the text of such types as it is written.
+    #: Whether a later attempt continues the text an attempt that ended without a result wrote;
+    #: the runtime streams the text of such types as it is written.
     resumes: bool = False
 
 

@@ -1,5 +1,5 @@
 """active-recall and feynman-evaluation: System A's two analyses, run by the engine once an
-operator adopts them (issue 29, M-AI-04; ADR-003 "ai-analysis").
+operator adopts them (M-AI-04; ADR-003 "ai-analysis").
 
 Their snapshot is built by the scheduler from the legacy row (its ``sessionId`` and ``answerId``)
 and the learner's answer that ``answerId`` names, read from the application's tables; their

@@ -1,4 +1,4 @@
-"""JobService.CreateJobs on real MariaDB over real gRPC (issue 14): up to 500 jobs per call, each
+"""JobService.CreateJobs on real MariaDB over real gRPC: up to 500 jobs per call, each
 answered as its own CreateJob would be, the good ones committed together."""
 
 from __future__ import annotations

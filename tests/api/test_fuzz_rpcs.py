@@ -48,7 +48,7 @@ _TRICKY_TEXT = st.sampled_from(
         "[]",
         "queued",
         "scripted-fault=500",
-        # Parseable but not storable as sent (issue 15).
+        # Parseable but not storable as sent.
         '{"echo": NaN}',
         '{"echo": Infinity}',
         '{"echo": 1e400}',

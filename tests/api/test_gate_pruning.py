@@ -1,4 +1,4 @@
-"""Per-user gate rows do not accumulate forever (issue 15: varying ``x-user-id`` per call left a
+"""Per-user gate rows do not accumulate forever (varying ``x-user-id`` per call left a
 row per id): rows not created within a day are pruned, and a pruned user's next create puts its
 row back (inside the create's transaction) and still counts against its cap."""
 

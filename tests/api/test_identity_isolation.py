@@ -1,4 +1,4 @@
-"""Identifiers compare byte for byte (issue 15): a user id or idempotency key that differs from
+"""Identifiers compare byte for byte: a user id or idempotency key that differs from
 another by case, width or a trailing space is a different identifier — or refused at the edge —
 on every RPC, in the per-user caps and in CancelUserJobs. Real MariaDB, real gRPC."""
 

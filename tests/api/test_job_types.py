@@ -1,4 +1,4 @@
-"""Discoverable job types (issue 18): ListJobTypes answers every type with its JSON Schemas; they
+"""Discoverable job types: ListJobTypes answers every type with its JSON Schemas; they
 validate the README's example snapshot and reject a broken one; schemas/ holds the same schemas
 and the README's table the same types."""
 

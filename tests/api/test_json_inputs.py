@@ -1,4 +1,4 @@
-"""Snapshots and params as JSON strings (issue 18): callers that hold JSON send
+"""Snapshots and params as JSON strings: callers that hold JSON send
 ``snapshot_json`` / ``params_json`` instead of a Struct (one form, not both); a deadline already
 past is refused, alone in a bulk create."""
 

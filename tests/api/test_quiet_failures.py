@@ -1,4 +1,4 @@
-"""One field, one caller, one disconnect (issue 33, finding 7): a ``credential_id`` of 256+
+"""One field, one caller, one disconnect: a ``credential_id`` of 256+
 characters answered INTERNAL (MariaDB 1406 "Data too long"), failed a whole CreateJobs call (0 of
 10 valid items written) and logged a traceback per call; every Poll disconnect logged an ERROR
 line. Real MariaDB, real gRPC."""

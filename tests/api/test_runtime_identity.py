@@ -1,4 +1,4 @@
-"""A runtime is who its lease token and its bound token say, not who it claims to be (issue 15).
+"""A runtime is who its lease token and its bound token say, not who it claims to be.
 
 Real MariaDB, real gRPC: another runtime token that replays the holder's instance id, job id and
 attempt is refused on every lease-holding RPC, and the holder's result is the one accepted; a
@@ -82,7 +82,7 @@ async def test_a_replayed_instance_id_without_the_lease_token_is_refused(
         for guess in ("", "0" * 32, lease.lease_token[:-2]):
             for method, request in _lease_calls(lease, "rt-holder-1", guess).values():
                 call = getattr(attacker.stub, method)(request, metadata=attacker.metadata)
-                # The instance id belongs to the token that subscribed it (issue 33).
+                # The instance id belongs to the token that subscribed it.
                 assert await _refusal(call) == (
                     grpc.StatusCode.PERMISSION_DENIED,
                     "PERMISSION_DENIED",

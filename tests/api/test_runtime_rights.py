@@ -1,4 +1,4 @@
-"""Rights bound to tokens, and strikes that heal (issue 33, findings 3 and 4). Real MariaDB, real
+"""Rights bound to tokens, and strikes that heal. Real MariaDB, real
 gRPC.
 
 - A runtime with as many strikes (leases reaped unreported) as slots got nothing for good: an
@@ -188,7 +188,7 @@ async def test_user_keys_only_for_tokens_bound_to_the_fleet_not_for_its_names(
 async def test_a_second_stream_under_a_frozen_runtimes_id_does_not_keep_its_leases_alive(
     scheduler: RunningScheduler,
 ) -> None:
-    """Issue 33, finding 9: a stream naming a frozen runtime's instance id kept the frozen
+    """A stream naming a frozen runtime's instance id kept the frozen
     one's leases alive until their jobs timed out."""
     frozen = ClientRuntime(scheduler.channel, "rt-frozen", slots=1)
     lively = ClientRuntime(scheduler.channel, "rt-lively", slots=1)

@@ -1,4 +1,4 @@
-"""WatchJob and SubscribeEvents streams are capped per token (issue 14): over the cap a new stream
+"""WatchJob and SubscribeEvents streams are capped per token: over the cap a new stream
 is refused RESOURCE_EXHAUSTED (TOO_MANY_STREAMS); another token's streams count apart, and a
 closed stream gives its place back."""
 

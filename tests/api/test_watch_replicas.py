@@ -1,4 +1,4 @@
-"""A WatchJob stream sees a change made through another replica (issue 14): the watch hub of the
+"""A WatchJob stream sees a change made through another replica: the watch hub of the
 replica serving the stream finds it in its next read of the watched jobs."""
 
 from __future__ import annotations

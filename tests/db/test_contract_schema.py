@@ -1,4 +1,4 @@
-"""The contract step on both databases (issue 29): on SQLite (``make run``'s) as on MariaDB, it
+"""The contract step on both databases: on SQLite (``make run``'s) as on MariaDB, it
 refuses while System A owns a type, then drops the legacy columns and the triggers, and the
 engine's writes — told by the unit of work that ``status`` is gone — keep working."""
 

@@ -1,4 +1,4 @@
-"""Fair places and per-user running caps in the SQL claim, on SQLite and MariaDB (issue 16)."""
+"""Fair places and per-user running caps in the SQL claim, on SQLite and MariaDB."""
 
 from __future__ import annotations
 

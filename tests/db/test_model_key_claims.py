@@ -1,4 +1,4 @@
-"""Model keys in the SQL claim (issue 16): limits shared by every claim, pauses after a 429,
+"""Model keys in the SQL claim: limits shared by every claim, pauses after a 429,
 AIMD concurrency, on SQLite and MariaDB, and two claims racing on real MariaDB connections."""
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ async def test_concurrency_is_shared_by_every_claim(repo: StoreCalls, engine: As
 async def test_a_platform_key_nobody_limited_takes_the_account_concurrency(
     repo: StoreCalls, engine: AsyncEngine
 ) -> None:
-    """DeepSeek limits calls at once per account and model, across the account's API keys
-    (issue 30): a platform key no operator limited takes that, a user's own key (another
+    """DeepSeek limits calls at once per account and model, across the account's API keys:
+    a platform key no operator limited takes that, a user's own key (another
     account) does not, and an operator's limit replaces it."""
     documented = replace(FLOW, account_concurrency={("deepseek", "model-a"): 2})
     platform = await _jobs(repo, engine, "model-a", 5)

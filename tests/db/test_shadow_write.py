@@ -1,4 +1,4 @@
-"""The two-way shadow write (issue 29, ADR-002 §4): a write by legacy code that sets only
+"""The two-way shadow write (ADR-002 §4): a write by legacy code that sets only
 ``status`` — System A's producer inserting a row, its worker moving one through ``processing`` to
 ``completed`` — moves ``lifecycleStatus`` by the reverse map, in the database, whoever the
 writer. The engine's own writes keep ``status`` by the forward map and never bounce back: every

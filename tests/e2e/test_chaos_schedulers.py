@@ -97,7 +97,7 @@ async def _create(replicas: list[Replica], total: int) -> None:
 
 
 def _runtimes(launch: Launcher, replicas: list[Replica]) -> None:
-    # Batched frames (issue 28) said out loud, though it is the runtime's default: acks in
+    # Batched frames said out loud, though it is the runtime's default: acks in
     # flight are frames of many acks, and a killed replica loses whole frames of them.
     for index in range(4):
         launch(

@@ -156,7 +156,7 @@ def test_cli_credentials_budget_and_usage(stack: Stack) -> None:
         aijob(stack, "--json", "--user", "cli-payer", "create", "synthetic_echo").stdout
     )
     assert aijob(stack, "--user", "cli-payer", "watch", job["job"]["jobId"]).returncode == 0
-    # The global flags after the command too (issue 32).
+    # The global flags after the command too.
     shown = json.loads(
         aijob(stack, "get", job["job"]["jobId"], "--json", "--user", "cli-payer").stdout
     )

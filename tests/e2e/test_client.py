@@ -1,4 +1,4 @@
-"""The public Python client (issue 32, ``aijob.client``) against a live scheduler on MariaDB:
+"""The public Python client (``aijob.client``) against a live scheduler on MariaDB:
 the job flow, each error class with its public code, deadlines, the blocking client, and a
 call that outlives a scheduler restart."""
 

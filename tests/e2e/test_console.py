@@ -1,4 +1,4 @@
-"""The operators' console (issue 32) in a real browser — Debian's chromium, driven by Selenium
+"""The operators' console in a real browser — Debian's chromium, driven by Selenium
 through Debian's chromedriver — against `make run`'s stack (devtools/devstack.py): an operator
 signs in, sees a job created meanwhile appear and finish, reads its timeline, cancels a running
 job, retries every failed job a filter selects after seeing their count, and finds each action in

@@ -1,8 +1,8 @@
-"""Failover to a healthy writer (issue 19): the scheduler writes through the first reachable and
+"""Failover to a healthy writer: the scheduler writes through the first reachable and
 ready node of AIJOB_DATABASE_URL's host then AIJOB_DATABASE_FAILOVER_HOSTS; when that node stops,
 new work goes to the next one; when it is back, the scheduler returns to it. Two MariaDB servers
 of the test's own stand for the nodes (their data is not replicated: what is tested is where
-the writes go; the Galera cluster's own tests are issue 19's)."""
+the writes go; the Galera cluster's own tests are in tests/e2e/test_galera.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Three kinds of database outage (issue 33, finding 2): refused (the proxy stops listening and
+"""Three kinds of database outage: refused (the proxy stops listening and
 drops its connections), silent (packets dropped, connections left open: before, the outbox, the
 reaper and the health loop hung for good) and missing schema (the tables renamed away). During
 each, database-backed RPCs answer UNAVAILABLE (never DEADLINE_EXCEEDED) and health NOT_SERVING;

@@ -1,4 +1,4 @@
-"""High availability on a 3-node MariaDB Galera cluster (issue 19), started by the test from the
+"""High availability on a 3-node MariaDB Galera cluster, started by the test from the
 machine's ``mariadbd`` and ``galera-4``: two schedulers drain 2,000 jobs writing through node 1
 with nodes 2 and 3 as failover hosts; node 1 is SIGKILLed mid-drain and restarted (it rejoins by
 IST). Every job succeeds once with one artifact set, every event is published once, no call is
@@ -149,7 +149,7 @@ async def test_the_shadow_write_is_two_way_on_every_node(
     cluster: GaleraCluster, start_scheduler: SchedulerFactory
 ) -> None:
     """System A's producer writes through one node, its worker through another: each node's
-    triggers move lifecycleStatus with status (issue 29), all three read the same, and a
+    triggers move lifecycleStatus with status, all three read the same, and a
     scheduler's sweeps through a third node leave the legacy-owned rows alone."""
     first, second, third = (node.url("aijob") for node in cluster.nodes)
     await _on(

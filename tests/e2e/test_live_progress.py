@@ -1,4 +1,4 @@
-"""Live progress end to end (issue 17): a 10 s scripted generation, run by a real runtime
+"""Live progress end to end: a 10 s scripted generation, run by a real runtime
 process, moves WatchJob through at least five progress values before it ends."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A non-Python client, tested (issue 18): examples/node — @grpc/grpc-js and @grpc/proto-loader
+"""A non-Python client, tested: examples/node — @grpc/grpc-js and @grpc/proto-loader
 with the documented options only — creates, watches, reads, cancels and lists jobs and decodes an
 error's ErrorInfo against a live scheduler and a real runtime process.
 

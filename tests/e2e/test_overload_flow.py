@@ -1,4 +1,4 @@
-"""A provider that holds calls open, and no limit configured (issue 16): real runtime processes
+"""A provider that holds calls open, and no limit configured: real runtime processes
 against the scripted model in overload mode. The scheduler finds the capacity by itself — the
 key's window starts small, and first tokens that come late (held calls) halve it — and no job
 fails. The figures (calls open, p95 time to first token against unloaded) are the overload

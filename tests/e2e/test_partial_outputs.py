@@ -1,4 +1,4 @@
-"""Partial outputs end to end (issue 31), with real runtime processes and the scripted model over
+"""Partial outputs end to end, with real runtime processes and the scripted model over
 HTTP. A quiz's answer reaches a StreamOutput caller in chunks while it is written; a caller that
 reconnects from an offset gets the rest with no gap and no duplicate, and the text is the one the
 result's hash is over. A runtime SIGKILLed mid-generation: the caller read the killed attempt's

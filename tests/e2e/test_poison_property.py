@@ -1,4 +1,4 @@
-"""Poison isolation as a property (issue 33): generated snapshots and params (huge and tiny
+"""Poison isolation as a property: generated snapshots and params (huge and tiny
 numbers, deep and wide values, odd strings) created beside another user's normal jobs, served by
 real runtime processes. Every normal job succeeds; every generated one is refused at create with
 INVALID_ARGUMENT or ends with a code of the public catalogue; no Poll stream ends."""

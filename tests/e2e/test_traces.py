@@ -1,4 +1,4 @@
-"""Traces across the pair (issue 18): a caller's W3C traceparent starts one trace that holds
+"""Traces across the pair: a caller's W3C traceparent starts one trace that holds
 CreateJob, the lease, the runtime's attempt and model call (in a separate process, exported over
 OTLP to a receiver in this test) and the result's acceptance and projection — with ids, types and
 counts in the attributes, never the job's content."""

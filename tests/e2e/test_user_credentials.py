@@ -1,4 +1,4 @@
-"""Users' model keys through the API (issue 17): stored with PutUserCredential, used end to end
+"""Users' model keys through the API: stored with PutUserCredential, used end to end
 by a real runtime process (the scripted model sees that key, not the platform key), re-encrypted
 under a new credential key with the old one then retired, and deleted — after which the job
 fails INVALID_CREDENTIAL without a model call."""

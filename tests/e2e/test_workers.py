@@ -1,4 +1,4 @@
-"""Several scheduler processes on one address, and only on purpose (issue 14).
+"""Several scheduler processes on one address, and only on purpose.
 
 A second scheduler on a busy address exits non-zero and says why (gRPC's default port reuse used
 to let it bind silently and take half the calls). ``AIJOB_WORKERS=2`` serves one port from two

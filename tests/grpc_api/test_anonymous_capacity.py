@@ -1,4 +1,4 @@
-"""Anonymous streams cannot starve authenticated callers (issue 15).
+"""Anonymous streams cannot starve authenticated callers.
 
 Two thousand Health/Watch streams (no token) are opened and held while a runtime takes, beats and
 submits a job and a service creates and reads jobs. The anonymous pool admits its limit and

@@ -1,4 +1,4 @@
-"""What a caller without a token can cost (issue 33, finding 5): anonymous 4 MiB messages were
+"""What a caller without a token can cost: anonymous 4 MiB messages were
 parsed before any check, and 50 anonymous reflection streams pipelining requests drew 5 GB of
 answers in 15 s. Now an anonymous request over 16 KiB is refused before it is parsed, and
 reflection requests are rate-limited for the whole server."""

@@ -1,4 +1,4 @@
-"""Keepalive that fits the clients (issue 18): an idle SubscribeEvents stream from a client that
+"""Keepalive that fits the clients: an idle SubscribeEvents stream from a client that
 pings every 5 s survives two minutes, then still delivers; a client pinging every second is
 refused as a flood."""
 

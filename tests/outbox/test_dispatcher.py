@@ -232,7 +232,7 @@ async def test_the_schedulers_own_sink_is_immediate() -> None:
 async def test_a_publish_that_cannot_commit_hands_its_events_back_at_once(
     mysql_engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 19: a publish that fails (a cluster conflict past its budget) leaves nothing in
+    """A publish that fails (a cluster conflict past its budget) leaves nothing in
     processing for the claim timeout: the events are pending again, their attempts untouched."""
     await _insert_events(mysql_engine, 10)
     dispatcher = _dispatcher(mysql_engine, "unlucky", Recorder(), processing_timeout_s=3_600)
@@ -250,7 +250,7 @@ async def test_a_publish_that_cannot_commit_hands_its_events_back_at_once(
 
 
 async def test_a_conflict_past_the_budget_is_busy_not_internal(mysql_engine: AsyncEngine) -> None:
-    """Issue 19: a transaction that keeps losing (deadlock, lock wait, Galera certification
+    """A transaction that keeps losing (deadlock, lock wait, Galera certification
     conflict: errno 1213) is re-run, then given up as DatabaseBusyError (UNAVAILABLE,
     PLATFORM_UNAVAILABLE), never left to surface as INTERNAL."""
     runs = 0

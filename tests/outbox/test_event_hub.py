@@ -1,4 +1,4 @@
-"""The event hub (issue 14): however many SubscribeEvents streams are open, the event log is read
+"""The event hub: however many SubscribeEvents streams are open, the event log is read
 by the hub, once per round, and fanned out in memory; a subscriber reads the log itself only to
 catch up. Real MariaDB, real gRPC."""
 

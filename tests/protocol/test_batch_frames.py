@@ -1,4 +1,4 @@
-"""Batched frames on the Poll stream (issue 28): a runtime that subscribes with ``batch_frames``
+"""Batched frames on the Poll stream: a runtime that subscribes with ``batch_frames``
 gets its leases in LeaseBatch frames and its acks in AckBatch frames, credits count leases, and
 every report of a ReportBatch keeps its own guard, token and answer."""
 

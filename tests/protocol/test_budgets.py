@@ -1,4 +1,4 @@
-"""Budgets and the usage API on real MariaDB over real gRPC (issue 17): a user's jobs run until
+"""Budgets and the usage API on real MariaDB over real gRPC: a user's jobs run until
 the ledger passes their budget; then CreateJob answers BUDGET_EXCEEDED, their queued jobs are
 skipped by dispatch and failed (with their event), and another user is unaffected. GetUserUsage
 totals equal the ledger's rows, failed and retried attempts included; calls are priced by the
@@ -299,7 +299,7 @@ async def _token_estimates(scheduler: RunningScheduler, user: str, status: str =
 async def test_concurrent_creates_reserve_their_estimates_against_the_budget(
     mysql_url: str, start_scheduler: SchedulerFactory
 ) -> None:
-    """Issue 33: forty concurrent creates against a 400-token budget all passed (spend is known
+    """Forty concurrent creates against a 400-token budget all passed (spend is known
     only once a call ends) and spent it 28.8 times over. Each create now reserves its estimate
     under the user's gate lock: what is admitted fits the budget but for one job's estimate."""
     scheduler = await start_scheduler(mysql_url, reaper_interval_s=3_600)

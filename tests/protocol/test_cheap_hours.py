@@ -1,4 +1,4 @@
-"""Jobs that wait for the cheap hours (issue 30), on MariaDB with a clock the test sets.
+"""Jobs that wait for the cheap hours, on MariaDB with a clock the test sets.
 
 During a peak window (DeepSeek's, Beijing time) dispatch leaves an off-peak job queued — unless
 its deadline cannot wait for the window's end plus its attempts' time — and leases it once the

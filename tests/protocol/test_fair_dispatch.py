@@ -1,4 +1,4 @@
-"""Fair dispatch on real MariaDB over real gRPC (issue 16, item 3): within a priority, users are
+"""Fair dispatch on real MariaDB over real gRPC: within a priority, users are
 served in turn; one user's backlog never delays another user's first job past one round."""
 
 from __future__ import annotations

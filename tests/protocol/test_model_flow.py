@@ -1,4 +1,4 @@
-"""LLM flow control over real gRPC on real MariaDB (issue 16): a 429 pauses its model key on
+"""LLM flow control over real gRPC on real MariaDB: a 429 pauses its model key on
 every replica until its Retry-After while other keys keep running; operators set and read limits
 with AdminService."""
 

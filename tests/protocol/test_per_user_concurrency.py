@@ -1,4 +1,4 @@
-"""One end user's calls at once on a model key (issue 30, ``ModelLimit.max_concurrency_per_user``):
+"""One end user's calls at once on a model key (``ModelLimit.max_concurrency_per_user``):
 DeepSeek caps each ``user_id`` on accounts with raised quotas, so dispatch does too — across
 runtimes and scheduler replicas, whose claims on a limited key serialise on its row."""
 

@@ -1,4 +1,4 @@
-"""Poison isolation (issue 33, finding 1): a job whose input a lease cannot carry stopped its type
+"""Poison isolation: a job whose input a lease cannot carry stopped its type
 for everyone. A 401-digit integer in ``snapshot_json`` was accepted; ``Lock`` answered INTERNAL
 after committing the lock, and every Poll stream given the lease ended INTERNAL, in a loop, while
 other users' jobs of the same claim stayed queued. Now such input is refused at create, naming

@@ -1,4 +1,4 @@
-"""Partial outputs (issue 31) at the protocol, on MariaDB: a runtime's OutputChunk reports are
+"""Partial outputs at the protocol, on MariaDB: a runtime's OutputChunk reports are
 stored with their offsets and streamed to StreamOutput callers — on another replica too — from
 any offset with no gap and no duplicate; a later attempt's lease carries the text to resume
 from; a chunk of a lost lease or past the attempt's bound is refused; chunks are pruned once the

@@ -1,4 +1,4 @@
-"""Input that parses but cannot be stored as it is (issue 15): numbers outside the finite
+"""Input that parses but cannot be stored as it is: numbers outside the finite
 IEEE-754 range, JSON nested deeper than the database reads, invalid Unicode, odd event ids,
 messages that do not parse at all, and sizes at and just past each documented maximum. Every one
 answers INVALID_ARGUMENT with its catalogue reason and field before anything is written; the

@@ -1,4 +1,4 @@
-"""The contract step (issue 29, M-AI-05 and M-AI-08): ``python -m scheduler_service contract``
+"""The contract step (M-AI-05 and M-AI-08): ``python -m scheduler_service contract``
 refuses with each blocker named, and once the types are adopted and a quiet period has passed (a
 clock the test sets) drops System A's columns, the triggers and System B's tables; the engine
 then runs its whole job flow on the contracted schema."""

@@ -1,4 +1,4 @@
-"""DeepSeek as it limits today (issue 30), with the real scheduler, runtimes and the scripted
+"""DeepSeek as it limits today, with the real scheduler, runtimes and the scripted
 model behaving like DeepSeek: every call carries the job's user as a stable pseudonym (never the
 raw id), a malformed ``user_id`` is refused, and two platform API keys of one account share the
 account's concurrency."""

@@ -1,4 +1,4 @@
-"""Adopting System A's job types (issue 29, M-AI-04) on a database upgraded from its table, with
+"""Adopting System A's job types (M-AI-04) on a database upgraded from its table, with
 the real scheduler, a real runtime and the scripted model.
 
 After ``AdoptLegacyJobs``, a runtime runs a legacy ``pending`` row to ``succeeded`` with one

@@ -1,4 +1,4 @@
-"""The runtime's side of partial outputs (issue 31), against the scripted model over HTTP: the
+"""The runtime's side of partial outputs, against the scripted model over HTTP: the
 answer of a type that streams goes to the scheduler in chunks as it is written, whose text is
 the answer; a resumed attempt continues the earlier text with chat prefix completion on the
 beta base URL (its first chunk repeats that text) and pays only for the rest; a type that does

@@ -248,7 +248,7 @@ async def test_user_keys_are_resolved_from_the_scheduler(model_server: ScriptedM
 async def test_the_runtime_calls_the_model_the_lease_names(
     model_server: ScriptedModelServer, named: str, called: str
 ) -> None:
-    """Issue 16: the job's definition names the model (it travels on the lease); the runtime's
+    """The job's definition names the model (it travels on the lease); the runtime's
     own AIJOB_MODEL_NAME is only the fallback for a lease that names none."""
     scheduler = FakeScheduler()
     runner = _runner(scheduler, model_server)

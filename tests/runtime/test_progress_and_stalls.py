@@ -1,4 +1,4 @@
-"""Live progress and stalled streams (issue 17): the runtime reports progress from the tokens
+"""Live progress and stalled streams: the runtime reports progress from the tokens
 it received against the output cap, at most once per ``progress_every_s``; it sends the cap as
 ``max_tokens``; a stream that stops sending tokens ends the attempt as MODEL_TIMEOUT before the
 job's timeout. Against the scripted model's HTTP, with a fake scheduler."""

@@ -110,7 +110,7 @@ def test_the_server_answers_429_with_retry_after_and_rate_limit_headers(
 
 
 async def test_the_runtime_reports_the_providers_rate_limit_headers() -> None:
-    """Issue 16: the provider's x-ratelimit-* headers travel with each result and failure."""
+    """The provider's x-ratelimit-* headers travel with each result and failure."""
     server = ScriptedModelServer(limits=KeyLimits(rpm=2))
     server.start_in_thread()
     scheduler = FakeScheduler()

@@ -1,4 +1,4 @@
-"""The scripted model under load the way DeepSeek behaves (issue 16, item 4): calls past the
+"""The scripted model under load the way DeepSeek behaves: calls past the
 overload threshold are held open with blank lines or keep-alive comments until a place frees, a
 hold that runs out ends in a 503 error, and streaming answers are server-sent events."""
 

@@ -263,7 +263,7 @@ def _congested(lease: LeasePayload, code: str, retry_after_ms: int = 0) -> Failu
 async def test_429s_and_a_shutdown_do_not_spend_attempts(
     jobs: JobService, protocol: RuntimeProtocol, uow: FakeUnitOfWork
 ) -> None:
-    """Issue 16: a job that met three 429s and one runtime shutdown still succeeds with
+    """A job that met three 429s and one runtime shutdown still succeeds with
     maxAttempts = 2, and one real failure after them still leaves it its second attempt."""
     snapshot = {"learner": {"id": "l-1"}, "material": {"id": "m-1", "title": "Cells"}}
     job, _ = await jobs.create(command(job_type="quiz_generation", snapshot=snapshot))

@@ -1,4 +1,4 @@
-"""The watch hub (issue 14): however many WatchJob streams are open, an idle replica reads the
+"""The watch hub: however many WatchJob streams are open, an idle replica reads the
 watched jobs once per interval; a watcher reads its job again only when it moved (a change made
 through another replica, found by the hub's read) or at once when this replica changed it."""
 
@@ -87,7 +87,7 @@ async def test_idle_watchers_cost_one_read_per_round_and_wake_only_when_their_jo
 async def test_many_watchers_of_one_job_share_one_read_per_change(
     jobs: JobService, uow: FakeUnitOfWork, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 33: 2,000 watchers of one job cost ~1,436 reads per progress change."""
+    """2,000 watchers of one job cost ~1,436 reads per progress change."""
     hub = WatchHub(uow, interval_s=3600)
     job, _ = await jobs.create(command("user-fan"))
     streams = [

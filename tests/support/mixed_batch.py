@@ -1,5 +1,6 @@
-"""The mixed batch of issue 13's acceptance, for any unit of work: a good result, its duplicate, a
-stale attempt, a wrong hash and a result for another runtime's lease, in one batch."""
+"""A batch that group commit must judge report by report, for any unit of work: a good
+result, its duplicate, a stale attempt, a wrong hash and a result for another runtime's lease,
+in one batch."""
 
 from __future__ import annotations
 

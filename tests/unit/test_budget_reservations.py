@@ -1,4 +1,4 @@
-"""Budget reservations (issue 33, finding 6), pure: admitted in any order, jobs never reserve
+"""Budget reservations, pure: admitted in any order, jobs never reserve
 past the token budget by more than one job's estimate, and a user with nothing reserved and
 budget left may always start one job."""
 

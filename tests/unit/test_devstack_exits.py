@@ -1,4 +1,4 @@
-"""`make run` keeps serving when one runtime finishes cleanly (issue 15), and stops when the
+"""`make run` keeps serving when one runtime finishes cleanly, and stops when the
 scheduler ends or a runtime fails."""
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ def test_a_failing_runtime_or_the_scheduler_ending_stops_everything() -> None:
 def test_a_second_make_run_names_the_stack_already_serving(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 32: it used to fail to bind, wait on the first stack's health, start runtimes and
-    report one "Address already in use" on its metrics port."""
+    """It says which stack serves the address, instead of failing to bind, waiting on the first
+    stack's health, starting runtimes and reporting "Address already in use" on its metrics port."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

@@ -1,4 +1,4 @@
-"""The one policy of a failing background loop (issue 33): it backs off from its interval up to
+"""The one policy of a failing background loop: it backs off from its interval up to
 the cap, writes its first failure with a traceback and then at most one line per log interval
 with a count, and says once that it recovered."""
 

@@ -1,4 +1,4 @@
-"""Named tokens (issue 32): ``name=token`` in a token setting names the token for the audit log;
+"""Named tokens: ``name=token`` in a token setting names the token for the audit log;
 an unnamed token keeps working, and a token that merely contains ``=`` (base64 padding) is not
 read as named."""
 

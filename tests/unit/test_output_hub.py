@@ -1,4 +1,4 @@
-"""The output hub (issue 31) over the in-memory unit of work: however many callers follow a job,
+"""The output hub over the in-memory unit of work: however many callers follow a job,
 a round costs one state statement for every followed job and one read per job whose text moved;
 chunks stored on this replica reach the callers with no read; a caller from an offset gets the
 rest with no gap and no duplicate; a new attempt starts again at 0; callers end with the job.

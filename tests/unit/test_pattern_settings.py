@@ -1,4 +1,4 @@
-"""AIJOB_CONTENT_SAFETY_PATTERNS splits between patterns, never inside one (issue 15: ``a{1,3}``
+"""AIJOB_CONTENT_SAFETY_PATTERNS splits between patterns, never inside one (``a{1,3}``
 became two broken patterns)."""
 
 from __future__ import annotations

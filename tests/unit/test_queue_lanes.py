@@ -1,4 +1,4 @@
-"""Queue lanes on a runtime (issue 29): System A's ``ai-analysis`` runs one job at a time per
+"""Queue lanes on a runtime: System A's ``ai-analysis`` runs one job at a time per
 runtime unless configured, whatever the runtime's slots; other queues are not held back."""
 
 from __future__ import annotations

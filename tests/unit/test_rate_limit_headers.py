@@ -66,7 +66,7 @@ _ODD_VALUES = st.one_of(
 def test_any_header_value_is_read_or_ignored_never_a_crash_of_the_report(
     headers: dict[str, str],
 ) -> None:
-    """Issue 33: an out-of-range header raised ValueError while the report was built, and a
+    """An out-of-range header raised ValueError while the report was built, and a
     successful answer was lost. Whatever a provider sends, the report carries it or omits it."""
     seen = rate_limit_headers(headers)
     if seen is not None:

@@ -1,4 +1,4 @@
-"""Refused calls are all counted but logged at most once per interval per code (issue 15: a flood
+"""Refused calls are all counted but logged at most once per interval per code (a flood
 of bad calls wrote 9.5 MB of log in ten seconds)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Provider input is untrusted (issue 33, finding 8): a provider's error message quoting the
+"""Provider input is untrusted: a provider's error message quoting the
 request stored the user's API key in ``internalErrorMessage``; a params key appeared in a
 CreateJob span's exception event."""
 
