@@ -11,10 +11,21 @@ import hashlib
 import hmac
 from dataclasses import dataclass, field
 
-__all__ = ["MIN_PROVIDER_USER_ID_KEY_BYTES", "ProviderUserIds"]
+__all__ = ["MIN_PROVIDER_USER_ID_KEY_BYTES", "ProviderUserIds", "key_length_problem"]
 
 #: A shorter secret could be found by trying keys against one known user's pseudonym.
 MIN_PROVIDER_USER_ID_KEY_BYTES = 32
+
+
+def key_length_problem(key: bytes) -> str | None:
+    """Why ``key`` cannot be the secret (too short to resist guessing), or None; empty is fine:
+    it switches pseudonyms off."""
+    if 0 < len(key) < MIN_PROVIDER_USER_ID_KEY_BYTES:
+        return (
+            f"must be at least {MIN_PROVIDER_USER_ID_KEY_BYTES} bytes (it is {len(key)}); "
+            "a short key lets pseudonyms be guessed back to user ids"
+        )
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,6 @@ duration is in seconds, converted once here whatever unit its variable is writte
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
@@ -21,8 +20,19 @@ from scheduler_service.billing.prices import DEFAULT_PRICES, PriceTable
 from scheduler_service.flow.keys import FlowPolicy, Limits
 from scheduler_service.lifecycle.fairness import RunningCaps
 from scheduler_service.lifecycle.retry_policy import MAX_WAIVED_ATTEMPTS
-from scheduler_service.provider_ids import MIN_PROVIDER_USER_ID_KEY_BYTES, ProviderUserIds
+from scheduler_service.provider_ids import ProviderUserIds, key_length_problem
 from scheduler_service.registry.definitions import USER_KEY_MODE
+from scheduler_service.setting_groups import (
+    DatabaseSettings,
+    DispatchSettings,
+    LeaseSettings,
+    LimitSettings,
+    MetricsSettings,
+    OutboxSettings,
+    ReportSettings,
+    StreamSettings,
+    TlsSettings,
+)
 from shared.config import DEV_TOKENS_FILE, comma_list, split_commas
 from shared.model_catalogue import ACCOUNT_CONCURRENCY, DEEPSEEK
 
@@ -118,9 +128,8 @@ class SchedulerSettings(BaseSettings):
     #: Local dates (YYYY-MM-DD, comma-separated) with no peak window: the provider's holidays.
     off_peak_dates: str = ""
     #: The secret a job's user id is pseudonymised under for the model provider (DeepSeek's
-    #: user_id, scheduler_service/provider_ids.py); the same on every replica, at least
-    #: MIN_PROVIDER_USER_ID_KEY_BYTES long so that a pseudonym cannot be guessed back to its
-    #: user by trying keys. Unset: calls carry no user id (make run generates one).
+    #: user_id, provider_ids.py); the same on every replica, at least 32 bytes so that a pseudonym
+    #: cannot be guessed back to its user. Unset: calls carry no user id (make run makes one).
     provider_user_id_key: SecretStr = SecretStr("")
     #: ``off``: never send a user id, even with a key.
     provider_user_id: Literal["on", "off"] = "on"
@@ -261,12 +270,8 @@ class SchedulerSettings(BaseSettings):
     @field_validator("provider_user_id_key")
     @classmethod
     def _provider_user_id_key(cls, value: SecretStr) -> SecretStr:
-        size = len(value.get_secret_value().encode())
-        if 0 < size < MIN_PROVIDER_USER_ID_KEY_BYTES:
-            raise ValueError(
-                f"must be at least {MIN_PROVIDER_USER_ID_KEY_BYTES} bytes (it is {size}); "
-                "a short key lets pseudonyms be guessed back to user ids"
-            )
+        if problem := key_length_problem(value.get_secret_value().encode()):
+            raise ValueError(problem)
         return value
 
     @field_validator("peak_hours")
@@ -410,100 +415,3 @@ class SchedulerSettings(BaseSettings):
     @property
     def metrics(self) -> MetricsSettings:
         return MetricsSettings(self.metrics_listen, self.metrics_interval_s)
-
-
-@dataclass(frozen=True, slots=True)
-class DatabaseSettings:
-    url: str
-    pool_size: int
-    #: How often reachability is checked for the health service.
-    health_interval_s: float
-    #: The other nodes, in order (the URL's host is the preferred one).
-    failover_hosts: tuple[str, ...] = ()
-    causal_reads: bool = False
-    health_timeout_s: float = 1.5
-    read_timeout_s: float = 30.0
-    connect_timeout_s: float = 5.0
-    ping_after_idle_s: float = 0.5
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseSettings:
-    ttl_s: float
-    #: How long past ``lockUntil`` the reaper waits before taking a lease back.
-    grace_s: float
-    reaper_interval_s: float
-    #: How long a silent Poll stream still keeps its runtime's leases alive.
-    stream_alive_s: float
-
-    @property
-    def keep_alive_interval_s(self) -> float:
-        """Streams extend their leases three times per lease, so one missed round costs none."""
-        return self.ttl_s / 3
-
-
-@dataclass(frozen=True, slots=True)
-class ReportSettings:
-    window_s: float
-    max_batch: int
-
-
-@dataclass(frozen=True, slots=True)
-class DispatchSettings:
-    poll_interval_s: float
-    batch_max: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OutboxSettings:
-    interval_s: float
-    batch: int
-    processing_timeout_s: float
-    backoff_s: float
-    #: How often SubscribeEvents looks for events published through other replicas.
-    events_poll_s: float
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LimitSettings:
-    max_active_jobs_per_user: int
-    daily_job_quota_per_user: int
-    max_snapshot_bytes: int
-    max_output_bytes: int
-    max_retry_after_ms: int
-    max_waived_attempts: int
-    max_receive_message_bytes: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StreamSettings:
-    max_concurrent_rpcs: int
-    max_anonymous_rpcs: int
-    max_concurrent_streams: int
-    max_poll_streams: int
-    max_streams_per_token: int
-    max_watch_streams_per_token: int
-    max_subscribe_streams_per_token: int
-    max_slots_per_stream: int
-    poll_subscribe_timeout_s: float
-    #: How often WatchJob looks for changes made through other replicas.
-    watch_poll_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class TlsSettings:
-    cert: str
-    key: str
-    client_ca: str
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.cert or self.key)
-
-
-@dataclass(frozen=True, slots=True)
-class MetricsSettings:
-    #: host:port of the Prometheus endpoint; empty turns it off.
-    listen: str
-    #: How often the gauges read from the database are refreshed.
-    interval_s: float
