@@ -110,7 +110,7 @@ for _unspent in (ErrorCode.MODEL_RATE_LIMIT, ErrorCode.RUNTIME_SHUTDOWN):
     _SPECS[_unspent] = ErrorSpec(_unspent, True, spends_attempt=False)
 
 
-#: The codes a runtime reports for a failed attempt (the README's error table lists exactly these).
+#: The codes a runtime reports for a failed attempt (docs/error-codes.md lists exactly these).
 EXECUTION_CODES = frozenset(list(ErrorCode)[: list(ErrorCode).index(ErrorCode.JOB_EXPIRED)])
 
 

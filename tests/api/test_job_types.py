@@ -1,6 +1,6 @@
 """Discoverable job types: ListJobTypes answers every type with its JSON Schemas; they
-validate the README's example snapshot and reject a broken one; schemas/ holds the same schemas
-and the README's table the same types."""
+validate the CLI guide's example snapshot and reject a broken one; schemas/ holds the same
+schemas and docs/job-types.md's table the same types."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from tests.support.schedulers import RunningScheduler
 pytestmark = pytest.mark.mysql
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
+CLI_GUIDE = (ROOT / "docs" / "cli.md").read_text()
+JOB_TYPES_TABLE = (ROOT / "docs" / "job-types.md").read_text()
 
 
 async def _job_types(scheduler: RunningScheduler) -> dict[str, job_pb.JobType]:
@@ -32,18 +33,18 @@ async def _job_types(scheduler: RunningScheduler) -> dict[str, job_pb.JobType]:
     return {t.job_type: t for t in reply.job_types}
 
 
-def _readme_example() -> tuple[str, dict[str, object]]:
-    """The job type and snapshot of the README's `aijob create` example."""
-    line = next(line for line in README.splitlines() if line.startswith("aijob create "))
+def _cli_guide_example() -> tuple[str, dict[str, object]]:
+    """The job type and snapshot of the CLI guide's `aijob create` example."""
+    line = next(line for line in CLI_GUIDE.splitlines() if line.startswith("aijob create "))
     words = shlex.split(line)
     return words[2], json.loads(words[words.index("--snapshot") + 1])
 
 
-async def test_the_schemas_validate_the_readme_example_and_reject_a_broken_one(
+async def test_the_schemas_validate_the_cli_guide_example_and_reject_a_broken_one(
     scheduler: RunningScheduler,
 ) -> None:
     types = await _job_types(scheduler)
-    job_type, snapshot = _readme_example()
+    job_type, snapshot = _cli_guide_example()
     schema = json.loads(types[job_type].snapshot_schema_json)
     jsonschema.validate(snapshot, schema)
     broken = json.loads(json.dumps(snapshot))
@@ -61,7 +62,7 @@ async def test_the_schemas_validate_the_readme_example_and_reject_a_broken_one(
     assert output["type"] == "object" and output["title"] == "quiz_generation output"
 
 
-async def test_the_checked_in_schemas_and_the_readme_table_match_the_registry(
+async def test_the_checked_in_schemas_and_the_job_types_table_match_the_registry(
     scheduler: RunningScheduler,
 ) -> None:
     types = await _job_types(scheduler)
@@ -70,6 +71,6 @@ async def test_the_checked_in_schemas_and_the_readme_table_match_the_registry(
         assert (ROOT / "schemas" / name).read_text() == text, name
     served = json.loads(types["synthetic_echo"].snapshot_schema_json)
     assert served == json.loads(files["synthetic_echo.snapshot.schema.json"])
-    table = re.findall(r"^\| `([a-z_-]+)` \| (ai-[a-z]+) \|", README, re.MULTILINE)
+    table = re.findall(r"^\| `([a-z_-]+)` \| (ai-[a-z]+) \|", JOB_TYPES_TABLE, re.MULTILINE)
     registry = {d.job_type: d.routing.queue_name for d in default_registry()}
     assert dict(table) == registry

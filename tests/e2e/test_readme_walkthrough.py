@@ -1,5 +1,5 @@
-"""The README's grpcurl walkthrough, run as printed against `make run`'s stack (only the ports are
-changed, so the test can run beside a developer's own stack)."""
+"""The grpcurl walkthrough (docs/grpcurl.md), run as printed against `make run`'s stack (only
+the ports are changed, so the test can run beside a developer's own stack)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ from tests.support.stack import ROOT, running_stack
 
 
 def _blocks() -> list[str]:
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Try it with grpcurl") : readme.index("## Security")]
-    return re.findall(r"```sh\n(.*?)```", section, re.DOTALL)
+    walkthrough = (ROOT / "docs" / "grpcurl.md").read_text()
+    return re.findall(r"```sh\n(.*?)```", walkthrough, re.DOTALL)
 
 
 def test_the_walkthrough_works_as_printed(tmp_path: Path) -> None:
