@@ -6,7 +6,7 @@ in its compiled cache by a key it rebuilds per call, constructs the parameters, 
 expanding ``IN`` lists and wraps the cursor. ``bench/statement_cost.py`` measures one statement
 on each path: about twice the bare cursor's CPU through ``AsyncConnection.execute``, a fifth
 more than it here; over a drain that is about a ninth of the scheduler's CPU per job
-(docs/performance.md, "Statements straight to the driver").
+(docs/performance.md, "What the hot path does, and where").
 
 :class:`DriverConnection` is the engine's connection class on MySQL/MariaDB. A Core statement
 it is handed a second time (module constants and cached builders; a statement built afresh per
