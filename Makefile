@@ -41,6 +41,7 @@ lint: install $(BUF)
 	$(BUF) lint
 	$(PY) scripts/gen_protos.py --check
 	$(PY) scripts/check_code_text.py
+	$(PY) scripts/check_folder_cycles.py
 
 # Compares the contract with main: run it on a branch before merging a .proto change.
 breaking: $(BUF)

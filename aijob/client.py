@@ -27,13 +27,27 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Mapping
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import json_format
-from google.rpc import error_details_pb2, status_pb2
 
 from aijob.connection import ClientSettings
+from aijob.errors import (
+    AijobError,
+    AlreadyExistsError,
+    DeadlineExceededError,
+    FailedPreconditionError,
+    InternalError,
+    InvalidArgumentError,
+    NotFoundError,
+    PermissionDeniedError,
+    ResourceExhaustedError,
+    UnauthenticatedError,
+    UnavailableError,
+    error_details,
+    error_of,
+)
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
@@ -63,90 +77,6 @@ TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
 
 
-class AijobError(Exception):
-    """A call the engine refused or could not answer."""
-
-    def __init__(
-        self, code: grpc.StatusCode, reason: str, message: str, metadata: Mapping[str, str]
-    ) -> None:
-        super().__init__(
-            f"{code.name} {reason}: {message}" if reason else f"{code.name}: {message}"
-        )
-        #: The gRPC status.
-        self.code = code
-        #: The public error code (``ErrorInfo.reason``), e.g. ``JOB_NOT_FOUND``; "" when none.
-        self.reason = reason
-        self.message = message
-        #: ``ErrorInfo.metadata``: e.g. ``field`` for an invalid argument.
-        self.metadata = dict(metadata)
-
-
-class InvalidArgumentError(AijobError): ...
-
-
-class NotFoundError(AijobError): ...
-
-
-class AlreadyExistsError(AijobError): ...
-
-
-class FailedPreconditionError(AijobError): ...
-
-
-class ResourceExhaustedError(AijobError): ...
-
-
-class PermissionDeniedError(AijobError): ...
-
-
-class UnauthenticatedError(AijobError): ...
-
-
-class UnavailableError(AijobError): ...
-
-
-class DeadlineExceededError(AijobError): ...
-
-
-class InternalError(AijobError): ...
-
-
-_CLASSES: dict[grpc.StatusCode, type[AijobError]] = {
-    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
-    grpc.StatusCode.NOT_FOUND: NotFoundError,
-    grpc.StatusCode.ALREADY_EXISTS: AlreadyExistsError,
-    grpc.StatusCode.FAILED_PRECONDITION: FailedPreconditionError,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
-    grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
-    grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
-    grpc.StatusCode.UNAVAILABLE: UnavailableError,
-    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
-}
-
-
-def _details(error: grpc.aio.AioRpcError) -> tuple[str, dict[str, str], float | None]:
-    """(reason, metadata, the server's retry delay) from an error's status details."""
-    reason, metadata, delay = "", {}, None
-    trailing = cast(tuple[tuple[str, Any], ...], error.trailing_metadata() or ())
-    for key, value in trailing:
-        if key != "grpc-status-details-bin" or not isinstance(value, bytes):
-            continue
-        for detail in status_pb2.Status.FromString(value).details:
-            info, retry = error_details_pb2.ErrorInfo(), error_details_pb2.RetryInfo()
-            if detail.Unpack(info):
-                reason, metadata = info.reason, dict(info.metadata)
-            elif detail.Unpack(retry):
-                delay = retry.retry_delay.ToTimedelta().total_seconds()
-    return reason, metadata, delay
-
-
-def error_of(error: grpc.aio.AioRpcError) -> AijobError:
-    """The exception for ``error``."""
-    reason, metadata, _ = _details(error)
-    kind = _CLASSES.get(error.code(), InternalError)
-    return kind(error.code(), reason, error.details() or "", metadata)
-
-
 class _Calls:
     """Deadlines and retries around the stubs' calls."""
 
@@ -166,7 +96,7 @@ class _Calls:
                 return await send(max(0.001, remaining))
             except grpc.aio.AioRpcError as error:
                 attempt += 1
-                _, _, server_delay = _details(error)
+                _, _, server_delay = error_details(error)
                 backoff = server_delay or random.uniform(
                     0, min(self.max_backoff_s, 0.1 * 2**attempt)
                 )

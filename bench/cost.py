@@ -34,9 +34,9 @@ from devtools.harness import tokens
 from devtools.harness.procs import spawn_schedulers
 from devtools.harness.runtime_client import JobClient
 from devtools.scripted_model import ScriptedModelServer
-from scheduler_service.db.clock import db_now
-from scheduler_service.db.engine import create_engine
-from scheduler_service.db.models import AiJob, AiUsageLog
+from scheduler_service.sql.db.clock import db_now
+from scheduler_service.sql.db.engine import create_engine
+from scheduler_service.sql.db.models import AiJob, AiUsageLog
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.gen.aijob.v1 import types_pb2
 

@@ -16,8 +16,8 @@ import psutil
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from scheduler_service.db.engine import create_engine
-from scheduler_service.migrate import migrate
+from scheduler_service.sql.db.engine import create_engine
+from scheduler_service.sql.migrate import migrate
 
 MYSQL_URL = os.environ.get("AIJOB_BENCH_MYSQL_URL", "mysql+asyncmy://root@127.0.0.1:3306/test")
 

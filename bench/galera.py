@@ -40,7 +40,7 @@ from bench.databases import throwaway_database
 from bench.sizes import size
 from devtools.harness.galera import GaleraCluster, create_schema, galera_missing
 from devtools.harness.galera_drain import drain
-from scheduler_service.db.engine import create_engine
+from scheduler_service.sql.db.engine import create_engine
 
 JOBS = size("GALERA_JOBS", 5_000, 200)
 PAIRS = size("GALERA_PAIRS", 3, 1)

@@ -31,8 +31,8 @@ from bench.databases import throwaway_database
 from bench.sizes import size
 from devtools.harness.procs import scheduler_processes
 from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
-from scheduler_service.db.engine import create_engine
-from scheduler_service.db.models import AiJob
+from scheduler_service.sql.db.engine import create_engine
+from scheduler_service.sql.db.models import AiJob
 
 _jobs = cast(Table, AiJob.__table__)
 JOBS = size("LATENCY_JOBS", 1000, 20)

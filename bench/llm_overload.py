@@ -31,8 +31,8 @@ from bench.sizes import size
 from devtools.harness import tokens
 from devtools.harness.runtime_client import JobClient
 from devtools.scripted_model import Overload, ScriptedModelServer
-from scheduler_service.db.engine import create_engine
-from scheduler_service.db.models import AiJob, AiUsageLog
+from scheduler_service.sql.db.engine import create_engine
+from scheduler_service.sql.db.models import AiJob, AiUsageLog
 
 PLACES, WARMUP = 8, 5
 JOBS = size("LLM_OVERLOAD_JOBS", 200, 20)

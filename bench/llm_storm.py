@@ -38,8 +38,8 @@ from devtools.harness.procs import spawn_schedulers
 from devtools.harness.runtime_client import JobClient
 from devtools.scripted_limits import KeyLimits
 from devtools.scripted_model import ScriptedModelServer
-from scheduler_service.db.engine import create_engine
-from scheduler_service.db.models import AiJob
+from scheduler_service.sql.db.engine import create_engine
+from scheduler_service.sql.db.models import AiJob
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb

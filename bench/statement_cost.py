@@ -5,7 +5,7 @@ connection, timed in CPU per call:
 
 * **sqlalchemy** — ``AsyncConnection.execute`` on a plain ``create_async_engine``: a greenlet and
   an execution context per call;
-* **driver** — the same call on the scheduler's engine (``scheduler_service/db/driver.py``);
+* **driver** — the same call on the scheduler's engine (``scheduler_service/sql/db/driver.py``);
 * **cursor** — the asyncmy cursor alone, the SQL written out: the floor.
 
     python -m bench.statement_cost      # AIJOB_BENCH_STATEMENT_CALLS (default 3000)
@@ -24,8 +24,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from bench.databases import throwaway_database
 from bench.sizes import size
-from scheduler_service.db.engine import create_engine
-from scheduler_service.db.models import AiJob
+from scheduler_service.sql.db.engine import create_engine
+from scheduler_service.sql.db.models import AiJob
 
 CALLS = size("STATEMENT_CALLS", 3000, 50)
 IDS = [f"missing-{i}" for i in range(40)]

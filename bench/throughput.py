@@ -153,7 +153,7 @@ class Batched:
 async def batched_ceiling(url: str, jobs: int) -> Batched:
     """Jobs per second for the same statements, ``BATCH`` jobs per transaction, and the CPU they
     cost (this process and the database server)."""
-    # Our sessions run READ COMMITTED (scheduler_service/db/engine.py); so does this loop, which
+    # Our sessions run READ COMMITTED (scheduler_service/sql/db/engine.py); so does this loop, which
     # without it deadlocks on the gap locks of its own multi-row inserts.
     pool = await _pool(url, init_command="SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
     head = [statement.split(" VALUES ")[0] for statement in _CREATE]

@@ -19,8 +19,8 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, ParamSpec, TypeVar
 
 from scheduler_service.__main__ import main as scheduler_main
-from scheduler_service.outbox.dispatcher import OutboxDispatcher
-from scheduler_service.protocol.group_commit import GroupCommit
+from scheduler_service.services.group_commit import GroupCommit
+from scheduler_service.sql.outbox_dispatcher import OutboxDispatcher
 
 __all__ = ["OUTBOX_STALL", "REPORT_STALL", "install"]
 

@@ -60,375 +60,38 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
 import math
-import re
 import sys
 import threading
 import time
-import uuid
-from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from devtools.scripted_limits import KeyLimits, ProviderLimits
+from devtools.scripted_answers import answer_for, forget_answer, register_answer
+from devtools.scripted_limits import KeyLimits
+from devtools.scripted_replies import (
+    completion_body,
+    content_for,
+    pauses_for,
+    prefix_of,
+    stream_chunks,
+    usage_of,
+)
+from devtools.scripted_state import USER_ID, AccountLimits, Overload, ScriptedState, key_label
 
-__all__ = ["AccountLimits", "Overload", "ScriptedModelServer", "answer_for", "key_label"]
+__all__ = [
+    "AccountLimits",
+    "Overload",
+    "ScriptedModelServer",
+    "answer_for",
+    "forget_answer",
+    "key_label",
+    "register_answer",
+]
 
 MODEL = "scripted-deepseek"
-_JOB_TYPE = re.compile(r"^job_type: ([\w-]+)$", re.MULTILINE)
-_FENCED = re.compile(r"```json\n(.*?)\n```", re.DOTALL)
-_MARKER = re.compile(r"scripted-fault=([\w:]+)")
-
-
-# -- answers ----------------------------------------------------------------------------------
-
-
-def _learning(snapshot: dict[str, Any], _params: dict[str, Any]) -> dict[str, Any]:
-    answers = snapshot.get("answers") or []
-    right = sum(1 for a in answers if a.get("correct"))
-    ratio = right / len(answers) if answers else 0.5
-    points = snapshot.get("knowledgePoints") or []
-    level = (
-        "novice"
-        if ratio < 0.25
-        else "developing"
-        if ratio < 0.6
-        else "proficient"
-        if ratio < 0.9
-        else "mastered"
-    )
-    return {
-        "summary": f"Answered {right} of {len(answers)} questions correctly.",
-        "masteryLevel": level,
-        "strengths": [p["name"] for p in points if (p.get("mastery") or 0) >= 0.6][:20],
-        "weaknesses": [p["name"] for p in points if (p.get("mastery") or 0) < 0.6][:20],
-    }
-
-
-def _weak_points(snapshot: dict[str, Any], _params: dict[str, Any]) -> dict[str, Any]:
-    points = [p for p in snapshot.get("knowledgePoints") or [] if (p.get("mastery") or 0) < 0.6]
-    return {
-        "weakPoints": [
-            {
-                "knowledgePointId": p["id"],
-                "title": p["name"],
-                "reason": "Low mastery in recent answers.",
-                "severity": "high" if (p.get("mastery") or 0) < 0.3 else "medium",
-                "confidence": 70,
-            }
-            for p in points[:50]
-        ]
-    }
-
-
-def _next_actions(snapshot: dict[str, Any], _params: dict[str, Any]) -> dict[str, Any]:
-    points = snapshot.get("knowledgePoints") or [{"id": None, "name": "the material"}]
-    return {
-        "actions": [
-            {
-                "actionType": "review" if index == 0 else "practice",
-                "title": f"Work on {p['name']}",
-                "reason": "It is where the most progress can be made.",
-                "knowledgePointId": p.get("id"),
-                "priority": index,
-            }
-            for index, p in enumerate(points[:5])
-        ]
-    }
-
-
-def _quiz(snapshot: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    title = (snapshot.get("material") or {}).get("title", "the material")
-    count = int(params.get("count", 5))
-    return {
-        "questions": [
-            {
-                "questionType": "single_choice",
-                "stem": f"Question {n + 1} about {title}?",
-                "choices": [{"key": k, "text": f"Option {k}"} for k in "ABCD"],
-                "answer": "A",
-                "explanation": "Option A is what the material says.",
-                "difficulty": "medium",
-            }
-            for n in range(count)
-        ]
-    }
-
-
-def _cards(snapshot: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    title = (snapshot.get("material") or {}).get("title", "the material")
-    return {
-        "cards": [
-            {"front": f"{title}: term {n + 1}", "back": f"Definition {n + 1}"}
-            for n in range(int(params.get("count", 10)))
-        ]
-    }
-
-
-Builder = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
-
-
-def _echo(snapshot: dict[str, Any], _params: dict[str, Any]) -> dict[str, Any]:
-    return {"echo": snapshot}
-
-
-def _words(snapshot: dict[str, Any]) -> list[str]:
-    return [w for w in str(snapshot.get("answer") or "").split() if len(w) > 3][:10]
-
-
-def _recall(snapshot: dict[str, Any], _params: dict[str, Any]) -> dict[str, Any]:
-    words = _words(snapshot)
-    return {
-        "score": min(100, 10 * len(words)),
-        "recalledPoints": words[:5],
-        "missedPoints": [] if len(words) >= 5 else ["the rest of the material"],
-        "feedback": f"You recalled {len(words[:5])} key points.",
-    }
-
-
-def _feynman(snapshot: dict[str, Any], _params: dict[str, Any]) -> dict[str, Any]:
-    words = _words(snapshot)
-    return {
-        "score": min(100, 10 * len(words)),
-        "clarity": 80 if words else 20,
-        "gaps": [] if words else ["the explanation is empty"],
-        "misconceptions": [],
-        "feedback": "A clear explanation in your own words." if words else "Explain it again.",
-    }
-
-
-_BUILDERS: dict[str, Builder] = {
-    "active-recall": _recall,
-    "feynman-evaluation": _feynman,
-    "learning_state_analysis": _learning,
-    "weak_point_analysis": _weak_points,
-    "next_action_planning": _next_actions,
-    "quiz_generation": _quiz,
-    "flashcard_generation": _cards,
-    "synthetic_echo": _echo,
-}
-
-
-def register_answer(job_type: str, builder: Builder) -> None:
-    """Teach the server the answer of a job type it does not know (Adding a job type, in
-    docs/architecture.md): ``builder(snapshot, params)`` returns a schema-valid output."""
-    _BUILDERS[job_type] = builder
-
-
-def forget_answer(job_type: str) -> None:
-    _BUILDERS.pop(job_type, None)
-
-
-def answer_for(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """The schema-valid answer for the job the prompt describes."""
-    system = next((m.get("content", "") for m in messages if m.get("role") == "system"), "")
-    user = next((m.get("content", "") for m in messages if m.get("role") == "user"), "")
-    match = _JOB_TYPE.search(system)
-    blocks = _FENCED.findall(user)
-    snapshot = json.loads(blocks[0]) if blocks else {}
-    params = json.loads(blocks[1]) if len(blocks) > 1 else {}
-    builder = _BUILDERS.get(
-        match.group(1) if match else "synthetic_echo", _BUILDERS["synthetic_echo"]
-    )
-    return builder(snapshot, params)
-
-
-# -- the server -------------------------------------------------------------------------------
-
-
-def key_label(api_key: str) -> str:
-    """How a key appears in the stats: its first 6 and last 4 characters, as dashboards show."""
-    return f"{api_key[:6]}...{api_key[-4:]}" if len(api_key) > 12 else "short-key"
-
-
-@dataclass(frozen=True, slots=True)
-class AccountLimits:
-    """DeepSeek's limits today (*Rate Limit & Isolation*): calls at once per account, across
-    every API key, and, for accounts with raised quotas, per ``user_id`` (a request without one
-    counts as the empty id). 0 is no limit; beyond a limit, HTTP 429."""
-
-    concurrency: int = 0
-    per_user: int = 0
-
-
-#: DeepSeek's ``user_id``: letters, digits, ``_`` and ``-``, at most 512 bytes.
-_USER_ID = re.compile(r"^[A-Za-z0-9_-]{1,512}$")
-
-
-@dataclass(frozen=True, slots=True)
-class Overload:
-    """Hold calls past ``places`` in progress; a hold longer than ``hold_s`` ends in a 503."""
-
-    places: int
-    hold_s: float = 30.0
-    keepalive_s: float = 1.0
-
-
-class _State:
-    def __init__(
-        self,
-        default_fault: str,
-        limits: KeyLimits | None = None,
-        overload: Overload | None = None,
-        account: AccountLimits | None = None,
-    ) -> None:
-        self.default_fault = default_fault
-        self.account = account or AccountLimits()
-        #: Calls at once on the account, and per user id (the empty id too).
-        self.account_in_progress = 0
-        self.user_in_progress: Counter[str] = Counter()
-        #: Every user_id seen, with how many calls carried it.
-        self.user_ids: Counter[str] = Counter()
-        self.queued: deque[str] = deque()
-        self.counts: Counter[str] = Counter()
-        #: Completion tokens each call wrote (a call cut short counts what it sent).
-        self.call_completion_tokens: list[int] = []
-        self.lock = threading.Lock()
-        self.places = threading.Condition(self.lock)
-        #: What the ``gate`` fault waits for.
-        self.gate = threading.Event()
-        self.limits = ProviderLimits(limits or KeyLimits())
-        self.overload = overload
-        self.in_progress = 0
-        #: Calls held open right now, waiting for a place.
-        self.holding = 0
-        #: Digests of the prompts answered: a repeat hits the context cache.
-        self.prompts: set[bytes] = set()
-        self.keys: dict[str, Counter[str]] = {}
-
-    def enter_account(self, user_id: str) -> bool:
-        """Take a place on the account (and the user id's); False past either limit."""
-        with self.lock:
-            account = self.account
-            if account.concurrency and self.account_in_progress >= account.concurrency:
-                return False
-            if account.per_user and self.user_in_progress[user_id] >= account.per_user:
-                return False
-            self.account_in_progress += 1
-            self.user_in_progress[user_id] += 1
-            self.counts["max_account_concurrent"] = max(
-                self.counts["max_account_concurrent"], self.account_in_progress
-            )
-            most = max(self.counts["max_user_concurrent"], self.user_in_progress[user_id])
-            self.counts["max_user_concurrent"] = most
-            return True
-
-    def leave_account(self, user_id: str) -> None:
-        with self.lock:
-            self.account_in_progress -= 1
-            self.user_in_progress[user_id] -= 1
-
-    def saw_user_id(self, user_id: str) -> None:
-        with self.lock:
-            self.user_ids[user_id] += 1
-
-    def must_hold(self) -> bool:
-        with self.lock:
-            return self.overload is not None and self.in_progress >= self.overload.places
-
-    def hold(self) -> None:
-        """A call is held open until a place frees."""
-        with self.lock:
-            self.counts["held"] += 1
-            self.holding += 1
-            self._note_open()
-
-    def take_place(self, key: str, wait_s: float) -> bool:
-        """Start ``key``'s held call if a place is free within ``wait_s``."""
-        assert self.overload is not None
-        with self.places:
-            if self.in_progress >= self.overload.places:
-                self.places.wait(timeout=wait_s)
-            if self.in_progress >= self.overload.places:
-                return False
-            self.holding -= 1
-            self._start(key)
-            return True
-
-    def release_hold(self, *, overloaded: bool) -> None:
-        """A held call ends without a place: held too long (``overloaded``), or its caller left."""
-        with self.lock:
-            self.holding -= 1
-            self.counts["overloaded" if overloaded else "abandoned"] += 1
-
-    def _note_open(self) -> None:
-        open_calls = self.in_progress + self.holding
-        self.counts["max_open"] = max(self.counts["max_open"], open_calls)
-
-    def started(self, key: str) -> None:
-        with self.lock:
-            self._start(key)
-
-    def _start(self, key: str) -> None:
-        """A call starts (the caller holds the lock)."""
-        self.in_progress += 1
-        self.counts["max_concurrent"] = max(self.counts["max_concurrent"], self.in_progress)
-        self._note_open()
-        per_key = self.keys.setdefault(key_label(key), Counter())
-        per_key["requests"] += 1
-        per_key["in_progress"] += 1
-        per_key["max_concurrent"] = max(per_key["max_concurrent"], per_key["in_progress"])
-
-    def ended(self, key: str) -> None:
-        with self.places:
-            self.in_progress -= 1
-            self.keys[key_label(key)]["in_progress"] -= 1
-            self.places.notify()
-
-    def wrote(self, chars: int) -> None:
-        """A call ended having written ``chars`` characters of completion."""
-        tokens = math.ceil(chars / 4)
-        with self.lock:
-            self.counts["completion_tokens"] += tokens
-            self.call_completion_tokens.append(tokens)
-
-    def count(self, name: str) -> None:
-        with self.lock:
-            self.counts[name] += 1
-
-    def rate_limited(self, key: str, *, admitted: bool) -> None:
-        """A 429 answered: by the limits (not admitted) or by a scripted fault (admitted)."""
-        with self.lock:
-            self.counts["rate_limited"] += 1
-            per_key = self.keys.setdefault(key_label(key), Counter())
-            per_key["requests"] += 0 if admitted else 1
-            per_key["rate_limited"] += 1
-
-    def stats(self) -> dict[str, Any]:
-        with self.lock:
-            stats: dict[str, Any] = {"requests": 0, "rate_limited": 0, "max_concurrent": 0}
-            stats |= dict(self.counts)
-            stats["in_progress"] = self.in_progress
-            stats["holding"] = self.holding
-            stats["keys"] = {label: dict(counts) for label, counts in self.keys.items()}
-            stats["user_ids"] = dict(self.user_ids)
-            stats["call_completion_tokens"] = list(self.call_completion_tokens)
-            return stats
-
-    def cached(self, prompt: str) -> bool:
-        """Whether the prompt was seen before (its prefix is in the context cache); it is now."""
-        digest = hashlib.sha256(prompt.encode()).digest()
-        with self.lock:
-            seen = digest in self.prompts
-            self.prompts.add(digest)
-            return seen
-
-    def next_fault(self, prompt: str) -> str:
-        marker = _MARKER.search(prompt)
-        with self.lock:
-            if marker:
-                fault = marker.group(1)
-            elif self.queued:
-                fault = self.queued.popleft()
-            else:
-                fault = self.default_fault
-            self.counts["requests"] += 1
-            self.counts[f"fault:{fault or 'none'}"] += 1
-            return fault
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -484,7 +147,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         request = self._body()
         state = self.server.state
-        if _prefix(request.get("messages") or []) is not None and not self.path.startswith("/beta"):
+        if prefix_of(request.get("messages") or []) is not None and not self.path.startswith(
+            "/beta"
+        ):
             state.count("prefix_without_beta")
             error = {
                 "message": "Chat prefix completion is a beta feature: use the beta base URL.",
@@ -494,7 +159,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         user_id = request.get("user_id")
         if user_id is not None and not (
-            isinstance(user_id, str) and _USER_ID.match(user_id) and len(user_id.encode()) <= 512
+            isinstance(user_id, str) and USER_ID.match(user_id) and len(user_id.encode()) <= 512
         ):
             state.count("bad_user_id")
             error = {"message": "Invalid user_id.", "type": "invalid_request_error"}
@@ -520,7 +185,7 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             leave()
 
-    def _completion(self, request: dict[str, Any], state: _State) -> None:
+    def _completion(self, request: dict[str, Any], state: ScriptedState) -> None:
         messages = request.get("messages") or []
         prompt = "\n".join(str(m.get("content", "")) for m in messages)
         fault = state.next_fault(prompt)
@@ -544,7 +209,7 @@ class _Handler(BaseHTTPRequestHandler):
             state.ended(key)
             state.limits.done(key)
 
-    def _place(self, state: _State, key: str, streaming: bool) -> bool:
+    def _place(self, state: ScriptedState, key: str, streaming: bool) -> bool:
         """Start the call, after holding it open while the server is overloaded; False when the
         hold ran out (answered 503)."""
         overload = state.overload
@@ -559,7 +224,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return False
 
-    def _held(self, state: _State, key: str, overload: Overload, streaming: bool) -> bool:
+    def _held(self, state: ScriptedState, key: str, overload: Overload, streaming: bool) -> bool:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream" if streaming else "application/json")
         self.send_header("Connection", "close")
@@ -623,18 +288,18 @@ class _Handler(BaseHTTPRequestHandler):
             }
             self._send(400, {"error": error})
             return
-        content, finish = _content(name, messages, request.get("max_tokens"))
+        content, finish = content_for(name, messages, request.get("max_tokens"))
         model = request.get("model", MODEL)
-        usage = _usage(prompt, content, cached=self.server.state.cached(prompt))
+        usage = usage_of(prompt, content, cached=self.server.state.cached(prompt))
         if request.get("stream"):
             wanted = bool((request.get("stream_options") or {}).get("include_usage"))
             pieces = 20 if name == "drip" else max(1, math.ceil(len(content) / 64))
-            events = _chunks(model, content, finish, usage if wanted else None, pieces)
-            self._stream(events, headers, _pauses(name, argument, len(events)))
+            events = stream_chunks(model, content, finish, usage if wanted else None, pieces)
+            self._stream(events, headers, pauses_for(name, argument, len(events)))
             return
         self.answered()
         self.server.state.wrote(len(content))
-        self._send(200, _completion(model, content, finish, usage), headers)
+        self._send(200, completion_body(model, content, finish, usage), headers)
 
     def _stream(
         self, events: list[dict[str, Any]], headers: dict[str, str], pauses: list[float]
@@ -690,114 +355,6 @@ _ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
 
 
 #: Providers cache prompt prefixes in blocks of this many tokens (DeepSeek: 64).
-CACHE_BLOCK = 64
-
-
-def _usage(prompt: str, content: str, *, cached: bool) -> dict[str, Any]:
-    """Token counts (a quarter of the characters). A prompt seen before hits the context cache
-    for its whole blocks, reported both as DeepSeek does (``prompt_cache_hit_tokens``,
-    ``prompt_cache_miss_tokens``) and as OpenAI does (``prompt_tokens_details``)."""
-    prompt_tokens, completion_tokens = max(1, len(prompt) // 4), max(1, len(content) // 4)
-    hit = prompt_tokens // CACHE_BLOCK * CACHE_BLOCK if cached else 0
-    return {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-        "prompt_cache_hit_tokens": hit,
-        "prompt_cache_miss_tokens": prompt_tokens - hit,
-        "prompt_tokens_details": {"cached_tokens": hit},
-    }
-
-
-def _prefix(messages: list[dict[str, Any]]) -> str | None:
-    """The text of a last assistant message with ``prefix: true`` (chat prefix completion)."""
-    last = messages[-1] if messages else {}
-    if last.get("role") == "assistant" and last.get("prefix") is True:
-        return str(last.get("content") or "")
-    return None
-
-
-def _content(fault: str, messages: list[dict[str, Any]], cap: Any) -> tuple[str, str]:
-    """The answer's text and finish reason, as the fault shapes it; cut at ``max_tokens``. With
-    a prefix (chat prefix completion), the rest of the scripted answer after it."""
-    content = json.dumps(answer_for(messages), ensure_ascii=False)
-    prefix = _prefix(messages)
-    if prefix is not None:
-        content = content[len(prefix) :] if content.startswith(prefix) else content
-    finish = "stop"
-    if fault == "malformed":
-        content = "{this is not json"
-    elif fault == "schema":
-        content = json.dumps({"unexpected": "shape"})
-    elif fault == "length":
-        content, finish = content[: len(content) // 2], "length"
-    elif fault == "fenced":
-        content = f"```json\n{content}\n```"
-    if isinstance(cap, int) and cap > 0 and len(content) // 4 > cap:
-        content, finish = content[: cap * 4], "length"  # cut at the cap, as providers do
-    return content, finish
-
-
-def _pauses(fault: str, argument: str, count: int) -> list[float]:
-    """Seconds before each event: ``drip`` spreads its time over the content pieces (events 1
-    to count - 2: the role comes first, the finish and usage last), ``stall`` waits once after
-    the first piece."""
-    pauses = [0.0] * count
-    seconds = int(argument or "1000") / 1000
-    if fault == "drip":
-        pieces = range(1, max(2, count - 2))
-        for index in pieces:
-            pauses[index] = seconds / len(pieces)
-    elif fault == "stall" and count > 2:
-        pauses[2] = seconds
-    return pauses
-
-
-def _chunks(
-    model: str, content: str, finish: str, usage: dict[str, Any] | None, pieces: int = 1
-) -> list[dict[str, Any]]:
-    """The answer as chat.completion.chunk events: the role, the content in pieces, the finish,
-    and the usage when asked for."""
-    base = {
-        "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": model,
-    }
-
-    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-        return {
-            **base,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-        }
-
-    size = max(1, math.ceil(len(content) / pieces))
-    parts = [content[i : i + size] for i in range(0, len(content), size)] or [""]
-    events = [chunk({"role": "assistant", "content": ""})]
-    events += [chunk({"content": part}) for part in parts]
-    events.append(chunk({}, finish))
-    if usage is not None:
-        events.append({**base, "choices": [], "usage": usage})
-    return events
-
-
-def _completion(model: str, content: str, finish: str, usage: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": finish,
-            }
-        ],
-        "usage": usage,
-    }
-
-
 class ScriptedModelServer(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -812,7 +369,7 @@ class ScriptedModelServer(ThreadingHTTPServer):
         account: AccountLimits | None = None,
     ) -> None:
         super().__init__((host, port), _Handler)
-        self.state = _State(fault, limits, overload, account)
+        self.state = ScriptedState(fault, limits, overload, account)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client hanging up mid-answer is routine here (a cancelled or stalled stream, a

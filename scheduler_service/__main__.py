@@ -13,8 +13,8 @@ from datetime import datetime
 
 from pydantic import ValidationError
 
-from scheduler_service.errors import ConfigurationError
-from scheduler_service.settings import SchedulerSettings
+from scheduler_service.core.errors import ConfigurationError
+from scheduler_service.wiring.settings import SchedulerSettings
 from shared import tracing
 from shared.gc_tuning import settle_start_up_heap
 from shared.logs import configure_logging
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _contract(args: argparse.Namespace) -> int:
-    from scheduler_service.legacy.contract import contract
+    from scheduler_service.sql.legacy_contract import contract
 
     settings = SchedulerSettings()
     code, lines = asyncio.run(
@@ -72,7 +72,7 @@ def _contract(args: argparse.Namespace) -> int:
 def _run(command: str) -> int:
     settings = SchedulerSettings()
     if command == "migrate":
-        from scheduler_service.migrate import migrate
+        from scheduler_service.sql.migrate import migrate
 
         asyncio.run(migrate(settings.database_url))
         logging.getLogger("scheduler_service").info("database is at the newest schema")

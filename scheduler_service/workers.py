@@ -20,8 +20,8 @@ import time
 from types import FrameType
 
 from scheduler_service.api.tokens import load_tokens
-from scheduler_service.errors import ConfigurationError
-from scheduler_service.settings import SchedulerSettings
+from scheduler_service.core.errors import ConfigurationError
+from scheduler_service.wiring.settings import SchedulerSettings
 
 __all__ = ["address_in_use", "run_workers", "worker_env"]
 

@@ -110,8 +110,8 @@ def _same_tree(a: Path, b: Path) -> bool:
 def write_schemas(out: Path) -> None:
     """The JSON Schemas ListJobTypes answers, one file per job type and part."""
     sys.path.insert(0, str(ROOT))
-    from scheduler_service.registry import default_registry
-    from scheduler_service.registry.catalog import schema_files
+    from scheduler_service.core.job_catalog import schema_files
+    from scheduler_service.core.job_registry import default_registry
 
     out.mkdir(parents=True, exist_ok=True)
     for name, text in schema_files(default_registry()).items():

@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from devtools.scripted_model import ScriptedModelServer
-from scheduler_service.db.engine import create_engine
+from scheduler_service.sql.db.engine import create_engine
 from tests.support import lifecycle_guard
 from tests.support.fakes import running_model_server
 from tests.support.request_pumps import request_pumps

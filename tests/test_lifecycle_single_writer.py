@@ -1,10 +1,10 @@
-"""Only the lifecycle package writes ``lifecycleStatus``; this is how that is enforced.
+"""Only the SQL job store and the claim write ``lifecycleStatus``; how that is enforced.
 
-The values a write sets are declared in one table (``lifecycle/transitions.py``) and compiled into
-statements in one module (``lifecycle/sql.py``); the SQL job store and the claim run them.
+The values a write sets are declared in one table (``core/transitions.py``) and compiled into
+statements in one module (``sql/job_statements.py``); the SQL job store and the claim run them.
 
 Two checks: a static scan of the project's source (below) and a runtime tripwire on every engine in
-the test suite (tests/lifecycle_guard.py) that fails any statement writing the column from
+the test suite (tests/support/lifecycle_guard.py) that fails any statement writing the column from
 elsewhere. Schema migrations are the one other writer: they backfill the column from legacy data.
 """
 
@@ -18,16 +18,16 @@ from typing import cast
 import pytest
 from sqlalchemy import Table, text, update
 
-from scheduler_service.db.engine import create_engine
-from scheduler_service.db.models import AiJob
-from scheduler_service.migrate import migrate
+from scheduler_service.sql.db.engine import create_engine
+from scheduler_service.sql.db.models import AiJob
+from scheduler_service.sql.migrate import migrate
 from tests.conftest import DatabaseFactory
 from tests.support import lifecycle_guard
 
 ROOT = Path(__file__).resolve().parent.parent
-LIFECYCLE = ROOT / "scheduler_service" / "lifecycle"
+SCHEDULER = ROOT / "scheduler_service"
 #: Where the written values are declared (the write table) and turned into SQL.
-DECLARING = (LIFECYCLE / "transitions.py", LIFECYCLE / "sql.py")
+DECLARING = (SCHEDULER / "core" / "transitions.py", SCHEDULER / "sql" / "job_statements.py")
 SOURCE_DIRS = ("scheduler_service", "runtime_service", "shared")
 COLUMN = "lifecycleStatus"
 RAW_WRITE = re.compile(r"\b(UPDATE|INSERT\s+INTO)\s+[`\"]?AiAnalysisJob\b", re.IGNORECASE)

@@ -316,8 +316,8 @@ async def create_schema(server_url: str) -> None:
     database's URL): what ``GaleraCluster.start`` runs on node 1 before the others copy it."""
     from sqlalchemy import text
 
-    from scheduler_service.db.engine import create_engine
-    from scheduler_service.migrate import migrate
+    from scheduler_service.sql.db.engine import create_engine
+    from scheduler_service.sql.migrate import migrate
 
     admin = create_engine(server_url, pool_size=1)
     async with admin.begin() as conn:

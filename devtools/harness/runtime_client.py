@@ -126,7 +126,7 @@ class ClientRuntime:
     async def submit_on_stream(self, lease: types_pb2.Lease, output: Any) -> rt.ReportAck:
         return await self.report(rt.PollReport(result=self.result_request(lease, output)))
 
-    def chunk_report(self, lease: types_pb2.Lease, offset: int, text: str) -> rt.PollReport:
+    def _chunk_report(self, lease: types_pb2.Lease, offset: int, text: str) -> rt.PollReport:
         chunk = types_pb2.OutputChunk(attempt_no=lease.attempt_no, offset=offset, text=text)
         return rt.PollReport(
             output_chunk=rt.OutputChunkReport(
@@ -139,7 +139,7 @@ class ClientRuntime:
 
     async def send_chunk(self, lease: types_pb2.Lease, offset: int, text: str) -> rt.ReportAck:
         """An output chunk on the stream, and its ack."""
-        return await self.report(self.chunk_report(lease, offset, text))
+        return await self.report(self._chunk_report(lease, offset, text))
 
     async def submit_streamed(self, lease: types_pb2.Lease, output: Any) -> rt.ReportAck:
         """The output's text as one chunk and the result, sent together (one frame)."""

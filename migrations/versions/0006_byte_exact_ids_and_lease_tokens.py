@@ -9,7 +9,7 @@ tables reference each other (``jobId`` -> ``AiAnalysisJob.id``), and a foreign k
 columns in one collation, so their keys are dropped, the tables converted, and the keys put back
 as they were.
 ``utf8mb4_bin`` ignores trailing spaces (PAD SPACE, on MariaDB and MySQL alike); identifiers with
-spaces are refused at the edge instead (scheduler_service/validation.py).
+spaces are refused at the edge instead (scheduler_service/core/validation.py).
 
 ``leaseTokenHash`` holds the SHA-256 of the lease's token; the token itself is never stored.
 ``checkpoint`` becomes MEDIUMBLOB: BLOB holds 65,535 bytes, one less than the documented 64 KiB.

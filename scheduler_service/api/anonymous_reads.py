@@ -21,7 +21,7 @@ from typing import Any
 import grpc
 
 from scheduler_service.api.handlers import Handler
-from scheduler_service.errors import LimitExceededError
+from scheduler_service.core.errors import LimitExceededError
 from shared.error_codes import ErrorCode
 
 __all__ = ["PERMIT_WAIT_S", "READ_S", "AnonymousReads"]

@@ -20,7 +20,6 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from scheduler_service import identity
 from scheduler_service.api.auth import ADMIN_SERVICE, VIEWER_METHODS
 from scheduler_service.api.handlers import (
     Continuation,
@@ -29,8 +28,9 @@ from scheduler_service.api.handlers import (
     message_json,
     rebuild,
 )
-from scheduler_service.audit import AuditLog, AuditRecord
-from scheduler_service.errors import SchedulerError
+from scheduler_service.core import identity
+from scheduler_service.core.errors import SchedulerError
+from scheduler_service.sql.audit import AuditLog, AuditRecord
 
 __all__ = ["AuditInterceptor"]
 

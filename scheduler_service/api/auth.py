@@ -7,7 +7,7 @@ a method of no known service is PERMISSION_DENIED. Tokens are compared in consta
 every configured token, so timing does not tell which one nearly matched.
 
 A runtime token may be bound to an instance-id prefix: its calls then act only for instances
-whose id starts with it (scheduler_service/identity.py). Refusals are counted in
+whose id starts with it (scheduler_service/core/identity.py). Refusals are counted in
 ``aijob_refused_calls_total``; their log lines are rate-limited, so a flood of bad calls cannot
 flood the log.
 """
@@ -26,11 +26,12 @@ from typing import Any
 
 import grpc
 
-from scheduler_service import identity, metrics
 from scheduler_service.api.handlers import message_json, rebuild
 from scheduler_service.api.status import Continuation, Handler, ServerInterceptor, abort_with
-from scheduler_service.audit import AuditRecord
-from scheduler_service.log_throttle import LogThrottle
+from scheduler_service.core import identity
+from scheduler_service.core.log_throttle import LogThrottle
+from scheduler_service.services import metrics
+from scheduler_service.sql.audit import AuditRecord
 from shared.config import named_token
 from shared.error_codes import ErrorCode
 

@@ -20,11 +20,11 @@ from typing import Any
 
 import grpc
 
-from scheduler_service import identity
 from scheduler_service.api.anonymous_reads import AnonymousReads
 from scheduler_service.api.auth import OPEN_SERVICES
 from scheduler_service.api.handlers import Continuation, Handler, ServerInterceptor, rebuild
-from scheduler_service.errors import LimitExceededError
+from scheduler_service.core import identity
+from scheduler_service.core.errors import LimitExceededError
 from shared.error_codes import ErrorCode
 
 __all__ = ["CapacityInterceptor", "Pool", "SharedPool"]

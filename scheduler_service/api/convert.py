@@ -9,15 +9,15 @@ from typing import Any
 
 from google.protobuf import struct_pb2, timestamp_pb2
 
-from scheduler_service import validation
-from scheduler_service.billing.cheap_hours import IMMEDIATE, OFF_PEAK
-from scheduler_service.billing.usage import Usage
-from scheduler_service.errors import InvalidRequestError
-from scheduler_service.jobs.commands import CreateJobCommand
-from scheduler_service.lifecycle.records import ArtifactRow, JobRecord, LeasePayload
-from scheduler_service.lifecycle.state_machine import LifecycleStatus
-from scheduler_service.log_throttle import LogThrottle
-from scheduler_service.registry.catalog import JobTypeInfo
+from scheduler_service.core import validation
+from scheduler_service.core.cheap_hours import IMMEDIATE, OFF_PEAK
+from scheduler_service.core.commands import CreateJobCommand
+from scheduler_service.core.errors import InvalidRequestError
+from scheduler_service.core.job_catalog import JobTypeInfo
+from scheduler_service.core.log_throttle import LogThrottle
+from scheduler_service.core.records import ArtifactRow, JobRecord, LeasePayload
+from scheduler_service.core.state_machine import LifecycleStatus
+from scheduler_service.core.usage import Usage
 from shared.error_codes import ErrorCode
 from shared.gen.aijob.v1 import job_service_pb2, types_pb2
 from shared.poll_frames import LEASE_BYTES

@@ -25,7 +25,7 @@ from google.protobuf import descriptor_pb2
 from grpc_reflection.v1alpha import reflection_pb2
 from grpc_reflection.v1alpha._async import ReflectionServicer
 
-from scheduler_service.errors import LimitExceededError
+from scheduler_service.core.errors import LimitExceededError
 from shared.error_codes import ErrorCode
 
 __all__ = ["PROTOSET", "DocumentedReflection", "TokenBucket"]

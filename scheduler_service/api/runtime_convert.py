@@ -7,16 +7,16 @@ from google.rpc import status_pb2
 
 from scheduler_service.api import convert
 from scheduler_service.api.status import status_of
-from scheduler_service.lifecycle.records import HeartbeatOutcome
-from scheduler_service.protocol.dispatch import Ack, CancelNotice
-from scheduler_service.protocol.reports import ChunkReport, ChunkStored, HeartbeatReport, Report
-from scheduler_service.protocol.service import (
+from scheduler_service.core.records import HeartbeatOutcome
+from scheduler_service.services.dispatch import Ack, CancelNotice
+from scheduler_service.services.reports import ChunkReport, ChunkStored, HeartbeatReport, Report
+from scheduler_service.services.runtime_protocol import (
     FailureOutcome,
     FailureReport,
     ResultSubmission,
     SubmitOutcome,
 )
-from scheduler_service.protocol.session import (
+from scheduler_service.services.session import (
     AckFrame,
     Credit,
     Incoming,

@@ -10,8 +10,8 @@ from typing import Any
 import grpc
 
 from scheduler_service.api import convert, runtime_convert
-from scheduler_service.app import SchedulerApp
-from scheduler_service.protocol.session import Incoming
+from scheduler_service.services.session import Incoming
+from scheduler_service.wiring.app import SchedulerApp
 from shared.gen.aijob.v1 import runtime_service_pb2 as runtime_pb
 from shared.gen.aijob.v1 import runtime_service_pb2_grpc as runtime_grpc
 from shared.gen.aijob.v1 import types_pb2 as types_pb

@@ -23,10 +23,10 @@ from scheduler_service.api.runtime_servicer import RuntimeServicer
 from scheduler_service.api.servicers import JobServicer
 from scheduler_service.api.status import StatusInterceptor
 from scheduler_service.api.tokens import load_tokens
-from scheduler_service.app import SchedulerApp
-from scheduler_service.audit import AuditLog
-from scheduler_service.errors import ConfigurationError
-from scheduler_service.settings import SchedulerSettings
+from scheduler_service.core.errors import ConfigurationError
+from scheduler_service.sql.audit import AuditLog
+from scheduler_service.wiring.app import SchedulerApp
+from scheduler_service.wiring.settings import SchedulerSettings
 from shared.gen.aijob.v1 import (
     admin_service_pb2,
     admin_service_pb2_grpc,

@@ -12,20 +12,20 @@ import grpc
 from google.rpc import status_pb2
 from opentelemetry.trace import SpanKind
 
-from scheduler_service import validation
 from scheduler_service.api import convert
 from scheduler_service.api.status import status_of
-from scheduler_service.app import SchedulerApp
-from scheduler_service.credentials import checked_api_key, hint_of
-from scheduler_service.errors import InvalidRequestError, SchedulerError
-from scheduler_service.jobs.commands import CreateJobCommand, JobFilter
-from scheduler_service.jobs.service import MAX_BULK_CREATE, Created
-from scheduler_service.lifecycle.records import ArtifactRow, JobRecord
-from scheduler_service.lifecycle.state_machine import LifecycleStatus
-from scheduler_service.outbox.events import EventType
-from scheduler_service.outbox.log import latest_position
-from scheduler_service.registry.catalog import describe
-from scheduler_service.stream_caps import StreamCap
+from scheduler_service.core import validation
+from scheduler_service.core.commands import CreateJobCommand, JobFilter
+from scheduler_service.core.errors import InvalidRequestError, SchedulerError
+from scheduler_service.core.events import EventType
+from scheduler_service.core.job_catalog import describe
+from scheduler_service.core.records import ArtifactRow, JobRecord
+from scheduler_service.core.state_machine import LifecycleStatus
+from scheduler_service.core.stream_caps import StreamCap
+from scheduler_service.services.jobs import MAX_BULK_CREATE, Created
+from scheduler_service.sql.credentials import checked_api_key, hint_of
+from scheduler_service.sql.event_log import latest_position
+from scheduler_service.wiring.app import SchedulerApp
 from shared import tracing
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.gen.aijob.v1 import job_service_pb2_grpc as job_grpc

@@ -1,6 +1,6 @@
 """Status mapping and RPC metrics for every RPC, in one server interceptor.
 
-A :class:`~scheduler_service.errors.SchedulerError` leaves as the gRPC status its class names,
+A :class:`~scheduler_service.core.errors.SchedulerError` leaves as the gRPC status its class names,
 with the public error code as ``google.rpc.ErrorInfo`` (reason = code, domain ``aijob.v1``) in the
 rich status details. An unexpected exception is logged with an id and answered INTERNAL with that
 id only: no stack trace, SQL or path reaches a caller. Every call, unary or streaming, Poll and
@@ -21,10 +21,10 @@ import grpc
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 
-from scheduler_service import metrics
 from scheduler_service.api.handlers import Continuation, Handler, ServerInterceptor, rebuild
-from scheduler_service.errors import InvalidRequestError, SchedulerError
-from scheduler_service.log_throttle import LogThrottle
+from scheduler_service.core.errors import InvalidRequestError, SchedulerError
+from scheduler_service.core.log_throttle import LogThrottle
+from scheduler_service.services import metrics
 from shared.error_codes import ERROR_DOMAIN, ErrorCode
 
 __all__ = [

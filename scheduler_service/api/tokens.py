@@ -9,8 +9,8 @@ import secrets
 from pathlib import Path
 
 from scheduler_service.api.auth import Role, TokenSet
-from scheduler_service.errors import ConfigurationError
-from scheduler_service.settings import SchedulerSettings
+from scheduler_service.core.errors import ConfigurationError
+from scheduler_service.wiring.settings import SchedulerSettings
 
 __all__ = ["ConfigurationError", "is_loopback", "load_tokens"]
 

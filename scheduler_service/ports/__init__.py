@@ -1,6 +1,6 @@
 """The ports the scheduler's services are written against: the unit of work, its transaction, and
 one store per aggregate. This package imports no adapter (the import contracts in pyproject.toml
-check it); the SQL adapters are :mod:`scheduler_service.uow` and the ``*sql*`` modules, the
+check it); the SQL adapters are :mod:`scheduler_service.sql.uow` and the ``*sql*`` modules, the
 in-memory ones ``tests/support/fake_uow.py``."""
 
 from scheduler_service.ports.jobs import JobReads, JobStore, JobSweeps, NewJobRows

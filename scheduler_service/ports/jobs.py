@@ -14,12 +14,12 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from scheduler_service.billing.budgets import Budget
-from scheduler_service.errors import JobNotCancellableError, JobNotFoundError, LifecycleError
-from scheduler_service.flow.keys import FlowPolicy
-from scheduler_service.lifecycle.fairness import RunningCaps
-from scheduler_service.lifecycle.lease_tokens import digest, new_lease_token
-from scheduler_service.lifecycle.records import (
+from scheduler_service.core.budgets import Budget
+from scheduler_service.core.errors import JobNotCancellableError, JobNotFoundError, LifecycleError
+from scheduler_service.core.fairness import RunningCaps
+from scheduler_service.core.lease_tokens import digest, new_lease_token
+from scheduler_service.core.model_keys import FlowPolicy
+from scheduler_service.core.records import (
     Beat,
     CancelOutcome,
     ExpiredLease,
@@ -36,8 +36,8 @@ from scheduler_service.lifecycle.records import (
     Success,
     WatchState,
 )
-from scheduler_service.lifecycle.state_machine import LifecycleStatus
-from scheduler_service.lifecycle.transitions import (
+from scheduler_service.core.state_machine import LifecycleStatus
+from scheduler_service.core.transitions import (
     CANCEL,
     CANCEL_QUEUED,
     EXPIRE,
@@ -187,7 +187,7 @@ class JobStore(ABC):
         (runtime instance id, how many); the answer holds each one's grants, in order. With
         ``platform_key_only``, jobs that run on a user's key are left for other runtimes; with
         ``running_caps``, jobs of users at their cap of running jobs stay queued; with ``flow``,
-        jobs whose model key has no budget (scheduler_service/flow/keys.py) stay queued; with
+        jobs whose model key has no budget (scheduler_service/core/model_keys.py) stay queued; with
         ``budget``, jobs of users who spent theirs stay queued; while ``defer_ms`` > 0 (a peak
         window lasts that long), off-peak jobs whose deadline can wait stay queued.
 

@@ -19,12 +19,12 @@ from typing import Protocol
 
 from pydantic import BaseModel
 
-from scheduler_service.billing.budgets import Budget, Spend, Standing
-from scheduler_service.billing.usage import Usage, UsageEntry, UsageLine
-from scheduler_service.flow.keys import FlowPolicy, KeyStats, Limits, ModelKey
-from scheduler_service.lifecycle.records import ArtifactRow, JobRecord, NewJob
-from scheduler_service.outbox.events import NewEvent
-from scheduler_service.outputs.records import ChunkRow, FeedState, Stored
+from scheduler_service.core.budgets import Budget, Spend, Standing
+from scheduler_service.core.events import NewEvent
+from scheduler_service.core.model_keys import FlowPolicy, KeyStats, Limits, ModelKey
+from scheduler_service.core.output_records import ChunkRow, FeedState, Stored
+from scheduler_service.core.records import ArtifactRow, JobRecord, NewJob
+from scheduler_service.core.usage import Usage, UsageEntry, UsageLine
 
 __all__ = [
     "CredentialReveal",
@@ -49,7 +49,7 @@ class GateStore(ABC):
 
     @abstractmethod
     async def fair_places(self, jobs: Sequence[NewJob]) -> list[int]:
-        """Each new job's place in its user's turn (scheduler_service/lifecycle/fairness.py),
+        """Each new job's place in its user's turn (scheduler_service/core/fairness.py),
         moving the users' gates on to their newest place."""
 
     @abstractmethod
@@ -95,7 +95,7 @@ class SpendStore(ABC):
         self, user_ids: Collection[str], budget: Budget, reserving: Collection[str]
     ) -> dict[str, Standing]:
         """Those users with a budget: it, their spend today, and the token estimates of their
-        jobs in the ``reserving`` states (billing/budgets.py)."""
+        jobs in the ``reserving`` states (core/budgets.py)."""
 
     @abstractmethod
     async def over_budget(self, user_ids: Collection[str], budget: Budget) -> set[str]:

@@ -6,7 +6,7 @@
 A transaction holds one store per aggregate (:class:`Stores`), each bound to it;
 ``tx.after_commit`` / ``tx.after_rollback`` queue hooks; ``tx.emit`` writes a job's outbox event in
 the transaction and queues this replica's local wake-ups (dispatch, watchers, the outbox loop) for
-after the commit. The SQL adapter is :mod:`scheduler_service.uow`; tests run the same services
+after the commit. The SQL adapter is :mod:`scheduler_service.sql.uow`; tests run the same services
 over an in-memory one (``tests/support/fake_uow.py``). See docs/architecture.md.
 """
 
@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from scheduler_service.outbox.events import EventType, NewEvent
-from scheduler_service.outputs.records import ChunkRow
+from scheduler_service.core.events import EventType, NewEvent
+from scheduler_service.core.output_records import ChunkRow
 from scheduler_service.ports.jobs import JobReads, JobStore, JobSweeps
 from scheduler_service.ports.stores import (
     GateStore,

@@ -21,7 +21,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from devtools.harness import tokens
 from scheduler_service.api.auth import Role, TokenSet
 from scheduler_service.api.tokens import ConfigurationError, is_loopback, load_tokens
-from scheduler_service.settings import SchedulerSettings
+from scheduler_service.wiring.settings import SchedulerSettings
 from shared.status_details import error_reason
 from tests.support.rpcs import SERVICES, TOKEN_OF, every_rpc, message_class
 from tests.support.schedulers import SchedulerFactory

@@ -12,8 +12,8 @@ from sqlalchemy import Table, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from devtools.harness.runtime_client import JobClient
-from scheduler_service.db.clock import db_now
-from scheduler_service.db.models import AiUserJobGate
+from scheduler_service.sql.db.clock import db_now
+from scheduler_service.sql.db.models import AiUserJobGate
 from shared.status_details import error_reason
 from tests.support.schedulers import SchedulerFactory
 

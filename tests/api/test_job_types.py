@@ -13,8 +13,8 @@ import jsonschema
 import pytest
 
 from devtools.harness.runtime_client import JobClient
-from scheduler_service.registry import default_registry
-from scheduler_service.registry.catalog import schema_files
+from scheduler_service.core.job_catalog import schema_files
+from scheduler_service.core.job_registry import default_registry
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from tests.support.schedulers import RunningScheduler
 

@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 from devtools.harness.runtime_client import ClientRuntime, JobClient
-from scheduler_service.jobs.stats import queue_stats
+from scheduler_service.sql.job_stats import queue_stats
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.status_details import error_reason
 from tests.conftest import DatabaseFactory

@@ -14,7 +14,7 @@ from google.protobuf import json_format
 from devtools.harness.runtime_client import ClientRuntime, JobClient
 from devtools.harness.waiting import eventually
 from scheduler_service.api import status
-from scheduler_service.log_throttle import LogThrottle
+from scheduler_service.core.log_throttle import LogThrottle
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.status_details import status_reason
 from tests.support.db_checks import JOBS, count

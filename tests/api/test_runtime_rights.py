@@ -20,7 +20,7 @@ from sqlalchemy import update
 
 from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from devtools.harness.waiting import eventually
-from scheduler_service.db.clock import db_now
+from scheduler_service.sql.db.clock import db_now
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.status_details import error_reason
 from tests.support.db_checks import JOBS, job_row

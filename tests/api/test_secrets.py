@@ -15,9 +15,9 @@ from google.protobuf import timestamp_pb2
 from sqlalchemy import Table, select, update
 
 from devtools.harness.runtime_client import ClientRuntime, JobClient
-from scheduler_service.credentials import CredentialCipher, CredentialUnavailableError
-from scheduler_service.db.clock import db_now
-from scheduler_service.db.models import UserModelCredential
+from scheduler_service.sql.credentials import CredentialCipher, CredentialUnavailableError
+from scheduler_service.sql.db.clock import db_now
+from scheduler_service.sql.db.models import UserModelCredential
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.status_details import error_reason
 from tests.support.db_checks import JOBS, events, job_row

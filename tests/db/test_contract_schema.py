@@ -9,11 +9,11 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import text
 
-from scheduler_service.db.engine import create_engine
-from scheduler_service.legacy import sql as legacy_sql
-from scheduler_service.legacy.contract import contract
-from scheduler_service.lifecycle import sql as lifecycle_sql
-from scheduler_service.migrate import migrate
+from scheduler_service.sql import job_statements as lifecycle_sql
+from scheduler_service.sql import legacy_statements as legacy_sql
+from scheduler_service.sql.db.engine import create_engine
+from scheduler_service.sql.legacy_contract import contract
+from scheduler_service.sql.migrate import migrate
 from tests.conftest import DatabaseFactory
 from tests.support.db import create_job, db_now_value
 from tests.support.store import StoreCalls

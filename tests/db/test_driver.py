@@ -1,4 +1,4 @@
-"""Statements sent straight to asyncmy (scheduler_service/db/driver.py), on MariaDB: the same
+"""Statements sent straight to asyncmy (scheduler_service/sql/db/driver.py), on MariaDB: the same
 rows, counts and errors as SQLAlchemy's own path, every statement seen by the engine's
 listeners, and a connection lost or interrupted mid-statement never handed out again."""
 
@@ -27,10 +27,10 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from devtools.harness.waiting import eventually
-from scheduler_service.db.clock import db_now
-from scheduler_service.db.driver import DriverConnection, DriverEngine
-from scheduler_service.db.models import OutboxEvent
-from scheduler_service.db.multirow import insert_rows
+from scheduler_service.sql.db.clock import db_now
+from scheduler_service.sql.db.driver import DriverConnection, DriverEngine
+from scheduler_service.sql.db.models import OutboxEvent
+from scheduler_service.sql.db.multirow import insert_rows
 
 pytestmark = pytest.mark.mysql
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduler_service.lifecycle.fairness import RunningCaps
+from scheduler_service.core.fairness import RunningCaps
 from scheduler_service.ports import Transaction
 from tests.support.db import create_job, make_job, raw_row
 from tests.support.store import StoreCalls

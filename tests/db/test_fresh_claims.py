@@ -8,12 +8,12 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduler_service.flow.keys import FlowPolicy, Limits
-from scheduler_service.lifecycle.fairness import RunningCaps
-from scheduler_service.lifecycle.lease_tokens import digest
-from scheduler_service.lifecycle.records import JobRecord, LeaseGrant, NewJob, Placement
+from scheduler_service.core.fairness import RunningCaps
+from scheduler_service.core.job_definitions import USER_KEY_MODE
+from scheduler_service.core.lease_tokens import digest
+from scheduler_service.core.model_keys import FlowPolicy, Limits
+from scheduler_service.core.records import JobRecord, LeaseGrant, NewJob, Placement
 from scheduler_service.ports import Transaction
-from scheduler_service.registry.definitions import USER_KEY_MODE
 from tests.support.db import create_job, make_job, raw_row
 from tests.support.store import StoreCalls
 

@@ -1,5 +1,5 @@
 """The reads of running jobs, and the claim's read of queued ones, go through their index on
-MariaDB (scheduler_service/db/hints.py), even where the optimizer would rather read the whole
+MariaDB (scheduler_service/sql/db/hints.py), even where the optimizer would rather read the whole
 table: for the running reads, here every row is running, the case in which it picks a full scan
 unless told otherwise."""
 
@@ -13,9 +13,11 @@ import pytest
 from sqlalchemy import Select, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from scheduler_service.db.hints import DISPATCH_INDEX, RUNNING_INDEX
-from scheduler_service.flow import sql as flow_sql
-from scheduler_service.lifecycle import queries, sql, sql_gates
+from scheduler_service.sql import gates as sql_gates
+from scheduler_service.sql import job_queries as queries
+from scheduler_service.sql import job_statements as sql
+from scheduler_service.sql import model_key_statements as flow_sql
+from scheduler_service.sql.db.hints import DISPATCH_INDEX, RUNNING_INDEX
 from tests.support.db import create_job
 from tests.support.store import StoreCalls
 

@@ -7,9 +7,9 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduler_service.lifecycle import claims
-from scheduler_service.lifecycle.lease_tokens import digest
-from scheduler_service.lifecycle.records import LeaseGrant
+from scheduler_service.core.lease_tokens import digest
+from scheduler_service.core.records import LeaseGrant
+from scheduler_service.sql import claims
 from tests.support.db import create_job, raw_row
 from tests.support.store import StoreCalls
 

@@ -13,12 +13,12 @@ from sqlalchemy import Table, text, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduler_service.db.models import AiModelKey
-from scheduler_service.flow import sql as flow_sql
-from scheduler_service.flow.keys import FlowPolicy, Limits, ModelKey
-from scheduler_service.lifecycle.claims import claim_batches
-from scheduler_service.lifecycle.records import JobRecord
-from scheduler_service.registry.definitions import USER_KEY_MODE
+from scheduler_service.core.job_definitions import USER_KEY_MODE
+from scheduler_service.core.model_keys import FlowPolicy, Limits, ModelKey
+from scheduler_service.core.records import JobRecord
+from scheduler_service.sql import model_key_statements as flow_sql
+from scheduler_service.sql.claims import claim_batches
+from scheduler_service.sql.db.models import AiModelKey
 from tests.support.db import create_job
 from tests.support.store import StoreCalls
 

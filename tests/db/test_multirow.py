@@ -1,4 +1,4 @@
-"""Multi-row inserts (scheduler_service/db/multirow.py) on SQLite and MariaDB: one statement for
+"""Multi-row inserts (scheduler_service/sql/db/multirow.py) on SQLite and MariaDB: one statement for
 many rows, JSON processed as SQLAlchemy would, the clock in SQL, duplicates left alone."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any, cast
 from sqlalchemy import Table, event, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduler_service.db.clock import db_today
-from scheduler_service.db.models import AiUserJobGate, AiUserSpend, OutboxEvent
-from scheduler_service.db.multirow import insert_rows
+from scheduler_service.sql.db.clock import db_today
+from scheduler_service.sql.db.models import AiUserJobGate, AiUserSpend, OutboxEvent
+from scheduler_service.sql.db.multirow import insert_rows
 
 OUTBOX = cast(Table, OutboxEvent.__table__)
 FIXED = {"aggregateType": "AiJob", "status": "pending", "attemptCount": 0}

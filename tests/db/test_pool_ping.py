@@ -1,4 +1,4 @@
-"""The pool's ping before a connection is used (scheduler_service/db/engine.py): only after an idle
+"""The pool's ping before a connection is used (sql/db/engine.py): only after an idle
 spell, so that a busy scheduler does not pay a round trip per transaction, and still in time to
 replace a connection that died while it waited in the pool. The connection is killed by the
 server (``KILL CONNECTION``), as a restart or an idle timeout would."""
@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduler_service.db.engine import create_engine
-from scheduler_service.errors import DatabaseUnavailableError
-from scheduler_service.uow import SqlTransaction, SqlUnitOfWork
+from scheduler_service.core.errors import DatabaseUnavailableError
+from scheduler_service.sql.db.engine import create_engine
+from scheduler_service.sql.uow import SqlTransaction, SqlUnitOfWork
 from tests.conftest import DatabaseFactory
 
 pytestmark = pytest.mark.mysql

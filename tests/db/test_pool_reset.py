@@ -1,4 +1,4 @@
-"""The pool's rollback on return (scheduler_service/db/engine.py): skipped after a commit — one
+"""The pool's rollback on return (scheduler_service/sql/db/engine.py): skipped after a commit — one
 round trip less per write transaction — and kept for every connection returned any other way, so
 none goes back to the pool inside a transaction. Counted by the server, on one pooled
 connection."""
@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduler_service.db.engine import create_engine
-from scheduler_service.uow import SqlUnitOfWork
+from scheduler_service.sql.db.engine import create_engine
+from scheduler_service.sql.uow import SqlUnitOfWork
 from tests.conftest import DatabaseFactory
 
 pytestmark = pytest.mark.mysql

@@ -8,12 +8,12 @@ from typing import cast
 from sqlalchemy import Table, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduler_service.db.models import OutboxEvent
-from scheduler_service.jobs.stats import live_queue_stats, queue_stats
-from scheduler_service.lifecycle.records import JobError
-from scheduler_service.outbox.events import EventType, OutboxStatus
+from scheduler_service.core.events import EventType, OutboxStatus
+from scheduler_service.core.records import JobError
 from scheduler_service.ports import Transaction
-from scheduler_service.uow import SqlUnitOfWork
+from scheduler_service.sql.db.models import OutboxEvent
+from scheduler_service.sql.job_stats import live_queue_stats, queue_stats
+from scheduler_service.sql.uow import SqlUnitOfWork
 from tests.support.db import create_job
 from tests.support.store import StoreCalls
 

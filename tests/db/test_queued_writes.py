@@ -1,4 +1,4 @@
-"""Writes queued for the transaction's next round trip (scheduler_service/db/driver.py
+"""Writes queued for the transaction's next round trip (scheduler_service/sql/db/driver.py
 ``write_later``), on MariaDB: they go with the next statement in one multi-statement round trip,
 before a commit whatever path commits, before a statement that takes SQLAlchemy's way; a failed
 write or count check fails the transaction with nothing of it written; a rollback drops them;
@@ -14,10 +14,10 @@ from sqlalchemy import Table, bindparam, event, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from scheduler_service.db import round_trips
-from scheduler_service.db.driver import commit_with_queued, send_queued, write_later
-from scheduler_service.db.models import OutboxEvent
-from scheduler_service.db.multirow import insert_rows
+from scheduler_service.sql.db import round_trips
+from scheduler_service.sql.db.driver import commit_with_queued, send_queued, write_later
+from scheduler_service.sql.db.models import OutboxEvent
+from scheduler_service.sql.db.multirow import insert_rows
 
 pytestmark = pytest.mark.mysql
 

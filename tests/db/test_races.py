@@ -14,10 +14,14 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduler_service.db.models import AiJob
-from scheduler_service.errors import JobAlreadyTerminalError, JobLockConflictError, LifecycleError
-from scheduler_service.lifecycle.records import LeaseGrant
-from scheduler_service.lifecycle.state_machine import LEGACY_STATUS_OF, LifecycleStatus
+from scheduler_service.core.errors import (
+    JobAlreadyTerminalError,
+    JobLockConflictError,
+    LifecycleError,
+)
+from scheduler_service.core.records import LeaseGrant
+from scheduler_service.core.state_machine import LEGACY_STATUS_OF, LifecycleStatus
+from scheduler_service.sql.db.models import AiJob
 from tests.support.db import create_job, raw_row
 from tests.support.store import StoreCalls
 

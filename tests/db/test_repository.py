@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduler_service.errors import (
+from scheduler_service.core.errors import (
     IllegalTransitionError,
     JobAlreadyTerminalError,
     JobLockConflictError,
@@ -15,9 +15,9 @@ from scheduler_service.errors import (
     JobNotFoundError,
     LeaseLostError,
 )
-from scheduler_service.lifecycle.records import JobError
-from scheduler_service.lifecycle.state_machine import LifecycleStatus, legacy_status_of
-from scheduler_service.lifecycle.transitions import SUCCEED
+from scheduler_service.core.records import JobError
+from scheduler_service.core.state_machine import LifecycleStatus, legacy_status_of
+from scheduler_service.core.transitions import SUCCEED
 from scheduler_service.ports import Transaction
 from tests.support.db import create_job, db_now_value, raw_row, shift_times
 from tests.support.store import StoreCalls

@@ -13,13 +13,13 @@ from sqlalchemy import Table, select, text, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduler_service.db.engine import create_engine
-from scheduler_service.db.models import AiJob
-from scheduler_service.db.retry import DEADLOCK, is_retryable_conflict
-from scheduler_service.errors import DatabaseUnavailableError
-from scheduler_service.outbox.events import EventType
+from scheduler_service.core.errors import DatabaseUnavailableError
+from scheduler_service.core.events import EventType
 from scheduler_service.ports import Wakeups
-from scheduler_service.uow import SqlTransaction, SqlUnitOfWork
+from scheduler_service.sql.db.engine import create_engine
+from scheduler_service.sql.db.models import AiJob
+from scheduler_service.sql.db.retry import DEADLOCK, is_retryable_conflict
+from scheduler_service.sql.uow import SqlTransaction, SqlUnitOfWork
 from tests.support.db import create_job, raw_row
 from tests.support.store import StoreCalls
 

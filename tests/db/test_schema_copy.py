@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from scheduler_service.migrate import migrate
+from scheduler_service.sql.migrate import migrate
 from tests.conftest import DatabaseFactory
 from tests.support.schema_copy import migrated, tables_of, triggers_of
 

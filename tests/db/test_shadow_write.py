@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduler_service.lifecycle.state_machine import LIFECYCLE_OF_LEGACY, LegacyStatus
+from scheduler_service.core.state_machine import LIFECYCLE_OF_LEGACY, LegacyStatus
 from tests.support.db import create_job
 from tests.support.db_checks import job_row
 from tests.support.store import StoreCalls

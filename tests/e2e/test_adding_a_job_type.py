@@ -19,9 +19,9 @@ from devtools.harness.waiting import eventually
 from devtools.scripted_model import ScriptedModelServer
 from runtime_service.settings import RuntimeSettings
 from runtime_service.worker import Runtime
-from scheduler_service.projection import projectors
-from scheduler_service.projection.base import JobContext, Projector
-from scheduler_service.registry import default_registry
+from scheduler_service.core.job_registry import default_registry
+from scheduler_service.sql.projection import projectors
+from scheduler_service.sql.projection.base import JobContext, Projector
 from shared import job_types
 from shared.job_types.base import Input, NoParams, Output
 from shared.job_types.spec import JobTypeSpec
@@ -55,7 +55,7 @@ SPEC = JobTypeSpec(
     instructions="Count the words of the snapshot's text.",
 )
 
-# -- its projector (scheduler_service/projection/word_counts.py): an artifact, no table ---------
+# -- its projector (scheduler_service/sql/projection/word_counts.py): an artifact, no table --
 
 
 def _counted(_job: JobContext, _out: BaseModel) -> list[dict[str, Any]]:

@@ -23,8 +23,8 @@ from aijob.client import (
 )
 from devtools.harness import tokens
 from scheduler_service.api.server import build_server
-from scheduler_service.app import SchedulerApp
-from scheduler_service.settings import SchedulerSettings
+from scheduler_service.wiring.app import SchedulerApp
+from scheduler_service.wiring.settings import SchedulerSettings
 from tests.support.schedulers import RunningScheduler
 
 pytestmark = pytest.mark.mysql

@@ -24,8 +24,8 @@ from devtools.harness.procs import free_port, launch_scheduler, wait_until_servi
 from devtools.harness.runtime_client import JobClient
 from devtools.harness.waiting import eventually
 from devtools.scripted_model import ScriptedModelServer
-from scheduler_service.db.clock import db_now
-from scheduler_service.db.engine import create_engine
+from scheduler_service.sql.db.clock import db_now
+from scheduler_service.sql.db.engine import create_engine
 from tests.support.db_checks import JOBS
 from tests.support.ledger import read_ledger
 from tests.support.runtime_procs import Launcher

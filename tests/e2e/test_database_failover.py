@@ -15,8 +15,8 @@ from sqlalchemy import func, select, text
 
 from devtools.harness.runtime_client import JobClient
 from devtools.harness.waiting import eventually
-from scheduler_service.db.engine import create_engine
-from scheduler_service.db.failover import Node, WriterChoice, galera_ready, parse_nodes
+from scheduler_service.sql.db.engine import create_engine
+from scheduler_service.sql.db.failover import Node, WriterChoice, galera_ready, parse_nodes
 from tests.support.db_checks import JOBS
 from tests.support.own_mariadb import OwnMariaDB
 from tests.support.schedulers import SchedulerFactory

@@ -28,7 +28,7 @@ from devtools.harness.procs import free_port, launch_scheduler, wait_until_servi
 from devtools.harness.runtime_client import JobClient
 from devtools.harness.waiting import eventually
 from devtools.scripted_model import ScriptedModelServer
-from scheduler_service.db.engine import create_engine
+from scheduler_service.sql.db.engine import create_engine
 from shared.canonical_json import output_hash
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb

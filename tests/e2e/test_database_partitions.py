@@ -21,8 +21,8 @@ from sqlalchemy.engine import make_url
 
 from devtools.harness.runtime_client import ClientRuntime, JobClient
 from devtools.harness.waiting import eventually
-from scheduler_service.db.engine import create_engine
-from scheduler_service.loops import LOG_EVERY_S
+from scheduler_service.services.loops import LOG_EVERY_S
+from scheduler_service.sql.db.engine import create_engine
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.status_details import error_reason
 from tests.support.db_checks import events, job_row

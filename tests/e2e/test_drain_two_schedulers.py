@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 
 from devtools.harness.procs import scheduler_processes
 from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output, working
-from scheduler_service.db.engine import create_engine
+from scheduler_service.sql.db.engine import create_engine
 from shared.gen.aijob.v1 import types_pb2
 from tests.support.db_checks import ARTIFACTS, JOBS, OUTBOX
 

@@ -19,8 +19,8 @@ from sqlalchemy import text
 from devtools.harness.galera import GaleraCluster, create_schema, galera_missing
 from devtools.harness.galera_drain import drain
 from devtools.harness.waiting import eventually
-from scheduler_service.db.engine import create_engine
-from scheduler_service.db.failover import WriterChoice
+from scheduler_service.sql.db.engine import create_engine
+from scheduler_service.sql.db.failover import WriterChoice
 from tests.support.ledger import assert_every_job_once, read_ledger
 from tests.support.schedulers import SchedulerFactory
 

@@ -17,8 +17,8 @@ from sqlalchemy import select
 
 from devtools.harness.procs import free_port, launch_scheduler, wait_until_serving
 from devtools.harness.runtime_client import JobClient
-from scheduler_service.db.clock import db_now
-from scheduler_service.db.engine import create_engine
+from scheduler_service.sql.db.clock import db_now
+from scheduler_service.sql.db.engine import create_engine
 from tests.support.db_checks import OUTBOX
 
 pytestmark = pytest.mark.mysql

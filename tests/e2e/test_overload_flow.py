@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from devtools.harness.runtime_client import JobClient
 from devtools.harness.waiting import eventually
 from devtools.scripted_model import Overload, ScriptedModelServer
-from scheduler_service.flow import sql as flow_sql
+from scheduler_service.sql import model_key_statements as flow_sql
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from tests.support.db_checks import JOBS
 from tests.support.fakes import running_model_server

@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 
 from devtools.harness.runtime_client import JobClient
 from devtools.harness.waiting import eventually
-from scheduler_service import metrics
+from scheduler_service.services import metrics
 from tests.support.db_checks import JOBS
 from tests.support.runtime_procs import Launcher
 from tests.support.schedulers import SchedulerFactory

@@ -16,7 +16,7 @@ from sqlalchemy import Table, select
 from devtools.harness import tokens
 from devtools.harness.runtime_client import JobClient
 from devtools.scripted_model import ScriptedModelServer, key_label
-from scheduler_service.db.models import UserModelCredential
+from scheduler_service.sql.db.models import UserModelCredential
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb

@@ -17,9 +17,9 @@ from devtools.harness import tokens
 from scheduler_service.api.reflection import TokenBucket
 from scheduler_service.api.server import build_server
 from scheduler_service.api.status import ANONYMOUS_MAX_MESSAGE_BYTES
-from scheduler_service.app import SchedulerApp
-from scheduler_service.migrate import migrate
-from scheduler_service.settings import SchedulerSettings
+from scheduler_service.sql.migrate import migrate
+from scheduler_service.wiring.app import SchedulerApp
+from scheduler_service.wiring.settings import SchedulerSettings
 from shared.status_details import error_reason
 
 BURST = 10

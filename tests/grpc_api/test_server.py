@@ -12,8 +12,8 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from devtools.harness import tokens
 from scheduler_service.api.server import SERVICE_NAMES, build_server
-from scheduler_service.app import SchedulerApp
-from scheduler_service.settings import SchedulerSettings
+from scheduler_service.wiring.app import SchedulerApp
+from scheduler_service.wiring.settings import SchedulerSettings
 
 
 @pytest.fixture

@@ -15,12 +15,12 @@ from sqlalchemy import func, insert, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduler_service.db.clock import db_now
-from scheduler_service.errors import DatabaseBusyError
-from scheduler_service.jobs.stats import queue_stats, redrive_dead_events
-from scheduler_service.outbox.dispatcher import ClaimedEvent, DispatchWaker, OutboxDispatcher
-from scheduler_service.outbox.events import EventType
-from scheduler_service.uow import SqlUnitOfWork
+from scheduler_service.core.errors import DatabaseBusyError
+from scheduler_service.core.events import EventType
+from scheduler_service.sql.db.clock import db_now
+from scheduler_service.sql.job_stats import queue_stats, redrive_dead_events
+from scheduler_service.sql.outbox_dispatcher import ClaimedEvent, DispatchWaker, OutboxDispatcher
+from scheduler_service.sql.uow import SqlUnitOfWork
 from tests.support.db_checks import OUTBOX
 
 pytestmark = pytest.mark.mysql

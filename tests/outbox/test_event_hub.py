@@ -16,7 +16,7 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from devtools.harness.runtime_client import JobClient
-from scheduler_service.outbox.log import latest_position
+from scheduler_service.sql.event_log import latest_position
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.gen.aijob.v1 import types_pb2
 from tests.support.schedulers import RunningScheduler

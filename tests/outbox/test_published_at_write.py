@@ -1,5 +1,5 @@
 """An event of a type no sink takes is written published, at its position, by the transaction
-that writes it (outbox/writer.py); the others stay pending for the dispatcher. Positions stay
+that writes it (sql/outbox_writer.py); the others stay pending for the dispatcher. Positions stay
 contiguous and unique however the two kinds of publication interleave, on SQLite and MariaDB."""
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduler_service.db.multirow import MAX_CHUNK
-from scheduler_service.outbox.dispatcher import (
+from scheduler_service.core.events import EventType, NewEvent
+from scheduler_service.sql.db.multirow import MAX_CHUNK
+from scheduler_service.sql.outbox_dispatcher import (
     ClaimedEvent,
     DispatchWaker,
     OutboxDispatcher,
     undelivered_types,
 )
-from scheduler_service.outbox.events import EventType, NewEvent
-from scheduler_service.uow import SqlTransaction, SqlUnitOfWork
+from scheduler_service.sql.uow import SqlTransaction, SqlUnitOfWork
 from tests.support.db_checks import OUTBOX
 
 AT_WRITE = frozenset({EventType.COMPLETED})

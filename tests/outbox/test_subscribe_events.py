@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
-from scheduler_service.outbox.writer import EventType, add_event
+from scheduler_service.sql.outbox_writer import EventType, add_event
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.gen.aijob.v1 import job_service_pb2_grpc
 from shared.status_details import error_reason

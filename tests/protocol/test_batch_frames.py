@@ -13,7 +13,7 @@ import pytest
 
 from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output, working
 from devtools.harness.tokens import RUNTIME_TOKEN, bearer
-from scheduler_service.lifecycle.state_machine import LifecycleStatus
+from scheduler_service.core.state_machine import LifecycleStatus
 from shared.canonical_json import output_hash
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.gen.aijob.v1 import runtime_service_pb2_grpc, types_pb2

@@ -17,9 +17,9 @@ from sqlalchemy import Table, func, select, update
 
 from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from devtools.harness.tokens import ADMIN_TOKEN, bearer
-from scheduler_service.billing.peak_hours import DEEPSEEK_PEAK_HOURS
-from scheduler_service.db.models import AiJob, AiUsageLog
-from scheduler_service.registry import JobRegistry
+from scheduler_service.core.job_registry import JobRegistry
+from scheduler_service.core.peak_hours import DEEPSEEK_PEAK_HOURS
+from scheduler_service.sql.db.models import AiJob, AiUsageLog
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc, types_pb2
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt

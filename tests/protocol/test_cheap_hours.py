@@ -14,8 +14,8 @@ import pytest
 from google.protobuf import timestamp_pb2
 
 from devtools.harness.runtime_client import JobClient
-from scheduler_service.billing.cheap_hours import CheapHours
-from scheduler_service.billing.peak_hours import DEEPSEEK_PEAK_HOURS, PeakHours
+from scheduler_service.core.cheap_hours import CheapHours
+from scheduler_service.core.peak_hours import DEEPSEEK_PEAK_HOURS, PeakHours
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
 from shared.gen.aijob.v1 import types_pb2

@@ -10,7 +10,7 @@ from google.protobuf import json_format
 
 from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from devtools.harness.tokens import ADMIN_TOKEN, bearer
-from scheduler_service.lifecycle.lease_tokens import digest
+from scheduler_service.core.lease_tokens import digest
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb

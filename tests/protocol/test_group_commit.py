@@ -16,10 +16,10 @@ from sqlalchemy import event, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from devtools.harness.runtime_client import JobClient
-from scheduler_service.app import SchedulerApp
-from scheduler_service.billing.usage import Usage
-from scheduler_service.protocol.group_commit import GroupCommit
-from scheduler_service.protocol.service import ResultSubmission, SubmitOutcome
+from scheduler_service.core.usage import Usage
+from scheduler_service.services.group_commit import GroupCommit
+from scheduler_service.services.runtime_protocol import ResultSubmission, SubmitOutcome
+from scheduler_service.wiring.app import SchedulerApp
 from shared.canonical_json import output_hash
 from tests.support.db import shift_times
 from tests.support.db_checks import ARTIFACTS, OUTBOX, USAGE, job_row

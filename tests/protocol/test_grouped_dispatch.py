@@ -12,7 +12,7 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from devtools.harness.runtime_client import JobClient
-from scheduler_service.protocol.dispatch import StreamSession
+from scheduler_service.services.dispatch import StreamSession
 from tests.support.db_checks import job_row
 from tests.support.schedulers import RunningScheduler
 

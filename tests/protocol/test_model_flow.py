@@ -14,10 +14,10 @@ from prometheus_client import REGISTRY
 
 from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
 from devtools.harness.tokens import ADMIN_TOKEN, bearer
-from scheduler_service import metrics
-from scheduler_service.flow import sql as flow_sql
-from scheduler_service.flow.service import ModelKeys
-from scheduler_service.registry import JobRegistry
+from scheduler_service.core.job_registry import JobRegistry
+from scheduler_service.services import metrics
+from scheduler_service.services.flow import ModelKeys
+from scheduler_service.sql import model_key_statements as flow_sql
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc, types_pb2
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt

@@ -9,7 +9,7 @@ from google.protobuf import json_format
 
 from devtools.harness.runtime_client import JobClient
 from devtools.harness.waiting import eventually
-from scheduler_service.protocol.dispatch import Dispatcher
+from scheduler_service.services.dispatch import Dispatcher
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from tests.support.db_checks import OUTBOX, count
 from tests.support.schedulers import RunningScheduler, SchedulerFactory

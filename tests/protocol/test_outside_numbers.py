@@ -14,8 +14,8 @@ from pydantic import ValidationError
 from sqlalchemy import select
 
 from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
-from scheduler_service.billing.usage import MAX_CALL_TOKENS
-from scheduler_service.settings import SchedulerSettings
+from scheduler_service.core.usage import MAX_CALL_TOKENS
+from scheduler_service.wiring.settings import SchedulerSettings
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from tests.protocol.test_stream_output import _leased
 from tests.support.db_checks import CHUNKS, USAGE, count, job_row

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from devtools.harness.runtime_client import JobClient
-from scheduler_service.protocol.service import ResultSubmission
+from scheduler_service.services.runtime_protocol import ResultSubmission
 from shared.canonical_json import output_hash
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc

@@ -9,14 +9,14 @@ from google.protobuf import struct_pb2
 from sqlalchemy import Table
 
 from devtools.harness.runtime_client import ClientRuntime, JobClient
-from scheduler_service.db.models import (
+from scheduler_service.sql.db.models import (
     AiLearningAnalysis,
     Flashcard,
     NextActionRecommendation,
     QuizQuestion,
     WeakPointCandidate,
 )
-from scheduler_service.projection.projectors import JobContext, project_many
+from scheduler_service.sql.projection.projectors import JobContext, project_many
 from shared.job_schemas import OUTPUT_SCHEMAS
 from tests.support.db_checks import ARTIFACTS, count
 from tests.support.schedulers import RunningScheduler

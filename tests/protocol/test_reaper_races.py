@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import update
 
 from devtools.harness.runtime_client import JobClient
-from scheduler_service.db.clock import db_now
-from scheduler_service.errors import LeaseLostError
-from scheduler_service.lifecycle.records import JobError, LeasePayload
-from scheduler_service.protocol.service import HeartbeatReport
+from scheduler_service.core.errors import LeaseLostError
+from scheduler_service.core.records import JobError, LeasePayload
+from scheduler_service.services.runtime_protocol import HeartbeatReport
+from scheduler_service.sql.db.clock import db_now
 from tests.support.db_checks import JOBS, events, job_row
 from tests.support.schedulers import RunningScheduler, SchedulerFactory
 from tests.support.store import StoreCalls

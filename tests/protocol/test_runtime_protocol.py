@@ -298,7 +298,7 @@ async def test_slots_bound_the_leases_in_flight(scheduler: RunningScheduler) -> 
 async def test_undelivered_lease_is_released_without_spending_an_attempt(
     scheduler: RunningScheduler,
 ) -> None:
-    from scheduler_service.protocol.dispatch import StreamSession
+    from scheduler_service.services.dispatch import StreamSession
 
     jobs = JobClient(scheduler.channel)
     created = await jobs.create()

@@ -15,7 +15,7 @@ from sqlalchemy import update
 
 from devtools.harness import tokens
 from devtools.harness.runtime_client import ClientRuntime, JobClient, echo_output
-from scheduler_service.db.clock import db_now
+from scheduler_service.sql.db.clock import db_now
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt

@@ -14,7 +14,7 @@ import pytest
 
 from devtools.harness.runtime_client import ClientRuntime, JobClient
 from devtools.harness.tokens import RUNTIME_TOKEN, bearer
-from scheduler_service.validation import MAX_JSON_DEPTH
+from scheduler_service.core.validation import MAX_JSON_DEPTH
 from shared.canonical_json import canonical_json, output_hash
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt

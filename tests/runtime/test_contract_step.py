@@ -14,9 +14,9 @@ from sqlalchemy import text
 
 from devtools.harness.runtime_client import JobClient
 from devtools.harness.waiting import eventually
-from scheduler_service.legacy.contract import contract
-from scheduler_service.lifecycle import sql as lifecycle_sql
-from scheduler_service.registry import default_registry
+from scheduler_service.core.job_registry import default_registry
+from scheduler_service.sql import job_statements as lifecycle_sql
+from scheduler_service.sql.legacy_contract import contract
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
 from tests.conftest import DatabaseFactory

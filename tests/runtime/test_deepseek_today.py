@@ -17,7 +17,7 @@ from devtools.harness import tokens
 from devtools.harness.runtime_client import JobClient
 from devtools.harness.waiting import eventually
 from devtools.scripted_model import AccountLimits, ScriptedModelServer
-from scheduler_service.provider_ids import ProviderUserIds
+from scheduler_service.core.provider_ids import ProviderUserIds
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
 from tests.runtime.conftest import RuntimeFactory

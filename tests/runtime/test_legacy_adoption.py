@@ -16,8 +16,8 @@ from sqlalchemy import Table, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from devtools.harness.waiting import eventually
-from scheduler_service.db.legacy_models import AiAnalysisResult, AiLegacyJobType
-from scheduler_service.db.models import AiJob, OutboxEvent
+from scheduler_service.sql.db.legacy_models import AiAnalysisResult, AiLegacyJobType
+from scheduler_service.sql.db.models import AiJob, OutboxEvent
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
 from shared.status_details import error_reason

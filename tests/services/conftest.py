@@ -9,11 +9,11 @@ import random
 
 import pytest
 
-from scheduler_service.jobs.commands import Limits
-from scheduler_service.jobs.service import JobService
+from scheduler_service.core.commands import Limits
 from scheduler_service.ports import Wakeups
-from scheduler_service.protocol.reaper import Reaper
-from scheduler_service.protocol.service import RuntimeProtocol
+from scheduler_service.services.jobs import JobService
+from scheduler_service.services.reaper import Reaper
+from scheduler_service.services.runtime_protocol import RuntimeProtocol
 from tests.support.fake_uow import FakeUnitOfWork
 from tests.support.schedulers import fast_registry
 

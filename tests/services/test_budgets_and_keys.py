@@ -9,15 +9,19 @@ import random
 
 import pytest
 
-from scheduler_service.billing.budgets import Budget
-from scheduler_service.billing.usage import Usage
-from scheduler_service.errors import LimitExceededError
-from scheduler_service.flow.keys import FlowPolicy, Limits
-from scheduler_service.jobs.commands import Limits as JobLimits
-from scheduler_service.jobs.service import JobService
-from scheduler_service.lifecycle.state_machine import LifecycleStatus
-from scheduler_service.protocol.service import FailureReport, ResultSubmission, RuntimeProtocol
-from scheduler_service.registry.definitions import USER_KEY_MODE
+from scheduler_service.core.budgets import Budget
+from scheduler_service.core.commands import Limits as JobLimits
+from scheduler_service.core.errors import LimitExceededError
+from scheduler_service.core.job_definitions import USER_KEY_MODE
+from scheduler_service.core.model_keys import FlowPolicy, Limits
+from scheduler_service.core.state_machine import LifecycleStatus
+from scheduler_service.core.usage import Usage
+from scheduler_service.services.jobs import JobService
+from scheduler_service.services.runtime_protocol import (
+    FailureReport,
+    ResultSubmission,
+    RuntimeProtocol,
+)
 from shared.canonical_json import output_hash
 from shared.error_codes import ErrorCode
 from tests.services.test_job_service import command

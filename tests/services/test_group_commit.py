@@ -3,10 +3,10 @@ call would get, and only the acceptable ones write."""
 
 from __future__ import annotations
 
-from scheduler_service.jobs.service import JobService
-from scheduler_service.outbox.events import EventType
-from scheduler_service.protocol.group_commit import GroupCommit
-from scheduler_service.protocol.service import RuntimeProtocol
+from scheduler_service.core.events import EventType
+from scheduler_service.services.group_commit import GroupCommit
+from scheduler_service.services.jobs import JobService
+from scheduler_service.services.runtime_protocol import RuntimeProtocol
 from tests.support.fake_uow import FakeUnitOfWork
 from tests.support.mixed_batch import run_mixed_batch
 from tests.support.schedulers import fast_registry

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from scheduler_service.errors import (
+from scheduler_service.core.commands import CreateJobCommand, JobFilter
+from scheduler_service.core.errors import (
     IdempotencyKeyReusedError,
     InvalidRequestError,
     JobNotCancellableError,
@@ -17,10 +18,9 @@ from scheduler_service.errors import (
     LimitExceededError,
     UnknownJobTypeError,
 )
-from scheduler_service.jobs.commands import CreateJobCommand, JobFilter
-from scheduler_service.jobs.service import JobService
-from scheduler_service.lifecycle.state_machine import LifecycleStatus
-from scheduler_service.outbox.events import EventType
+from scheduler_service.core.events import EventType
+from scheduler_service.core.state_machine import LifecycleStatus
+from scheduler_service.services.jobs import JobService
 from shared.error_codes import ErrorCode
 from tests.services.conftest import WakeupLog
 from tests.support.fake_uow import FakeUnitOfWork

@@ -7,9 +7,9 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from scheduler_service.protocol.group_commit import ReportBatcher
-from scheduler_service.protocol.reports import Answer, Report
-from scheduler_service.protocol.service import ResultSubmission, SubmitOutcome
+from scheduler_service.services.group_commit import ReportBatcher
+from scheduler_service.services.reports import Answer, Report
+from scheduler_service.services.runtime_protocol import ResultSubmission, SubmitOutcome
 
 
 class HeldGroup:

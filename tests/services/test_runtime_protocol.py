@@ -9,18 +9,18 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler_service.errors import (
+from scheduler_service.core.errors import (
     InvalidRequestError,
     JobLockConflictError,
     LeaseLostError,
     ResultAlreadyExistsError,
 )
-from scheduler_service.jobs.service import JobService
-from scheduler_service.lifecycle.records import LeasePayload
-from scheduler_service.lifecycle.state_machine import LifecycleStatus
-from scheduler_service.outbox.events import EventType
-from scheduler_service.protocol.reaper import Reaper
-from scheduler_service.protocol.service import (
+from scheduler_service.core.events import EventType
+from scheduler_service.core.records import LeasePayload
+from scheduler_service.core.state_machine import LifecycleStatus
+from scheduler_service.services.jobs import JobService
+from scheduler_service.services.reaper import Reaper
+from scheduler_service.services.runtime_protocol import (
     FailureReport,
     HeartbeatReport,
     ResultSubmission,

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from scheduler_service.jobs.service import JobService
-from scheduler_service.jobs.watch_hub import WatchHub
-from scheduler_service.lifecycle.records import JobRecord
+from scheduler_service.core.records import JobRecord
 from scheduler_service.ports import JobReads
+from scheduler_service.services.jobs import JobService
+from scheduler_service.services.watch_hub import WatchHub
 from tests.services.test_job_service import command
 from tests.support.fake_stores import FakeJobReads
 from tests.support.fake_uow import FakeUnitOfWork

@@ -8,10 +8,10 @@ from typing import Any, cast
 from sqlalchemy import Table, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduler_service.db.clock import db_now
-from scheduler_service.db.models import AiJob
-from scheduler_service.ids import new_id
-from scheduler_service.lifecycle.records import NewJob
+from scheduler_service.core.ids import new_id
+from scheduler_service.core.records import NewJob
+from scheduler_service.sql.db.clock import db_now
+from scheduler_service.sql.db.models import AiJob
 from tests.support.store import StoreCalls
 
 

@@ -7,9 +7,15 @@ from typing import Any, cast
 from sqlalchemy import Table, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduler_service.db.models import AiJob, AiJobArtifact, AiJobSnapshot, AiUsageLog, OutboxEvent
-from scheduler_service.db.output_models import AiJobOutputChunk
-from scheduler_service.legacy.sql import LEGACY_COLUMNS, has_legacy_status
+from scheduler_service.sql.db.models import (
+    AiJob,
+    AiJobArtifact,
+    AiJobSnapshot,
+    AiUsageLog,
+    OutboxEvent,
+)
+from scheduler_service.sql.db.output_models import AiJobOutputChunk
+from scheduler_service.sql.legacy_statements import LEGACY_COLUMNS, has_legacy_status
 
 JOBS = cast(Table, AiJob.__table__)
 ARTIFACTS = cast(Table, AiJobArtifact.__table__)

@@ -2,7 +2,7 @@
 
 Budgets and model limits are real here, as on SQL: a budget refuses creates and holds back
 claims, a 429 pauses its model key and halves its concurrency, and the claim admits jobs through
-the same pure rules (``billing/budgets.py``, ``flow/keys.py``)."""
+the same pure rules (``core/budgets.py``, ``core/model_keys.py``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from scheduler_service.billing.budgets import Budget, Spend, Standing
-from scheduler_service.billing.usage import Usage, UsageEntry, UsageLine
-from scheduler_service.flow.keys import (
+from scheduler_service.core.budgets import Budget, Spend, Standing
+from scheduler_service.core.events import NewEvent
+from scheduler_service.core.fairness import Floor, places
+from scheduler_service.core.model_keys import (
     Answered,
     FlowPolicy,
     KeyState,
@@ -28,9 +29,8 @@ from scheduler_service.flow.keys import (
     spent,
     trimmed,
 )
-from scheduler_service.lifecycle.fairness import Floor, places
-from scheduler_service.lifecycle.records import ArtifactRow, JobRecord, NewJob
-from scheduler_service.outbox.events import NewEvent
+from scheduler_service.core.records import ArtifactRow, JobRecord, NewJob
+from scheduler_service.core.usage import Usage, UsageEntry, UsageLine
 from scheduler_service.ports import (
     GateStore,
     ModelKeyStore,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from scheduler_service.lifecycle.state_machine import TERMINAL
-from scheduler_service.outputs.records import ChunkRow, FeedState, Stored, written_text
+from scheduler_service.core.output_records import ChunkRow, FeedState, Stored, written_text
+from scheduler_service.core.state_machine import TERMINAL
 from scheduler_service.ports import OutputStore
 from tests.support.fake_state import FakeTables
 

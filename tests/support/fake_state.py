@@ -6,13 +6,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scheduler_service.billing.budgets import Spend
-from scheduler_service.billing.usage import Usage
-from scheduler_service.flow.keys import KeyState, Limits, ModelKey
-from scheduler_service.lifecycle.guards import Moment
-from scheduler_service.lifecycle.records import ArtifactRow
-from scheduler_service.lifecycle.state_machine import LifecycleStatus
-from scheduler_service.outbox.events import EventType
+from scheduler_service.core.budgets import Spend
+from scheduler_service.core.events import EventType
+from scheduler_service.core.guards import Moment
+from scheduler_service.core.model_keys import KeyState, Limits, ModelKey
+from scheduler_service.core.records import ArtifactRow
+from scheduler_service.core.state_machine import LifecycleStatus
+from scheduler_service.core.usage import Usage
 
 __all__ = ["QUEUED", "RUNNING", "FakeClock", "FakeEvent", "FakeState", "FakeTables", "Row"]
 

@@ -1,7 +1,7 @@
 """The in-memory jobs stores of the fast tests: the lifecycle writes, reads and sweeps over
 :class:`~tests.support.fake_state.FakeState`, interpreting the same lifecycle write table the SQL
-store compiles (``scheduler_service/lifecycle/transitions.py``) with the same guards
-(``scheduler_service/lifecycle/guards.py``), on a clock the test moves."""
+store compiles (``scheduler_service/core/transitions.py``) with the same guards
+(``scheduler_service/core/guards.py``), on a clock the test moves."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduler_service.billing.budgets import Budget, admit_within_budgets
-from scheduler_service.billing.cheap_hours import OFF_PEAK
-from scheduler_service.errors import DuplicateKeyError
-from scheduler_service.flow.keys import FlowPolicy
-from scheduler_service.lifecycle.claims import deal
-from scheduler_service.lifecycle.fairness import RunningCaps
-from scheduler_service.lifecycle.guards import holds, matches
-from scheduler_service.lifecycle.lease_tokens import digest, new_lease_token
-from scheduler_service.lifecycle.records import (
+from scheduler_service.core.budgets import Budget, admit_within_budgets
+from scheduler_service.core.cheap_hours import OFF_PEAK
+from scheduler_service.core.errors import DuplicateKeyError
+from scheduler_service.core.fairness import RunningCaps
+from scheduler_service.core.guards import holds, matches
+from scheduler_service.core.job_definitions import USER_KEY_MODE
+from scheduler_service.core.lease_tokens import digest, new_lease_token
+from scheduler_service.core.model_keys import FlowPolicy
+from scheduler_service.core.records import (
     RECORD_FIELDS,
     ExpiredLease,
     HeartbeatOutcome,
@@ -33,8 +33,8 @@ from scheduler_service.lifecycle.records import (
     StrandedJob,
     WatchState,
 )
-from scheduler_service.lifecycle.state_machine import LifecycleStatus, legacy_status_of
-from scheduler_service.lifecycle.transitions import (
+from scheduler_service.core.state_machine import LifecycleStatus, legacy_status_of
+from scheduler_service.core.transitions import (
     KEEP_ALIVE,
     LOCK,
     Guard,
@@ -46,7 +46,7 @@ from scheduler_service.lifecycle.transitions import (
     explain_miss,
 )
 from scheduler_service.ports import JobReads, JobStore, JobSweeps, NewJobRows
-from scheduler_service.registry.definitions import USER_KEY_MODE
+from scheduler_service.sql.claims import deal
 from tests.support.fake_state import QUEUED as _Q
 from tests.support.fake_state import RUNNING as _R
 from tests.support.fake_state import FakeTables, Row

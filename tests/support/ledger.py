@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 
 from devtools.harness.waiting import eventually
-from scheduler_service.db.engine import create_engine
+from scheduler_service.sql.db.engine import create_engine
 from tests.support.db_checks import ARTIFACTS, JOBS, OUTBOX
 
 

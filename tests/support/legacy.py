@@ -8,8 +8,8 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from scheduler_service.db.engine import create_engine
-from scheduler_service.migrate import migrate
+from scheduler_service.sql.db.engine import create_engine
+from scheduler_service.sql.migrate import migrate
 from tests.conftest import DatabaseFactory
 
 LEGACY_SQL = Path(__file__).resolve().parent.parent / "fixtures" / "legacy-schema.sql"

@@ -16,8 +16,8 @@ from sqlalchemy.engine import Engine
 
 ROOT = Path(__file__).resolve().parents[2]
 ALLOWED_WRITERS = (
-    str(ROOT / "scheduler_service" / "lifecycle" / "sql_store.py"),
-    str(ROOT / "scheduler_service" / "lifecycle" / "claims.py"),
+    str(ROOT / "scheduler_service" / "sql" / "job_store.py"),
+    str(ROOT / "scheduler_service" / "sql" / "claims.py"),
     str(ROOT / "migrations" / "versions"),
 )
 _WRITE = re.compile(r"^\s*(UPDATE|INSERT)\b.*\bAiAnalysisJob\b", re.IGNORECASE | re.DOTALL)
@@ -55,7 +55,7 @@ def _issued_by_allowed_writer() -> bool:
 def _check(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
     if _writes_lifecycle_status(statement) and not _issued_by_allowed_writer():
         raise LifecycleWriteOutsideStore(
-            f"lifecycleStatus written outside the lifecycle repository: {statement[:200]}"
+            f"lifecycleStatus written outside the SQL job store: {statement[:200]}"
         )
 
 

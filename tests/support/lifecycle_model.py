@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 
-from scheduler_service.errors import SchedulerError
-from scheduler_service.lifecycle.records import JobError
-from scheduler_service.lifecycle.state_machine import LifecycleStatus, legacy_status_of
+from scheduler_service.core.errors import SchedulerError
+from scheduler_service.core.records import JobError
+from scheduler_service.core.state_machine import LifecycleStatus, legacy_status_of
 from tests.support.db import make_job
 from tests.support.store import UnitCalls
 

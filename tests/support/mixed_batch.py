@@ -8,13 +8,13 @@ import json
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from scheduler_service.errors import InvalidRequestError, LeaseLostError
-from scheduler_service.jobs.commands import CreateJobCommand
-from scheduler_service.jobs.service import JobService
-from scheduler_service.lifecycle.records import HeartbeatOutcome, LeasePayload
-from scheduler_service.protocol.group_commit import GroupCommit
-from scheduler_service.protocol.reports import HeartbeatReport
-from scheduler_service.protocol.service import (
+from scheduler_service.core.commands import CreateJobCommand
+from scheduler_service.core.errors import InvalidRequestError, LeaseLostError
+from scheduler_service.core.records import HeartbeatOutcome, LeasePayload
+from scheduler_service.services.group_commit import GroupCommit
+from scheduler_service.services.jobs import JobService
+from scheduler_service.services.reports import HeartbeatReport
+from scheduler_service.services.runtime_protocol import (
     FailureReport,
     ResultSubmission,
     RuntimeProtocol,

@@ -12,10 +12,10 @@ import grpc
 
 from devtools.harness import tokens
 from scheduler_service.api.server import build_server
-from scheduler_service.app import SchedulerApp
-from scheduler_service.registry import BUILTIN_DEFINITIONS, JobRegistry
-from scheduler_service.registry.definitions import Backoff
-from scheduler_service.settings import SchedulerSettings
+from scheduler_service.core.job_definitions import Backoff
+from scheduler_service.core.job_registry import BUILTIN_DEFINITIONS, JobRegistry
+from scheduler_service.wiring.app import SchedulerApp
+from scheduler_service.wiring.settings import SchedulerSettings
 
 
 def fast_registry() -> JobRegistry:

@@ -1,6 +1,6 @@
 """Freshly migrated MariaDB databases in a fraction of alembic's time.
 
-The session's first MySQL database is migrated by alembic (``scheduler_service.migrate``); its
+The session's first MySQL database is migrated by alembic (``scheduler_service.sql.migrate``); its
 tables as the server describes them (``SHOW CREATE TABLE``: columns, indexes, foreign keys,
 charset), its triggers and the rows the migrations seed (``alembic_version``, the outbox sequence)
 are kept, and every later database gets the same by replaying them: a dozen statements instead of
@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from scheduler_service.db.engine import create_engine
-from scheduler_service.migrate import migrate
+from scheduler_service.sql.db.engine import create_engine
+from scheduler_service.sql.migrate import migrate
 
 __all__ = ["Table", "migrated", "tables_of", "triggers_of"]
 

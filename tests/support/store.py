@@ -11,9 +11,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduler_service.lifecycle import sql
-from scheduler_service.lifecycle.lease_tokens import digest
-from scheduler_service.lifecycle.records import (
+from scheduler_service.core.lease_tokens import digest
+from scheduler_service.core.records import (
     CancelOutcome,
     ExpiredLease,
     HeartbeatOutcome,
@@ -21,10 +20,11 @@ from scheduler_service.lifecycle.records import (
     LeaseGrant,
     NewJob,
 )
-from scheduler_service.lifecycle.state_machine import LifecycleStatus
-from scheduler_service.lifecycle.transitions import HEARTBEAT, SUCCEED
+from scheduler_service.core.state_machine import LifecycleStatus
+from scheduler_service.core.transitions import HEARTBEAT, SUCCEED
 from scheduler_service.ports import JobStore, Transaction, UnitOfWork
-from scheduler_service.uow import LeaseTimes, SqlUnitOfWork
+from scheduler_service.sql import job_statements as sql
+from scheduler_service.sql.uow import LeaseTimes, SqlUnitOfWork
 
 __all__ = ["StoreCalls", "UnitCalls"]
 

@@ -3,7 +3,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler_service.db.multirow import batch_bucket
+from scheduler_service.sql.db.multirow import batch_bucket
 
 
 @given(st.integers(min_value=1, max_value=100_000))

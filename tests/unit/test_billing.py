@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler_service.billing.budgets import Budget, Spend
-from scheduler_service.billing.peak_hours import DEEPSEEK_PEAK_HOURS, PeakHours
-from scheduler_service.billing.prices import DEFAULT_PRICES, PriceTable, Rates
-from scheduler_service.billing.usage import Usage
+from scheduler_service.core.budgets import Budget, Spend
+from scheduler_service.core.peak_hours import DEEPSEEK_PEAK_HOURS, PeakHours
+from scheduler_service.core.prices import DEFAULT_PRICES, PriceTable, Rates
+from scheduler_service.core.usage import Usage
 
 TABLE = PriceTable.parse(DEFAULT_PRICES)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler_service.billing.budgets import Budget, Spend, Standing, admit_within_budgets
+from scheduler_service.core.budgets import Budget, Spend, Standing, admit_within_budgets
 
 _estimates = st.lists(st.integers(min_value=1, max_value=5_000), min_size=1, max_size=40)
 

@@ -12,14 +12,14 @@ import yaml
 from prometheus_client import REGISTRY
 
 import runtime_service.metrics
-import scheduler_service.metrics
+import scheduler_service.services.metrics
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 _METRIC = re.compile(r"\baijob_[a-z_]+")
 
 
 def _exported() -> set[str]:
-    assert scheduler_service.metrics and runtime_service.metrics  # imported: registered
+    assert scheduler_service.services.metrics and runtime_service.metrics  # imported: registered
     return {name for name in REGISTRY._names_to_collectors if name.startswith("aijob_")}
 
 

@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from scheduler_service.loops import MAX_ERROR_BACKOFF_S, FailureStreak
+from scheduler_service.services.loops import MAX_ERROR_BACKOFF_S, FailureStreak
 
 
 class Clock:
@@ -36,7 +36,7 @@ def test_a_loop_slower_than_the_cap_keeps_its_own_interval() -> None:
 def test_one_line_per_log_interval_with_the_count(caplog: pytest.LogCaptureFixture) -> None:
     clock = Clock()
     streak = FailureStreak("dispatcher", 0.25, log_every_s=10, clock=clock)
-    caplog.set_level(logging.INFO, logger="scheduler_service.loops")
+    caplog.set_level(logging.INFO, logger="scheduler_service.services.loops")
     for _ in range(100):  # 25 s of rounds failing every 0.25 s
         streak.failed(RuntimeError("no such table"))
         clock.now += 0.25
@@ -53,7 +53,7 @@ def test_a_flapping_loop_still_writes_one_line_per_interval(
 ) -> None:
     clock = Clock()
     streak = FailureStreak("outbox", 0.2, log_every_s=10, clock=clock)
-    caplog.set_level(logging.INFO, logger="scheduler_service.loops")
+    caplog.set_level(logging.INFO, logger="scheduler_service.services.loops")
     for _ in range(50):  # 10 s of a loop failing and succeeding in turn, a round every 0.2 s
         streak.failed(RuntimeError("lost connection"))
         streak.succeeded()

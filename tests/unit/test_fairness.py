@@ -1,11 +1,11 @@
-"""Fair places: users take turns within a priority (scheduler_service/lifecycle/fairness.py)."""
+"""Fair places: users take turns within a priority (scheduler_service/core/fairness.py)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler_service.lifecycle.fairness import Floor, RunningCaps, places
+from scheduler_service.core.fairness import Floor, RunningCaps, places
 
 EMPTY = Floor(head=None, running=None)
 

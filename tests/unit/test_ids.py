@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from scheduler_service.ids import is_valid_job_id, new_id
+from scheduler_service.core.ids import is_valid_job_id, new_id
 
 
 def test_ids_are_uuid7_and_increase() -> None:

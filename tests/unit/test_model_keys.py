@@ -1,4 +1,4 @@
-"""Model-key budgets (scheduler_service/flow/keys.py): pauses, AIMD concurrency, buckets."""
+"""Model-key budgets (scheduler_service/core/model_keys.py): pauses, AIMD concurrency, buckets."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler_service.flow.keys import (
+from scheduler_service.core.model_keys import (
     LATENCY_SLACK_MS,
     PROBE_CEILING,
     Answered,

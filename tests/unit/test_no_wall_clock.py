@@ -16,7 +16,7 @@ ALLOWED = {
     # Stamps its answers like the real API does; nothing reads the stamp back.
     "devtools/scripted_model.py",
     # UUIDv7's time field: ids only break ties after createdAt (database time) in every ORDER BY.
-    "scheduler_service/ids.py",
+    "scheduler_service/core/ids.py",
     # Span timestamps are wall-clock by definition (OTLP); nothing reads them back.
     "shared/tracing.py",
 }

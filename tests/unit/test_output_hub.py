@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler_service.outputs.hub import OutputHub
-from scheduler_service.outputs.records import ChunkRow, after_offset, written_text
+from scheduler_service.core.output_records import ChunkRow, after_offset, written_text
 from scheduler_service.ports import Transaction
+from scheduler_service.services.output_hub import OutputHub
 from tests.support.fake_uow import FakeUnitOfWork
 
 T = TypeVar("T")

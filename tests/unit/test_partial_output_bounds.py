@@ -9,12 +9,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler_service import validation
 from scheduler_service.api import convert
-from scheduler_service.errors import InvalidRequestError, LimitExceededError
-from scheduler_service.lifecycle.records import LeasePayload
-from scheduler_service.outputs.records import Stored
-from scheduler_service.outputs.tally import RESUME_BYTES, ChunkTally, new_part, partial_output_bytes
+from scheduler_service.core import validation
+from scheduler_service.core.errors import InvalidRequestError, LimitExceededError
+from scheduler_service.core.output_records import Stored
+from scheduler_service.core.output_tally import (
+    RESUME_BYTES,
+    ChunkTally,
+    new_part,
+    partial_output_bytes,
+)
+from scheduler_service.core.records import LeasePayload
 
 BOUNDS = (100, 10)
 

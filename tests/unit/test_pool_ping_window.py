@@ -1,11 +1,11 @@
-"""Which pooled connections are pinged before use (scheduler_service/db/engine.py)."""
+"""Which pooled connections are pinged before use (scheduler_service/sql/db/engine.py)."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler_service.db.engine import needs_ping
+from scheduler_service.sql.db.engine import needs_ping
 
 seconds = st.floats(min_value=0, max_value=1e6, allow_nan=False)
 

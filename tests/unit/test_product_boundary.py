@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from runtime_service.settings import RuntimeSettings
-from scheduler_service.settings import SchedulerSettings
+from scheduler_service.wiring.settings import SchedulerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 DEV_ONLY = ("devtools", "tests", "bench", "scripts")

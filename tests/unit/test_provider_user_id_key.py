@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from scheduler_service.provider_ids import MIN_PROVIDER_USER_ID_KEY_BYTES
-from scheduler_service.settings import SchedulerSettings
+from scheduler_service.core.provider_ids import MIN_PROVIDER_USER_ID_KEY_BYTES
+from scheduler_service.wiring.settings import SchedulerSettings
 
 
 @pytest.mark.parametrize("key", ["k", "x" * (MIN_PROVIDER_USER_ID_KEY_BYTES - 1)])

@@ -6,13 +6,13 @@ import dataclasses
 
 import pytest
 
-from scheduler_service.errors import (
+from scheduler_service.core.errors import (
     DuplicateJobDefinitionError,
     InvalidJobDefinitionError,
     UnknownJobTypeError,
 )
-from scheduler_service.registry import BUILTIN_DEFINITIONS, JobRegistry, default_registry
-from scheduler_service.registry.definitions import Execution, Routing
+from scheduler_service.core.job_definitions import Execution, Routing
+from scheduler_service.core.job_registry import BUILTIN_DEFINITIONS, JobRegistry, default_registry
 
 ECHO = next(d for d in BUILTIN_DEFINITIONS if d.job_type == "synthetic_echo")
 

@@ -7,8 +7,8 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler_service.lifecycle.retry_policy import RetryDecision, backoff_ms, decide
-from scheduler_service.registry.definitions import Backoff
+from scheduler_service.core.job_definitions import Backoff
+from scheduler_service.core.retry_policy import RetryDecision, backoff_ms, decide
 
 BACKOFF = Backoff(base_ms=2_000, cap_ms=60_000)
 

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler_service.api.convert import struct
-from scheduler_service.lifecycle.records import RECORD_FIELDS, JobRecord
-from scheduler_service.lifecycle.state_machine import LifecycleStatus
+from scheduler_service.core.records import RECORD_FIELDS, JobRecord
+from scheduler_service.core.state_machine import LifecycleStatus
 
 
 def _row(seed: int) -> dict[str, Any]:

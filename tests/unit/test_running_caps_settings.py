@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from scheduler_service.lifecycle.fairness import RunningCaps
-from scheduler_service.settings import SchedulerSettings
+from scheduler_service.core.fairness import RunningCaps
+from scheduler_service.wiring.settings import SchedulerSettings
 
 
 def test_overrides_are_user_equals_count_pairs(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,7 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler_service.projection.base import _NAMESPACE, stable_id
+from scheduler_service.sql.projection.base import _NAMESPACE, stable_id
 
 PART = st.one_of(st.text(), st.integers(), st.none())
 

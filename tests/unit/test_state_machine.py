@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler_service.errors import (
+from scheduler_service.core.errors import (
     IllegalTransitionError,
     JobAlreadyTerminalError,
     JobLockConflictError,
@@ -16,7 +16,7 @@ from scheduler_service.errors import (
     JobNotCancellableError,
     LifecycleError,
 )
-from scheduler_service.lifecycle.state_machine import (
+from scheduler_service.core.state_machine import (
     LEGACY_STATUS_OF,
     LIFECYCLE_OF_LEGACY,
     TERMINAL,
@@ -30,7 +30,7 @@ from scheduler_service.lifecycle.state_machine import (
     parse_status,
     sources_of,
 )
-from scheduler_service.lifecycle.transitions import renew_within_ms
+from scheduler_service.core.transitions import renew_within_ms
 
 S = LifecycleStatus
 
@@ -52,7 +52,7 @@ def test_transition_table_is_the_designs() -> None:
 
 @pytest.mark.parametrize("transition", TRANSITIONS, ids=lambda t: f"{t.source}-{t.operation}")
 def test_every_legal_transition_is_accepted(transition: object) -> None:
-    from scheduler_service.lifecycle.state_machine import Transition
+    from scheduler_service.core.state_machine import Transition
 
     assert isinstance(transition, Transition)
     assert check("j", transition.source, transition.operation) is transition.target

@@ -11,9 +11,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from scheduler_service.errors import InvalidRequestError
-from scheduler_service.protocol.service import FailureReport, RuntimeProtocol
-from scheduler_service.registry import default_registry
+from scheduler_service.core.errors import InvalidRequestError
+from scheduler_service.core.job_registry import default_registry
+from scheduler_service.services.runtime_protocol import FailureReport, RuntimeProtocol
 from shared import tracing
 from shared.error_codes import ErrorCode
 from shared.redaction import REDACTED, scrub_secrets

@@ -7,9 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from scheduler_service import validation
-from scheduler_service.errors import InvalidRequestError
-from scheduler_service.ids import new_id
+from scheduler_service.core import validation
+from scheduler_service.core.errors import InvalidRequestError
+from scheduler_service.core.ids import new_id
 from shared.canonical_json import output_hash
 from shared.error_codes import ErrorCode
 

@@ -1,0 +1,7 @@
+"""``python -m aijob.cli``."""
+
+import sys
+
+from aijob.cli import main
+
+sys.exit(main())

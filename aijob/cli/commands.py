@@ -1,0 +1,303 @@
+"""Each ``aijob`` command, run on the public client (:mod:`aijob.client`)."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+import uuid
+from typing import Any
+
+from google.protobuf import json_format
+
+from aijob.cli.exit_codes import EXIT_OF_TERMINAL, EXIT_OTHER, EXIT_REFUSED, EXIT_USAGE
+from aijob.cli.render import (
+    Progress,
+    audit_lines,
+    budget_line,
+    credentials_lines,
+    job_details,
+    job_line,
+    limit_line,
+    page_lines,
+    print_reply,
+    stats_lines,
+    status_text,
+    usage_table,
+)
+from aijob.client import AdminClient, JobsClient
+from aijob.connection import ClientSettings
+from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
+from shared.gen.aijob.v1 import job_service_pb2 as job_pb
+from shared.gen.aijob.v1 import types_pb2
+
+TIMEOUT_S = 30
+#: aijob create --cost-policy
+COST_POLICIES = {
+    "immediate": types_pb2.COST_POLICY_IMMEDIATE,
+    "off_peak": types_pb2.COST_POLICY_OFF_PEAK,
+}
+MAX_BATCH = 500
+
+
+def item_of(line: str) -> job_pb.CreateJobsItem:
+    fields = json.loads(line)
+    if not isinstance(fields, dict):
+        raise ValueError("expected a JSON object")
+    user = str(fields.pop("user_id", fields.pop("userId", "")))
+    job = json_format.ParseDict(fields, job_pb.CreateJobRequest())
+    return job_pb.CreateJobsItem(user_id=user, job=job)
+
+
+class Cli:
+    """Each command on the public client (aijob.client): its deadlines, retries through a
+    scheduler restart and error classes. A client is made on first use, so a command needs only
+    the token of the API it calls."""
+
+    def __init__(self, args: argparse.Namespace, settings: ClientSettings) -> None:
+        self.args = args
+        self.settings = settings
+
+    @functools.cached_property
+    def jobs(self) -> JobsClient:
+        user = self.args.user or self.settings.user_id
+        return JobsClient(settings=self.settings, user_id=user, timeout_s=TIMEOUT_S)
+
+    @functools.cached_property
+    def admin(self) -> AdminClient:
+        return AdminClient(settings=self.settings, timeout_s=TIMEOUT_S)
+
+    async def close(self) -> None:
+        for name in ("jobs", "admin"):
+            client = self.__dict__.get(name)
+            if client is not None:
+                await client.close()
+
+    async def create(self) -> int:
+        a = self.args
+        request = job_pb.CreateJobRequest(
+            job_type=a.job_type,
+            # Made here when not given: a create the client repeats is then still one job.
+            idempotency_key=a.idempotency_key or str(uuid.uuid4()),
+            target_type=a.target_type,
+            target_id=a.target_id,
+            model=a.model,
+            cost_policy=COST_POLICIES.get(a.cost_policy, types_pb2.COST_POLICY_UNSPECIFIED),
+            credential_id=a.credential_id,
+            credential_mode="user_deepseek_key" if a.credential_id else "",
+        )
+        json_format.ParseDict(a.snapshot, request.snapshot)
+        json_format.ParseDict(a.params, request.params)
+        if a.priority is not None:
+            request.priority = a.priority
+        reply = await self.jobs.call("CreateJob", request)
+        print_reply(
+            reply, a.json, lambda r: ("created " if r.created else "existing ") + job_line(r.job)
+        )
+        return 0
+
+    async def create_many(self) -> int:
+        """Exit 0 when every line made (or found) its job; else 5, with each failure on stderr."""
+        a = self.args
+        if not 1 <= a.batch <= MAX_BATCH:
+            print(f"aijob: --batch must be 1-{MAX_BATCH}", file=sys.stderr)
+            return EXIT_USAGE
+        lines = [line for line in a.file.read_text().splitlines() if line.strip()]
+        progress = Progress(len(lines))
+        failures: list[str] = []
+        results: list[dict[str, Any]] = []
+        for start in range(0, len(lines), a.batch):
+            items: dict[int, job_pb.CreateJobsItem] = {}
+            for number in range(start, min(start + a.batch, len(lines))):
+                try:
+                    items[number] = item_of(lines[number])
+                except (ValueError, json_format.ParseError) as error:
+                    failures.append(f"line {number + 1}: not a CreateJobRequest: {error}")
+            reply = await self.jobs.call(
+                "CreateJobs",
+                job_pb.CreateJobsRequest(items=list(items.values())),
+                timeout_s=TIMEOUT_S * 4,
+            )
+            for number, result in zip(items, reply.results, strict=True):
+                if result.status.code:
+                    failures.append(f"line {number + 1}: {status_text(result.status)}")
+                results.append(json_format.MessageToDict(result) | {"line": number + 1})
+            progress.advance(min(a.batch, len(lines) - start), len(failures))
+        progress.done()
+        if a.json:
+            print(json.dumps(results, indent=2))
+        for failure in failures:
+            print(f"aijob: {failure}", file=sys.stderr)
+        print(
+            f"{len(lines) - len(failures)} created or found, {len(failures)} failed",
+            file=sys.stderr,
+        )
+        return EXIT_REFUSED if failures else 0
+
+    async def get(self) -> int:
+        job = await self.jobs.call("GetJob", job_pb.GetJobRequest(job_id=self.args.job_id))
+        print_reply(job, self.args.json, job_details)
+        return 0
+
+    async def watch(self) -> int:
+        if self.args.output:
+            await self._stream_output()
+        last: types_pb2.Job | None = None
+        async for job in self.jobs.watch(self.args.job_id):
+            last = job
+            if self.args.json:
+                print(json_format.MessageToJson(job, indent=None), flush=True)
+            else:
+                print(job_line(job), flush=True)
+        if last is None:
+            return EXIT_OTHER
+        if not self.args.json and last.HasField("result"):
+            print(job_details(last))
+        return EXIT_OF_TERMINAL.get(last.lifecycle_status, EXIT_OTHER)
+
+    async def _stream_output(self) -> None:
+        """The job's text as it is written; a new attempt's is marked and printed from its
+        start (with --json, each chunk as a JSON line)."""
+        attempt = 0
+        async for chunk in self.jobs.stream_output(self.args.job_id):
+            if self.args.json:
+                print(json_format.MessageToJson(chunk, indent=None), flush=True)
+                continue
+            if attempt and chunk.attempt_no != attempt:
+                print(f"\n[attempt {chunk.attempt_no}]", flush=True)
+            attempt = chunk.attempt_no
+            print(chunk.text, end="", flush=True)
+        if attempt and not self.args.json:
+            print(flush=True)
+
+    async def cancel(self) -> int:
+        reply = await self.jobs.call("CancelJob", job_pb.CancelJobRequest(job_id=self.args.job_id))
+        print_reply(reply, self.args.json, lambda r: f"{r.outcome}: {job_line(r.job)}")
+        return 0
+
+    async def list(self) -> int:
+        a = self.args
+        reply = await self.jobs.call(
+            "ListJobs",
+            job_pb.ListJobsRequest(
+                job_type=a.type,
+                lifecycle_status=a.status,
+                page_size=a.page_size,
+                page_token=a.page_token,
+            ),
+        )
+        print_reply(reply, a.json, page_lines)
+        return 0
+
+    async def credential(self) -> int:
+        a = self.args
+        if a.credential_command == "put":
+            api_key = sys.stdin.readline().strip()
+            request = job_pb.PutUserCredentialRequest(
+                provider=a.provider, api_key=api_key, label=a.label
+            )
+            stored = await self.jobs.call("PutUserCredential", request)
+            print_reply(stored, a.json, lambda r: f"stored {r.credential_id}  {r.hint}")
+        elif a.credential_command == "list":
+            listed = await self.jobs.call(
+                "ListUserCredentials", job_pb.ListUserCredentialsRequest()
+            )
+            print_reply(listed, a.json, credentials_lines)
+        else:
+            deleted = await self.jobs.call(
+                "DeleteUserCredential",
+                job_pb.DeleteUserCredentialRequest(credential_id=a.credential_id),
+            )
+            print_reply(deleted, a.json, lambda r: f"deleted {r.credential_id}")
+        return 0
+
+    async def admin_command(self) -> int:
+        a = self.args
+        if a.admin_command == "list":
+            request = admin_pb.AdminListJobsRequest(
+                user_id=a.user_id,
+                job_type=a.type,
+                lifecycle_status=a.status,
+                queue_name=a.queue,
+                page_size=a.page_size,
+                page_token=a.page_token,
+            )
+            print_reply(
+                await self.admin.call("ListJobs", request),
+                a.json,
+                page_lines,
+            )
+        elif a.admin_command == "retry":
+            job = await self.admin.call("RetryJob", admin_pb.RetryJobRequest(job_id=a.job_id))
+            print_reply(job, a.json, lambda j: f"retried as {job_line(j)}")
+        elif a.admin_command == "stats":
+            stats = await self.admin.call("GetQueueStats", admin_pb.GetQueueStatsRequest())
+            print_reply(stats, a.json, stats_lines)
+        elif a.admin_command == "model-limit":
+            put = admin_pb.PutModelLimitRequest(
+                limit=admin_pb.ModelLimit(
+                    provider=a.provider,
+                    model=a.model,
+                    credential_scope=a.scope,
+                    max_concurrency=a.concurrency,
+                    requests_per_minute=a.rpm,
+                    tokens_per_minute=a.tpm,
+                )
+            )
+            stored = await self.admin.call("PutModelLimit", put)
+            print_reply(stored, a.json, lambda r: f"set {limit_line(r.limit)}")
+        elif a.admin_command == "model-limits":
+            listed = await self.admin.call("ListModelLimits", admin_pb.ListModelLimitsRequest())
+            print_reply(
+                listed, a.json, lambda r: "\n".join(map(limit_line, r.limits)) or "none set"
+            )
+        elif a.admin_command == "budget":
+            set_budget = admin_pb.PutUserBudgetRequest(
+                user_id=a.user_id, daily_tokens=a.tokens, daily_cost_micros=a.cost_micros
+            )
+            stored_budget = await self.admin.call("PutUserBudget", set_budget)
+            print_reply(stored_budget, a.json, budget_line)
+        elif a.admin_command == "usage":
+            report = await self.admin.call(
+                "GetUserUsage",
+                admin_pb.GetUserUsageRequest(
+                    user_id=a.user_id, from_date=a.from_date, to_date=a.to_date
+                ),
+            )
+            print_reply(report, a.json, usage_table)
+        elif a.admin_command == "audit":
+            entries = await self.admin.call(
+                "ListAuditEntries",
+                admin_pb.ListAuditEntriesRequest(page_size=a.page_size, page_token=a.page_token),
+            )
+            print_reply(entries, a.json, audit_lines)
+        elif a.admin_command == "adopt-legacy":
+            adoption = await self.admin.call(
+                "AdoptLegacyJobs",
+                admin_pb.AdoptLegacyJobsRequest(job_type=a.job_type, dry_run=a.dry_run),
+                timeout_s=TIMEOUT_S * 10,
+            )
+            verb = "would adopt" if a.dry_run else "adopted"
+            print_reply(
+                adoption,
+                a.json,
+                lambda r: f"{verb}: {r.adopted}, left to the legacy worker: {r.left_to_legacy}",
+            )
+        elif a.admin_command == "reencrypt-credentials":
+            moved = await self.admin.call(
+                "ReencryptCredentials",
+                admin_pb.ReencryptCredentialsRequest(),
+                timeout_s=TIMEOUT_S * 10,
+            )
+            print_reply(
+                moved,
+                a.json,
+                lambda r: f"re-encrypted {r.reencrypted}, all under key {r.key_version}",
+            )
+        else:
+            reply = await self.admin.call(
+                "RedriveDeadEvents", admin_pb.RedriveDeadEventsRequest(event_ids=a.event_ids)
+            )
+            print_reply(reply, a.json, lambda r: f"redriven: {r.redriven}")
+        return 0

@@ -1,1 +1,0 @@
-"""What model calls cost, what users may spend, and what they spent."""

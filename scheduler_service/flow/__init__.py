@@ -1,1 +1,0 @@
-"""LLM flow control: model keys, their limits, and congestion."""

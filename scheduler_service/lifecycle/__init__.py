@@ -1,1 +1,0 @@
-"""Job lifecycle: the pure state machine and write table, and the job store that applies them."""

@@ -1,1 +1,0 @@
-"""The transactional outbox: events written with the state change they announce."""

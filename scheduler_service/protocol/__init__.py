@@ -1,1 +1,0 @@
-"""The runtime protocol: leases, heartbeats, results and failures, dispatch and the reaper."""
