@@ -7,8 +7,9 @@ import asyncio
 from alembic import context
 from sqlalchemy.engine import Connection
 
+from scheduler_service.sql.db import models  # noqa: F401  (every table on Base.metadata)
+from scheduler_service.sql.db.base import Base
 from scheduler_service.sql.db.engine import create_engine
-from scheduler_service.sql.db.models import Base
 from scheduler_service.wiring.settings import SchedulerSettings
 
 target_metadata = Base.metadata

@@ -1,6 +1,6 @@
 """``python -m scheduler_service [serve]`` serves gRPC; ``python -m scheduler_service migrate``
 brings the database to the newest schema; ``python -m scheduler_service contract [--check]
-[--quiet-days N]`` drops System A's columns and System B's tables once nothing needs them
+[--quiet-days N]`` drops the legacy system's columns and tables once nothing needs them
 (docs/operations/legacy-migration.md)."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Several scheduler processes on one address (``AIJOB_WORKERS``), and only on purpose.
 
-gRPC sets SO_REUSEPORT by default, so a second scheduler started on a busy address used to bind it
-silently and take half its calls (two ``make run``s split six creates 2 / 4 between two
-databases). The server now binds with port reuse off, and a busy address is a clear error. With
+gRPC sets SO_REUSEPORT by default, so a second scheduler started on a busy address would bind it
+silently and take half its calls (two ``make run``s would split creates between two databases).
+The server binds with port reuse off, and a busy address is a clear error. With
 ``AIJOB_WORKERS=N`` this parent process checks the address is free, then starts N worker
 processes that bind it together with port reuse on; the kernel spreads connections over them.
 Each worker is a whole replica (its own dispatcher, hand-off, loops and pool), which the design

@@ -122,7 +122,7 @@ def _admin_commands(commands: Any) -> None:
     audit.add_argument("--page-size", type=int, default=20)
     audit.add_argument("--page-token", default="")
     adopt = admin_commands.add_parser(
-        "adopt-legacy", help="hand a System A job type (active-recall, feynman-evaluation) over"
+        "adopt-legacy", help="hand a legacy job type (active-recall, feynman-evaluation) over"
     )
     adopt.add_argument("job_type")
     adopt.add_argument("--dry-run", action="store_true", help="count, change nothing")

@@ -105,7 +105,7 @@ class AdminViews(admin_grpc.AdminServiceServicer):
     async def GetQueueStats(
         self, request: admin_pb.GetQueueStatsRequest, context: Context
     ) -> admin_pb.QueueStats:
-        stats = await queue_stats(self._app.uow, self._app.protocol.cheap_hours.defer_ms())
+        stats = await queue_stats(self._app.uow, self._app.cheap_hours.defer_ms())
         return admin_pb.QueueStats(
             depths=[
                 admin_pb.QueueDepth(queue_name=q, job_type=t, lifecycle_status=s, count=n)
@@ -131,7 +131,7 @@ class AdminViews(admin_grpc.AdminServiceServicer):
         )
 
     def _model_keys(self) -> ModelKeys:
-        return ModelKeys(self._app.uow, self._app.protocol.flow)
+        return ModelKeys(self._app.uow, self._app.settings.flow)
 
     async def ListModelLimits(
         self, request: admin_pb.ListModelLimitsRequest, context: Context

@@ -9,10 +9,13 @@ from scheduler_service.api import convert
 from scheduler_service.api.status import status_of
 from scheduler_service.core.records import HeartbeatOutcome
 from scheduler_service.services.dispatch import Ack, CancelNotice
-from scheduler_service.services.reports import ChunkReport, ChunkStored, HeartbeatReport, Report
-from scheduler_service.services.runtime_protocol import (
+from scheduler_service.services.reports import (
+    ChunkReport,
+    ChunkStored,
     FailureOutcome,
     FailureReport,
+    HeartbeatReport,
+    Report,
     ResultSubmission,
     SubmitOutcome,
 )

@@ -35,31 +35,31 @@ class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):
                     yield response
 
     async def Lock(self, request: runtime_pb.LockRequest, context: Context) -> types_pb.Lease:
-        payload = await self._app.protocol.lock(request.job_id, request.runtime_instance_id)
+        payload = await self._app.leasing.lock(request.job_id, request.runtime_instance_id)
         return convert.lease(payload)
 
     async def Heartbeat(
         self, request: runtime_pb.HeartbeatRequest, context: Context
     ) -> runtime_pb.HeartbeatResponse:
-        beat = await self._app.protocol.heartbeat(runtime_convert.heartbeat_report(request))
+        beat = await self._app.reports.heartbeat(runtime_convert.heartbeat_report(request))
         return runtime_convert.heartbeat_response(beat)
 
     async def SubmitResult(
         self, request: runtime_pb.SubmitResultRequest, context: Context
     ) -> runtime_pb.SubmitResultResponse:
         submission = runtime_convert.result_submission(request)
-        return runtime_convert.submit_response(await self._app.protocol.submit_result(submission))
+        return runtime_convert.submit_response(await self._app.reports.submit_result(submission))
 
     async def SubmitFailure(
         self, request: runtime_pb.SubmitFailureRequest, context: Context
     ) -> runtime_pb.SubmitFailureResponse:
         report = runtime_convert.failure_report(request)
-        return runtime_convert.failure_response(await self._app.protocol.submit_failure(report))
+        return runtime_convert.failure_response(await self._app.reports.submit_failure(report))
 
     async def ResolveCredential(
         self, request: runtime_pb.ResolveCredentialRequest, context: Context
     ) -> runtime_pb.ResolveCredentialResponse:
-        api_key, provider = await self._app.protocol.resolve_credential(
+        api_key, provider = await self._app.key_access.resolve_credential(
             request.job_id,
             request.attempt_no,
             request.runtime_instance_id,

@@ -81,7 +81,7 @@ def job_message(
     internal: bool = False,
 ) -> types_pb.Job:
     """The job as the API shows it, with when an off-peak job stops waiting, if it waits."""
-    waits = app.protocol.cheap_hours.deferred_until(
+    waits = app.cheap_hours.deferred_until(
         record.costPolicy,
         record.lifecycleStatus is LifecycleStatus.QUEUED,
         record.deadlineAt,

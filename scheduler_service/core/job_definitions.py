@@ -100,8 +100,8 @@ class JobDefinition:
 
 
 # Queue defaults (docs/architecture.md, *Job types*): interactive — 2 attempts, backoff from 2 s;
-# background — 3 attempts, backoff from 5 s; analysis (System A's queue, ADR-003) — 3 attempts,
-# backoff from 1 s.
+# background — 3 attempts, backoff from 5 s; analysis (the legacy system's queue, ADR-003) —
+# 3 attempts, backoff from 1 s.
 _QUEUE_POLICY = {
     "ai-interactive": {"max_retries": 1, "backoff_ms": 2_000, "priority": 50},
     "ai-background": {"max_retries": 2, "backoff_ms": 5_000, "priority": 80},

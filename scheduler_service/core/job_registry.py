@@ -46,7 +46,7 @@ __all__ = [
     "default_registry",
 ]
 
-#: Lower case; hyphens for System A's two types (active-recall, feynman-evaluation), whose
+#: Lower case; hyphens for the legacy system's two types (active-recall, feynman-evaluation), whose
 #: names stay.
 JOB_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{1,63}$")
 MIN_TIMEOUT_MS, MAX_TIMEOUT_MS = 1_000, 600_000

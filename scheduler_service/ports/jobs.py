@@ -114,8 +114,8 @@ class JobReads(ABC):
 
     @abstractmethod
     async def left_to_legacy(self, job_id: str) -> bool:
-        """Whether the job is System A's: of a type it still owns, or a row its producer
-        inserted that the engine has not taken in yet (scheduler_service/legacy/)."""
+        """Whether the job is the legacy system's: of a type it still owns, or a row its producer
+        inserted that the engine has not taken in yet (sql/legacy_adoption.py)."""
 
 
 class JobSweeps(ABC):

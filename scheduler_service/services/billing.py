@@ -65,8 +65,8 @@ class Billing:
             today_start = await tx.spend.today()
             today = today_start.date()
             first_day = _day(first, "from_date") if first else today
-            # "Since D": an empty last day is today (it was the first day, which surprised every
-            # operator who asked for usage from a date).
+            # "Since D": an empty last day is today, which is what an operator asking for usage
+            # from a date means.
             last_day = _day(last, "to_date") if last else max(first_day, today)
             if last_day < first_day:
                 raise InvalidRequestError("to_date is before from_date", field="to_date")

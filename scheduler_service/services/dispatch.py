@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from scheduler_service.core.records import LeasePayload
 from scheduler_service.ports import NewJobRows, Transaction
 from scheduler_service.services import metrics
+from scheduler_service.services.leasing import Leasing
 from scheduler_service.services.loops import RoundLoop
 from scheduler_service.services.reports import Answer
-from scheduler_service.services.runtime_protocol import RuntimeProtocol
 
 __all__ = ["Ack", "CancelNotice", "Dispatcher", "StreamSession"]
 
@@ -135,7 +135,7 @@ _DISPATCHED_REMEMBERED = 50_000
 class Dispatcher(RoundLoop):
     def __init__(
         self,
-        protocol: RuntimeProtocol,
+        leasing: Leasing,
         *,
         poll_interval_s: float = 0.25,
         batch_max: int = 64,
@@ -146,8 +146,8 @@ class Dispatcher(RoundLoop):
         #: A strike is forgiven after this long without a new one (a slot a period comes back).
         self._strike_heal_s = strike_heal_s
         self._on_leased = on_leased
-        self._protocol = protocol
-        self._uow = protocol.uow
+        self._leasing = leasing
+        self._uow = leasing.uow
         self._batch_max = batch_max
         self._sessions: list[StreamSession] = []
         self._last_cancel_scan = 0.0
@@ -168,7 +168,7 @@ class Dispatcher(RoundLoop):
         leases were reaped, gets work at once. A second stream beside a live one keeps the
         instance's strikes on its slots."""
         instance = session.runtime_instance_id
-        self._protocol.stream_subscribed(instance)
+        self._leasing.stream_subscribed(instance)
         if any(s.runtime_instance_id == instance for s in self.sessions()):
             strikes, _ = self._strikes.get(instance, (0, 0.0))
             session.slots = max(1, session.slots - strikes)
@@ -280,7 +280,7 @@ class Dispatcher(RoundLoop):
                 ]
                 shares = await self._uow.run(
                     functools.partial(
-                        self._protocol.claim_within, job_types=job_types, demands=demands
+                        self._leasing.claim_within, job_types=job_types, demands=demands
                     )
                 )
             finally:
@@ -357,7 +357,7 @@ class Dispatcher(RoundLoop):
                 session.credits += slots
 
         tx.after_rollback(give_back)
-        shares = await self._protocol.claim_within(
+        shares = await self._leasing.claim_within(
             tx,
             [job_type],
             [(session.runtime_instance_id, want) for session, want in demands],
@@ -398,7 +398,7 @@ class Dispatcher(RoundLoop):
 
     async def _release(self, session: StreamSession, leases: Sequence[LeasePayload]) -> None:
         for lease in leases:
-            await self._protocol.release_undelivered(lease, session.runtime_instance_id)
+            await self._leasing.release_undelivered(lease, session.runtime_instance_id)
 
     async def release_undelivered(
         self, session: StreamSession, leases: Sequence[LeasePayload]

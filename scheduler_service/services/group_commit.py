@@ -21,7 +21,6 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from scheduler_service.core import validation
 from scheduler_service.core.errors import (
@@ -35,13 +34,14 @@ from scheduler_service.core.events import EventType, NewEvent
 from scheduler_service.core.guards import Moment, matches, row_of
 from scheduler_service.core.job_registry import JobRegistry
 from scheduler_service.core.lease_tokens import digest
+from scheduler_service.core.model_keys import FlowPolicy
 from scheduler_service.core.output_records import ChunkRow, Stored
 from scheduler_service.core.output_tally import ChunkTally, new_part, partial_output_bytes
-from scheduler_service.core.records import Beat, JobRecord, LockedRows, Success
+from scheduler_service.core.records import Beat, HeartbeatOutcome, JobRecord, LockedRows, Success
 from scheduler_service.core.transitions import HEARTBEAT
 from scheduler_service.core.usage import Usage
 from scheduler_service.ports import Transaction, UnitOfWork
-from scheduler_service.services import metrics
+from scheduler_service.services import judging, metrics
 from scheduler_service.services.gathering import Gathering
 from scheduler_service.services.reports import (
     Answer,
@@ -59,10 +59,8 @@ from scheduler_service.services.reports import (
     count_failure,
     trace_results,
 )
+from scheduler_service.services.settlement import Settlement
 from shared import tracing
-
-if TYPE_CHECKING:
-    from scheduler_service.services.runtime_protocol import RuntimeProtocol
 
 __all__ = ["GroupCommit", "ReportBatcher"]
 
@@ -96,15 +94,19 @@ class _Writes:
 class GroupCommit:
     def __init__(
         self,
-        protocol: RuntimeProtocol,
+        settlement: Settlement,
         uow: UnitOfWork,
         registry: JobRegistry,
+        flow: FlowPolicy,
+        *,
         chunks_per_attempt: int,
         max_output_bytes: int,
     ) -> None:
-        self._protocol = protocol
+        self._settlement = settlement
         self._uow = uow
         self._registry = registry
+        self._flow = flow
+        self._max_output_bytes = max_output_bytes
         #: What each attempt has stored, bounded without a read per chunk.
         self.tally = ChunkTally(
             most_bytes=partial_output_bytes(max_output_bytes), most_rows=chunks_per_attempt
@@ -127,13 +129,13 @@ class GroupCommit:
         """The checks that need no database, as the unary RPC runs them."""
         match report:
             case ResultSubmission():
-                return self._protocol.prepare_result(report)
+                return judging.prepared_result(report, self._max_output_bytes)
             case FailureReport():
-                return self._protocol.failed_attempt(report)
+                return self._settlement.failed_attempt(report)
             case ChunkReport():
-                self._protocol.prepare_chunk(report)
+                judging.check_chunk(report, self._max_output_bytes)
                 return report
-        self._protocol.prepare_heartbeat(report)
+        judging.check_heartbeat(report)
         return report
 
     async def _apply_round(self, batch: list[tuple[int, Report, Prepared]]) -> dict[int, Answer]:
@@ -184,7 +186,7 @@ class GroupCommit:
                     answers[index] = self._judge_chunk(job, prepared, locked, stored, writes)
                 else:
                     # Written at once: failures are few, and each has its own decision.
-                    answers[index] = await self._protocol.settle_in(tx, job, prepared)
+                    answers[index] = await self._settlement.settle_in(tx, job, prepared)
             except SchedulerError as exc:
                 answers[index] = exc
         return answers, writes
@@ -230,7 +232,7 @@ class GroupCommit:
     def _judge_result(
         self, job: JobRecord | None, prepared: PreparedResult, writes: _Writes
     ) -> SubmitOutcome:
-        accepted = self._protocol.judge_result(job, prepared)
+        accepted = judging.judged_result(job, prepared, self._registry)
         if accepted is None:
             return SubmitOutcome(prepared.key, duplicate=True)
         sub, job = prepared.submission, accepted.job
@@ -245,7 +247,7 @@ class GroupCommit:
             )
         )
         writes.projections.append((accepted.projector, job, sub.attempt_no, accepted.validated))
-        writes.usage.append((job, sub.attempt_no, self._protocol.priced(job, sub.usage), None))
+        writes.usage.append((job, sub.attempt_no, self._settlement.priced(job, sub.usage), None))
         writes.events.append(
             NewEvent(EventType.COMPLETED, job.id, job.jobType, {"attemptNo": sub.attempt_no})
         )
@@ -273,9 +275,9 @@ class GroupCommit:
         await tx.spend.record_usages(writes.usage)
         await tx.emit_many(writes.events)
         if writes.succeeded:
-            await tx.keys.answered(writes.succeeded, self._protocol.flow)
+            await tx.keys.answered(writes.succeeded, self._flow)
         for job, _, usage, _ in writes.usage:
-            await self._protocol.note_provider_limits(tx, job, usage)
+            await self._settlement.note_provider_limits(tx, job, usage)
         for index, beat in writes.beats.items():
             answers[index] = extended[beat.job_id]
             tx.job_changed(beat.job_id)
@@ -354,6 +356,24 @@ class ReportBatcher:
         validation.instance_id(report.runtime_instance_id)
         return await self._gathering.submit(report)
 
+    async def heartbeat(self, beat: HeartbeatReport) -> HeartbeatOutcome:
+        """A unary Heartbeat: a batch of one in the reports' group commit."""
+        outcome = _raised(await self.submit(beat))
+        assert isinstance(outcome, HeartbeatOutcome)
+        return outcome
+
+    async def submit_result(self, submission: ResultSubmission) -> SubmitOutcome:
+        """A unary SubmitResult: a batch of one in the reports' group commit."""
+        outcome = _raised(await self.submit(submission))
+        assert isinstance(outcome, SubmitOutcome)
+        return outcome
+
+    async def submit_failure(self, report: FailureReport) -> FailureOutcome:
+        """A unary SubmitFailure: a batch of one in the reports' group commit."""
+        outcome = _raised(await self.submit(report))
+        assert isinstance(outcome, FailureOutcome)
+        return outcome
+
     def enqueue(self, report: Report) -> asyncio.Future[Answer]:
         """``report`` joins the gathering; the future is its answer (reports enqueued one after
         another, as a stream's frame is, land in the same batch).
@@ -373,3 +393,10 @@ class ReportBatcher:
     async def drain(self) -> None:
         """Apply what is waiting and let running batches finish (on shutdown)."""
         await self._gathering.drain()
+
+
+def _raised(answer: Answer) -> Answer:
+    """A report's answer as its unary call gives it: the outcome, or the error raised."""
+    if isinstance(answer, Exception):
+        raise answer
+    return answer

@@ -14,7 +14,8 @@ from scheduler_service.core.events import EventType
 from scheduler_service.core.records import ExpiredLease, JobError, StrandedJob
 from scheduler_service.ports import Transaction, UnitOfWork
 from scheduler_service.services import metrics
-from scheduler_service.services.runtime_protocol import FailedAttempt, RuntimeProtocol
+from scheduler_service.services.reports import FailedAttempt
+from scheduler_service.services.settlement import Settlement
 from shared.error_codes import ErrorCode
 
 __all__ = ["GATE_IDLE_MS", "Reaper"]
@@ -29,7 +30,7 @@ class Reaper:
     def __init__(
         self,
         uow: UnitOfWork,
-        protocol: RuntimeProtocol,
+        settlement: Settlement,
         *,
         on_reaped: Callable[[str], None] = lambda _holder: None,
         prune_gates_every: int = 720,
@@ -48,7 +49,7 @@ class Reaper:
         self._prune_gates_every = prune_gates_every
         self._sweeps = 0
         self._uow = uow
-        self._protocol = protocol
+        self._settlement = settlement
         #: Told the holder of each lease taken back: a stream that lets its leases expire
         #: unreported loses slots (services/dispatch.py).
         self._on_reaped = on_reaped
@@ -180,7 +181,7 @@ class Reaper:
             f"attempt {lease.attempt_no}: lease expired or timeout exceeded",
         )
         try:
-            outcome = await self._protocol.settle_failure(
+            outcome = await self._settlement.settle_failure(
                 FailedAttempt(
                     lease.job_id,
                     lease.attempt_no,

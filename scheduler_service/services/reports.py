@@ -41,7 +41,7 @@ __all__ = [
     "SubmitOutcome",
 ]
 
-log = logging.getLogger("scheduler_service.services.runtime_protocol")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,10 +44,13 @@ from scheduler_service.services.dispatch import (
     StreamSession,
 )
 from scheduler_service.services.group_commit import ReportBatcher
-from scheduler_service.services.reports import Answer, ChunkReport, HeartbeatReport, Report
-from scheduler_service.services.runtime_protocol import (
+from scheduler_service.services.reports import (
+    Answer,
+    ChunkReport,
     FailureOutcome,
     FailureReport,
+    HeartbeatReport,
+    Report,
     ResultSubmission,
     SubmitOutcome,
 )

@@ -1,11 +1,11 @@
 """One database read per interval for every job watched on this replica.
 
-Each WatchJob stream used to read its job on its own timer: 500 idle watchers were ~1,500
-statements a second. The hub keeps, per watched job, the state each watcher last saw; once an
-interval it reads the watched jobs' states in one statement (chunked at ``CHUNK`` ids) and wakes
-the watchers whose job moved — changes made through other replicas. Changes made here wake them
-at once (``touch``). Woken watchers of one job share one read of it (:meth:`WatchHub.current`):
-2,000 watchers of a job once cost ~1,436 reads per progress change; an idle one costs nothing.
+A read per WatchJob stream on its own timer would cost ~1,500 statements a second for 500 idle
+watchers. The hub keeps, per watched job, the state each watcher last saw; once an interval it
+reads the watched jobs' states in one statement (chunked at ``CHUNK`` ids) and wakes the
+watchers whose job moved — changes made through other replicas. Changes made here wake them at
+once (``touch``). Woken watchers of one job share one read of it (:meth:`WatchHub.current`), so
+a progress change costs one read however many watch it; an idle watcher costs nothing.
 """
 
 from __future__ import annotations

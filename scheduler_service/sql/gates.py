@@ -43,7 +43,7 @@ def _place_at_end(status: LifecycleStatus, *, last: bool) -> ScalarSelect[Any]:
             .where(
                 jobs.c.lifecycleStatus == status.value,
                 jobs.c.priority == bindparam("b_priority"),
-                sql.engine_owned(),  # System A's rows hold no place in the engine's turns
+                sql.engine_owned(),  # The legacy system's rows hold no place in the engine's turns
             )
             .order_by(place.desc() if last else place)
             .limit(1)

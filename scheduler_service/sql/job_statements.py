@@ -96,7 +96,7 @@ def engine_owned() -> ColumnElement[bool]:
 def taken_in() -> ColumnElement[bool]:
     """A row the engine can run: every row it creates names its prompt; a row legacy code
     inserted for an adopted type does once the intake has built its snapshot
-    (scheduler_service/legacy/)."""
+    (sql/legacy_adoption.py)."""
     return _c.promptVersion.is_not(None)
 
 
@@ -168,7 +168,7 @@ def _source(source: Source, active: frozenset[Guard]) -> ColumnElement[bool]:
 
 
 #: Whether the legacy ``status`` column is there to keep in step (the expanded schema), or gone
-#: (after ``python -m scheduler_service contract``, M-AI-05). Set at start-up from the schema.
+#: (after ``python -m scheduler_service contract``). Set at start-up from the schema.
 _shadow = {"status": True}
 
 
@@ -389,8 +389,8 @@ SELECT_CLAIMABLE_DETAIL_PLATFORM_KEY = _claimable(
     _c.credentialMode != USER_KEY_MODE, columns=_DETAIL
 )
 #: Before new jobs are leased as they are written (claims.claim_fresh): the database's clock,
-#: whether a queued job of ``b_types`` could be claimed (it goes first), and whether System A
-#: owns one of them. Read without locks: a row being claimed elsewhere counts as waiting.
+#: whether a queued job of ``b_types`` could be claimed (it goes first), and whether the legacy
+#: system owns one of them. Read without locks: a row being claimed elsewhere counts as waiting.
 SELECT_BEFORE_FRESH = select(
     db_now().label("dbNow"),
     exists().where(*_claimable_where()).label("waiting"),

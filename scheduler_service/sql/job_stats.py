@@ -65,7 +65,7 @@ async def _queue_stats(tx: SqlTransaction, *, live_only: bool, defer_ms: int) ->
     j, o = _jobs.c, _outbox.c
     conn = tx.conn
     now = (await conn.execute(select(db_now()))).scalar_one()
-    # System A's rows are its own: not in the engine's gauges.
+    # The legacy system's rows are its own: not in the engine's gauges.
     depth_query = select(j.queueName, j.jobType, j.lifecycleStatus, func.count()).where(
         engine_owned()
     )

@@ -6,8 +6,8 @@ read-then-write. When it matches nothing, the row is read afterwards only to cho
 error that explains why. The stores are bound to one transaction's connection, so a projection,
 the state change and its outbox event commit together.
 
-``tests/test_lifecycle_single_writer.py`` fails the build if any module outside
-``scheduler_service/lifecycle/`` writes ``lifecycleStatus``.
+``tests/test_lifecycle_single_writer.py`` fails the build if any module but this one and the
+claim (``sql/claims.py``) writes ``lifecycleStatus``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The SQL of adoption and of the contract step, on one connection each call (the caller's
 transaction). Everything here reads or writes System A's side of ``AiAnalysisJob``: the legacy
-``status``, ``sessionId`` and ``answerId`` columns, which the lifecycle package never names."""
+``status``, ``sessionId`` and ``answerId`` columns, which the job store never names."""
 
 from __future__ import annotations
 

@@ -166,7 +166,7 @@ async def over_budget_queued(
         .where(
             _jobs.c.userId.in_(users),
             _jobs.c.lifecycleStatus == LifecycleStatus.QUEUED.value,
-            engine_owned(),  # System A's rows are its own: never failed for a budget
+            engine_owned(),  # The legacy system's rows are its own: never failed for a budget
         )
         .limit(limit)
     )

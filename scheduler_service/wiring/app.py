@@ -27,12 +27,15 @@ from scheduler_service.services.dispatch import Dispatcher
 from scheduler_service.services.flow import ModelKeys
 from scheduler_service.services.group_commit import ReportBatcher
 from scheduler_service.services.jobs import JobService
+from scheduler_service.services.key_access import KeyAccess
+from scheduler_service.services.leasing import Leasing
 from scheduler_service.services.liveness import LeaseKeeper
 from scheduler_service.services.loops import EveryInterval, RoundLoop
 from scheduler_service.services.output_hub import OutputHub
 from scheduler_service.services.reaper import Reaper
-from scheduler_service.services.runtime_protocol import RuntimeProtocol
+from scheduler_service.services.runtime_pieces import ReportLimits, RuntimePieces, runtime_pieces
 from scheduler_service.services.session import PollSessions
+from scheduler_service.services.settlement import RetryLimits, Settlement
 from scheduler_service.services.watch_hub import WatchHub
 from scheduler_service.sql.credentials import CredentialCipher, CredentialStore
 from scheduler_service.sql.db.clock import DatabaseClock
@@ -63,7 +66,8 @@ class SchedulerApp:
     settings: SchedulerSettings
     uow: SqlUnitOfWork
     registry: JobRegistry
-    protocol: RuntimeProtocol
+    #: Lock, and the claim that dispatch and a create's hand-off run.
+    leasing: Leasing
     reaper: Reaper
     jobs: JobService
     dispatcher: Dispatcher
@@ -86,6 +90,10 @@ class SchedulerApp:
     owners: InstanceOwners = field(default_factory=InstanceOwners)
     #: The StreamOutput callers' feeds.
     output_hub: OutputHub = field(init=False)
+    #: How a failed attempt ends (the reaper's, a report's), and what a usage costs.
+    settlement: Settlement = field(init=False)
+    #: ResolveCredential.
+    key_access: KeyAccess = field(init=False)
     #: Every background loop, in the order they start (and stop).
     loops: list[RoundLoop] = field(default_factory=list)
     _healthy: bool | None = None
@@ -93,6 +101,22 @@ class SchedulerApp:
     @property
     def engine(self) -> AsyncEngine:
         return self.uow.engine
+
+    @property
+    def cheap_hours(self) -> CheapHours:
+        """When off-peak jobs wait (core/cheap_hours.py), as the claim judges it."""
+        return self.leasing.policy.cheap_hours
+
+    @cheap_hours.setter
+    def cheap_hours(self, cheap_hours: CheapHours) -> None:
+        self.leasing.policy.cheap_hours = cheap_hours
+
+    @property
+    def runtime(self) -> RuntimePieces:
+        """The runtime protocol's pieces, together."""
+        return RuntimePieces(
+            self.leasing, self.settlement, self.reports, self.key_access, self.cheap_hours
+        )
 
     @classmethod
     def create(
@@ -128,27 +152,30 @@ class SchedulerApp:
         )
         #: The database's now, sampled by the reaper: when peak windows begin and end.
         db_clock = DatabaseClock()
-        protocol = RuntimeProtocol(
+        runtime = runtime_pieces(
             uow,
             registry,
-            max_output_bytes=settings.limits.max_output_bytes,
-            max_retry_after_ms=settings.limits.max_retry_after_ms,
-            max_waived_attempts=settings.limits.max_waived_attempts,
-            running_caps=settings.running_caps,
             flow=settings.flow,
             prices=settings.prices,
             budget=settings.budget,
-            user_key_runtimes=settings.user_key_runtimes,
-            report_window_s=settings.reports.window_s,
-            report_batch_max=settings.reports.max_batch,
-            provider_user_ids=settings.provider_user_ids,
+            running_caps=settings.running_caps,
             cheap_hours=CheapHours(settings.peak, db_clock.now),
-            output_chunks_per_attempt=settings.output_chunks_per_attempt,
+            user_key_runtimes=settings.user_key_runtimes,
+            provider_user_ids=settings.provider_user_ids,
+            retry=RetryLimits(
+                settings.limits.max_retry_after_ms, settings.limits.max_waived_attempts
+            ),
+            reports=ReportLimits(
+                settings.reports.window_s,
+                settings.reports.max_batch,
+                settings.limits.max_output_bytes,
+                settings.output_chunks_per_attempt,
+            ),
         )
         watch_hub = WatchHub(uow, interval_s=settings.streams.watch_poll_s)
         output_hub = OutputHub(uow, interval_s=settings.streams.watch_poll_s)
         dispatcher = Dispatcher(
-            protocol,
+            runtime.leasing,
             poll_interval_s=settings.dispatch.poll_interval_s,
             batch_max=settings.dispatch.batch_max,
             on_leased=watch_hub.touch,
@@ -201,7 +228,7 @@ class SchedulerApp:
             create_batch_max=settings.create_batch_max,
             clock=db_clock.now,
         )
-        reports = protocol.reports
+        reports = runtime.reports
         polls = PollSessions(
             dispatcher,
             registry,
@@ -219,10 +246,10 @@ class SchedulerApp:
             settings,
             uow,
             registry,
-            protocol,
+            runtime.leasing,
             Reaper(
                 uow,
-                protocol,
+                runtime.settlement,
                 on_reaped=dispatcher.lease_expired,
                 job_types=registry.job_types(),
                 budget=settings.budget,
@@ -247,6 +274,8 @@ class SchedulerApp:
         app.writer = writer
         app.db_clock = db_clock
         app.output_hub = output_hub
+        app.settlement = runtime.settlement
+        app.key_access = runtime.key_access
         # Its own connection: a pool that load has exhausted must not read as an outage. Pinged
         # before every check: a connection left over from before an outage must not fail one.
         app.health_engine = create_engine(
@@ -351,9 +380,9 @@ class SchedulerApp:
         every fraction of a second (failover), and counting there would tax every node."""
         if not self.polls.database_reachable:
             return
-        defer_ms = self.protocol.cheap_hours.defer_ms()
+        defer_ms = self.cheap_hours.defer_ms()
         metrics.publish_stats(await live_queue_stats(self.uow, defer_ms))
-        metrics.publish_model_keys(await ModelKeys(self.uow, self.protocol.flow).stats())
+        metrics.publish_model_keys(await ModelKeys(self.uow, self.settings.flow).stats())
 
     async def _sample_db_clock(self) -> None:
         self.db_clock.sampled(await self.uow.read(lambda tx: tx.reads.clock()))

@@ -13,8 +13,9 @@ from sqlalchemy import JSON, inspect, select, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from scheduler_service.sql.db.base import Base
 from scheduler_service.sql.db.engine import create_engine
-from scheduler_service.sql.db.models import AiJob, Base
+from scheduler_service.sql.db.models import AiJob
 from scheduler_service.sql.migrate import migrate
 from tests.conftest import DatabaseFactory
 from tests.support.db import make_job

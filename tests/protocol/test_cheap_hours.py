@@ -42,12 +42,12 @@ class Clock:
 @pytest.fixture
 def clock(scheduler: RunningScheduler) -> Clock:
     clock = Clock(IN_PEAK)
-    scheduler.app.protocol.cheap_hours = CheapHours(PeakHours.parse(DEEPSEEK_PEAK_HOURS), clock)
+    scheduler.app.cheap_hours = CheapHours(PeakHours.parse(DEEPSEEK_PEAK_HOURS), clock)
     return clock
 
 
 async def _claim(scheduler: RunningScheduler) -> list[str]:
-    leases = await scheduler.app.protocol.claim("rt-cheap", [BACKGROUND, "synthetic_echo"], 10)
+    leases = await scheduler.app.leasing.claim("rt-cheap", [BACKGROUND, "synthetic_echo"], 10)
     return sorted(lease.job_id for lease in leases)
 
 

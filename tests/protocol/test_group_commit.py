@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from devtools.harness.runtime_client import JobClient
 from scheduler_service.core.usage import Usage
 from scheduler_service.services.group_commit import GroupCommit
-from scheduler_service.services.runtime_protocol import ResultSubmission, SubmitOutcome
+from scheduler_service.services.reports import ResultSubmission, SubmitOutcome
 from scheduler_service.wiring.app import SchedulerApp
 from shared.canonical_json import output_hash
 from tests.support.db import shift_times
@@ -58,7 +58,7 @@ async def test_a_mixed_batch_answers_each_report_and_writes_only_the_good_one(
     async def advance(job_id: str) -> None:
         await shift_times(app.engine, job_id, availableAt=-3_600)
 
-    leases = await run_mixed_batch(app.jobs, app.protocol, _group_commit(app), advance)
+    leases = await run_mixed_batch(app.jobs, app.runtime, _group_commit(app), advance)
     assert (await job_row(app.engine, leases["good"].job_id))["lifecycleStatus"] == "succeeded"
     for role in ("stale", "hashed", "other", "beat"):
         assert (await job_row(app.engine, leases[role].job_id))["lifecycleStatus"] == "running"
@@ -83,7 +83,7 @@ async def test_a_batch_of_results_is_one_statement_per_table(scheduler: RunningS
     jobs = JobClient(scheduler.channel)
     for _ in range(20):
         await jobs.create()
-    leases = await app.protocol.claim("rt-1", ["synthetic_echo"], 20)
+    leases = await app.leasing.claim("rt-1", ["synthetic_echo"], 20)
     assert len(leases) == 20
     output = {"echo": {"text": "hello"}}
     usage = Usage("scripted", 10, 5, 3, 0)
@@ -113,4 +113,11 @@ async def test_a_batch_of_results_is_one_statement_per_table(scheduler: RunningS
 
 
 def _group_commit(app: SchedulerApp) -> GroupCommit:
-    return GroupCommit(app.protocol, app.uow, app.registry, 1_000, 64 * 1024)
+    return GroupCommit(
+        app.settlement,
+        app.uow,
+        app.registry,
+        app.settings.flow,
+        chunks_per_attempt=1_000,
+        max_output_bytes=64 * 1024,
+    )

@@ -38,9 +38,9 @@ async def test_scarce_jobs_are_dealt_across_runtimes_once_each(
 ) -> None:
     jobs = JobClient(scheduler.channel)
     created = {(await jobs.create()).job_id for _ in range(5)}
-    protocol = scheduler.app.protocol
+    protocol = scheduler.app.runtime
     shares = await scheduler.app.uow.run(
-        lambda tx: protocol.claim_within(
+        lambda tx: protocol.leasing.claim_within(
             tx, ["synthetic_echo"], [("rt-a", 4), ("rt-b", 4), ("rt-c", 0)]
         )
     )

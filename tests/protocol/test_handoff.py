@@ -70,7 +70,7 @@ async def test_a_hand_off_cannot_spend_the_slots_a_round_is_claiming_for(
     """A create hands off while a dispatch round is in the middle of its claim for the same
     stream: the runtime's two slots are never exceeded, because the round holds the slots it
     is claiming for."""
-    dispatcher, protocol = scheduler.app.dispatcher, scheduler.app.protocol
+    dispatcher, leasing = scheduler.app.dispatcher, scheduler.app.leasing
     await dispatcher.stop()
     jobs = JobClient(scheduler.channel)
     waiting = [await jobs.create(), await jobs.create()]
@@ -78,14 +78,14 @@ async def test_a_hand_off_cannot_spend_the_slots_a_round_is_claiming_for(
     await runtime.connect()
     try:
         await _subscribed(scheduler, "rt-two")
-        claim, go_on = protocol.claim_within, asyncio.Event()
+        claim, go_on = leasing.claim_within, asyncio.Event()
 
         async def paused_claim(*args: Any, **kwargs: Any) -> Any:
             if "demands" in kwargs:  # the round's own claim (by keyword), not a hand-off
                 await go_on.wait()
             return await claim(*args, **kwargs)
 
-        monkeypatch.setattr(protocol, "claim_within", paused_claim)
+        monkeypatch.setattr(leasing, "claim_within", paused_claim)
         round_in_progress = asyncio.ensure_future(dispatcher._dispatch_round())
         late = await jobs.create()  # hands off, if it finds a free slot
         go_on.set()

@@ -151,7 +151,7 @@ async def test_operators_set_and_read_model_limits(scheduler: RunningScheduler) 
         False,
     )
     metrics.publish_model_keys(
-        await ModelKeys(scheduler.app.uow, scheduler.app.protocol.flow).stats()
+        await ModelKeys(scheduler.app.uow, scheduler.app.settings.flow).stats()
     )
     labels = {"provider": "deepseek", "model": "deepseek-v4-flash", "scope": "platform"}
     assert REGISTRY.get_sample_value("aijob_model_limit", labels) == 8

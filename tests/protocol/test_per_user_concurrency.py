@@ -9,7 +9,7 @@ import json
 import pytest
 
 from devtools.harness.runtime_client import JobClient
-from scheduler_service.services.runtime_protocol import ResultSubmission
+from scheduler_service.services.reports import ResultSubmission
 from shared.canonical_json import output_hash
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
@@ -40,14 +40,14 @@ async def test_a_users_calls_at_once_stay_within_their_cap_across_replicas(
     # Four runtimes on two replicas ask for far more than the cap allows.
     claimed = []
     for app, runtime in [(first.app, "rt-1"), (second.app, "rt-2")] * 2:
-        claimed += await app.protocol.claim(runtime, TYPES, 10)
+        claimed += await app.leasing.claim(runtime, TYPES, 10)
     by_user = sorted(lease.job_id for lease in claimed)
     assert by_user == sorted([*busy[:2], other])
 
     # One of the user's calls ends: one more of theirs may start, on either replica.
     done = next(lease for lease in claimed if lease.job_id == busy[0])
     output = {"echo": {"text": "hello"}}
-    await first.app.protocol.submit_result(
+    await first.app.reports.submit_result(
         ResultSubmission(
             done.job_id,
             done.attempt_no,
@@ -58,6 +58,6 @@ async def test_a_users_calls_at_once_stay_within_their_cap_across_replicas(
             done.lease_token,
         )
     )
-    more = await second.app.protocol.claim("rt-2", TYPES, 10)
+    more = await second.app.leasing.claim("rt-2", TYPES, 10)
     assert [lease.job_id for lease in more] == [busy[2]]
-    assert await first.app.protocol.claim("rt-1", TYPES, 10) == []
+    assert await first.app.leasing.claim("rt-1", TYPES, 10) == []

@@ -13,7 +13,7 @@ from sqlalchemy import update
 from devtools.harness.runtime_client import JobClient
 from scheduler_service.core.errors import LeaseLostError
 from scheduler_service.core.records import JobError, LeasePayload
-from scheduler_service.services.runtime_protocol import HeartbeatReport
+from scheduler_service.services.reports import HeartbeatReport
 from scheduler_service.sql.db.clock import db_now
 from tests.support.db_checks import JOBS, events, job_row
 from tests.support.schedulers import RunningScheduler, SchedulerFactory
@@ -49,7 +49,7 @@ async def _leased_job(scheduler: RunningScheduler, runtime_id: str = "rt-1") -> 
 
 async def _lease(scheduler: RunningScheduler, runtime_id: str = "rt-1") -> LeasePayload:
     job = await JobClient(scheduler.channel).create()
-    return await scheduler.app.protocol.lock(job.job_id, runtime_id)
+    return await scheduler.app.leasing.lock(job.job_id, runtime_id)
 
 
 async def test_expired_lease_with_cancel_request_becomes_cancelled(
@@ -65,7 +65,7 @@ async def test_expired_lease_with_cancel_request_becomes_cancelled(
 
 async def test_expired_last_attempt_fails_instead_of_looping(scheduler: RunningScheduler) -> None:
     job_id = await _leased_job(scheduler)
-    protocol, reaper = scheduler.app.protocol, scheduler.app.reaper
+    protocol, reaper = scheduler.app.runtime, scheduler.app.reaper
     for attempt in (1, 2, 3):
         await _expire(scheduler, job_id)
         assert await reaper.reap_once() == 1
@@ -76,7 +76,7 @@ async def test_expired_last_attempt_fails_instead_of_looping(scheduler: RunningS
                 await conn.execute(
                     update(JOBS).where(JOBS.c.id == job_id).values(availableAt=row["queuedAt"])
                 )
-            await protocol.lock(job_id, f"rt-{attempt + 1}")
+            await protocol.leasing.lock(job_id, f"rt-{attempt + 1}")
     row = await job_row(scheduler.app.engine, job_id)
     assert (row["lifecycleStatus"], row["errorCode"]) == (
         "failed",
@@ -108,7 +108,7 @@ async def test_heartbeat_racing_the_reaper_never_both_win(
     scheduler = await start_scheduler(
         mysql_url, reaper_interval_s=3600, lease_grace_s=0, max_active_jobs_per_user=10_000
     )
-    protocol, reaper = scheduler.app.protocol, scheduler.app.reaper
+    protocol, reaper = scheduler.app.runtime, scheduler.app.reaper
     rng = random.Random(6)
     outcomes = {"heartbeat": 0, "reaper": 0, "neither": 0}
     for _ in range(1000):
@@ -120,7 +120,7 @@ async def test_heartbeat_racing_the_reaper_never_both_win(
                 update(JOBS).where(JOBS.c.id == job_id).values(lockUntil=db_now(offset))
             )
         beat, _reaped = await asyncio.gather(
-            protocol.heartbeat(HeartbeatReport(job_id, 1, "rt-1", 10, lease.lease_token)),
+            protocol.reports.heartbeat(HeartbeatReport(job_id, 1, "rt-1", 10, lease.lease_token)),
             reaper.reap_once(),
             return_exceptions=True,
         )

@@ -303,7 +303,7 @@ async def test_undelivered_lease_is_released_without_spending_an_attempt(
     jobs = JobClient(scheduler.channel)
     created = await jobs.create()
     app = scheduler.app
-    (lease,) = await app.protocol.claim("rt-gone", ["synthetic_echo"], 1)
+    (lease,) = await app.leasing.claim("rt-gone", ["synthetic_echo"], 1)
     session = StreamSession("rt-gone", frozenset({"synthetic_echo"}), 1)
     await app.dispatcher.release_undelivered(session, [lease])
     row = await job_row(app.engine, created.job_id)

@@ -13,7 +13,7 @@ from scheduler_service.core.commands import Limits
 from scheduler_service.ports import Wakeups
 from scheduler_service.services.jobs import JobService
 from scheduler_service.services.reaper import Reaper
-from scheduler_service.services.runtime_protocol import RuntimeProtocol
+from scheduler_service.services.runtime_pieces import RuntimePieces, runtime_pieces
 from tests.support.fake_uow import FakeUnitOfWork
 from tests.support.schedulers import fast_registry
 
@@ -47,10 +47,10 @@ def jobs(uow: FakeUnitOfWork) -> JobService:
 
 
 @pytest.fixture
-def protocol(uow: FakeUnitOfWork) -> RuntimeProtocol:
-    return RuntimeProtocol(uow, fast_registry(), rng=random.Random(7))
+def protocol(uow: FakeUnitOfWork) -> RuntimePieces:
+    return runtime_pieces(uow, fast_registry(), rng=random.Random(7))
 
 
 @pytest.fixture
-def reaper(uow: FakeUnitOfWork, protocol: RuntimeProtocol) -> Reaper:
-    return Reaper(uow, protocol)
+def reaper(uow: FakeUnitOfWork, protocol: RuntimePieces) -> Reaper:
+    return Reaper(uow, protocol.settlement)

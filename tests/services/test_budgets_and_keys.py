@@ -17,11 +17,11 @@ from scheduler_service.core.model_keys import FlowPolicy, Limits
 from scheduler_service.core.state_machine import LifecycleStatus
 from scheduler_service.core.usage import Usage
 from scheduler_service.services.jobs import JobService
-from scheduler_service.services.runtime_protocol import (
+from scheduler_service.services.reports import (
     FailureReport,
     ResultSubmission,
-    RuntimeProtocol,
 )
+from scheduler_service.services.runtime_pieces import ReportLimits, RuntimePieces, runtime_pieces
 from shared.canonical_json import output_hash
 from shared.error_codes import ErrorCode
 from tests.services.test_job_service import command
@@ -34,11 +34,16 @@ OUTPUT = {"echo": {"text": "hello"}}
 FLOW = FlowPolicy(Limits(max_concurrency=4), USER_KEY_MODE)
 
 
-def _services(uow: FakeUnitOfWork, budget: Budget = BUDGET) -> tuple[JobService, RuntimeProtocol]:
+def _services(uow: FakeUnitOfWork, budget: Budget = BUDGET) -> tuple[JobService, RuntimePieces]:
     registry = fast_registry()
     jobs = JobService(uow, registry, limits=JobLimits(max_active_jobs_per_user=50), budget=budget)
-    protocol = RuntimeProtocol(
-        uow, registry, budget=budget, flow=FLOW, rng=random.Random(3), report_window_s=0
+    protocol = runtime_pieces(
+        uow,
+        registry,
+        budget=budget,
+        flow=FLOW,
+        rng=random.Random(3),
+        reports=ReportLimits(window_s=0),
     )
     return jobs, protocol
 
@@ -48,20 +53,20 @@ async def test_a_spent_budget_refuses_the_next_create_and_holds_back_queued_jobs
     jobs, protocol = _services(uow)
     first, _ = await jobs.create(command("spender"))
     waiting, _ = await jobs.create(command("spender"))
-    (lease,) = await protocol.claim("rt-1", ["synthetic_echo"], 1)
+    (lease,) = await protocol.leasing.claim("rt-1", ["synthetic_echo"], 1)
     assert lease.job_id == first.id
     usage = Usage("m", prompt_tokens=90_000, completion_tokens=20_000, latency_ms=5, cost_micros=0)
     submitted = ResultSubmission(
         lease.job_id, 1, "rt-1", output_hash(OUTPUT), json.dumps(OUTPUT), usage, lease.lease_token
     )
-    await protocol.submit_result(submitted)
+    await protocol.reports.submit_result(submitted)
 
     with pytest.raises(LimitExceededError) as refused:
         await jobs.create(command("spender"))
     assert refused.value.code is ErrorCode.BUDGET_EXCEEDED
     # The job queued before the budget ran out is not leased; another user's job is.
     other, _ = await jobs.create(command("someone-else"))
-    leased = await protocol.claim("rt-1", ["synthetic_echo"], 5)
+    leased = await protocol.leasing.claim("rt-1", ["synthetic_echo"], 5)
     assert [lease.job_id for lease in leased] == [other.id]
     assert uow.state.jobs[waiting.id]["lifecycleStatus"] == LifecycleStatus.QUEUED.value
 
@@ -71,7 +76,7 @@ async def test_a_429_pauses_its_model_key_until_its_retry_after() -> None:
     jobs, protocol = _services(uow, Budget())
     for _ in range(3):
         await jobs.create(command("user-1"))
-    (lease,) = await protocol.claim("rt-1", ["synthetic_echo"], 1)
+    (lease,) = await protocol.leasing.claim("rt-1", ["synthetic_echo"], 1)
     limited = FailureReport(
         lease.job_id,
         lease.attempt_no,
@@ -84,12 +89,12 @@ async def test_a_429_pauses_its_model_key_until_its_retry_after() -> None:
         usage=None,
         lease_token=lease.lease_token,
     )
-    await protocol.submit_failure(limited)
+    await protocol.reports.submit_failure(limited)
 
-    assert await protocol.claim("rt-1", ["synthetic_echo"], 5) == []
+    assert await protocol.leasing.claim("rt-1", ["synthetic_echo"], 5) == []
     (stats,) = await uow.read(lambda tx: tx.keys.stats(FLOW))
     assert stats.paused_until is not None and stats.rate_limited_total == 1
     assert stats.effective_concurrency == 2  # halved from the limit of 4
     uow.clock.advance(6)
-    resumed = await protocol.claim("rt-1", ["synthetic_echo"], 5)
+    resumed = await protocol.leasing.claim("rt-1", ["synthetic_echo"], 5)
     assert len(resumed) == 2  # the pause is over; the halved window bounds the rest

@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from scheduler_service.services.group_commit import ReportBatcher
-from scheduler_service.services.reports import Answer, Report
-from scheduler_service.services.runtime_protocol import ResultSubmission, SubmitOutcome
+from scheduler_service.services.reports import Answer, Report, ResultSubmission, SubmitOutcome
 
 
 class HeldGroup:

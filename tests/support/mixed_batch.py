@@ -13,13 +13,13 @@ from scheduler_service.core.errors import InvalidRequestError, LeaseLostError
 from scheduler_service.core.records import HeartbeatOutcome, LeasePayload
 from scheduler_service.services.group_commit import GroupCommit
 from scheduler_service.services.jobs import JobService
-from scheduler_service.services.reports import HeartbeatReport
-from scheduler_service.services.runtime_protocol import (
+from scheduler_service.services.reports import (
     FailureReport,
+    HeartbeatReport,
     ResultSubmission,
-    RuntimeProtocol,
     SubmitOutcome,
 )
+from scheduler_service.services.runtime_pieces import RuntimePieces
 from shared.canonical_json import output_hash
 
 OUTPUT = {"echo": {"text": "hello"}}
@@ -43,7 +43,7 @@ def _result(
 
 async def run_mixed_batch(
     jobs: JobService,
-    protocol: RuntimeProtocol,
+    protocol: RuntimePieces,
     group: GroupCommit,
     advance_past_backoff: Callable[[str], Coroutine[Any, Any, None]],
 ) -> dict[str, Any]:
@@ -55,12 +55,12 @@ async def run_mixed_batch(
                 user_id="user-1", job_type="synthetic_echo", snapshot={"text": "hello"}, params={}
             )
         )
-        (lease,) = await protocol.claim(holder, ["synthetic_echo"], 1)
+        (lease,) = await protocol.leasing.claim(holder, ["synthetic_echo"], 1)
         return lease
 
     good = await leased("rt-1")
     stale_first = await leased("rt-1")
-    await protocol.submit_failure(
+    await protocol.reports.submit_failure(
         FailureReport(
             stale_first.job_id,
             1,
@@ -75,7 +75,7 @@ async def run_mixed_batch(
         )
     )
     await advance_past_backoff(stale_first.job_id)
-    (stale_now,) = await protocol.claim("rt-1", ["synthetic_echo"], 1)
+    (stale_now,) = await protocol.leasing.claim("rt-1", ["synthetic_echo"], 1)
     assert (stale_now.job_id, stale_now.attempt_no) == (stale_first.job_id, 2)
     hashed = await leased("rt-1")
     other = await leased("rt-2")

@@ -89,7 +89,7 @@ def test_no_module_passes_500_lines(package: str) -> None:
     assert long == {}
 
 
-@pytest.mark.parametrize("package", ["runtime_service", "shared", "aijob", "devtools"])
+@pytest.mark.parametrize("package", PACKAGES)
 def test_no_class_has_more_than_15_public_methods(package: str) -> None:
     large = {}
     for path in _sources(package):

@@ -12,12 +12,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from scheduler_service.core.errors import InvalidRequestError
-from scheduler_service.core.job_registry import default_registry
-from scheduler_service.services.runtime_protocol import FailureReport, RuntimeProtocol
+from scheduler_service.services import judging
+from scheduler_service.services.reports import FailureReport
 from shared import tracing
 from shared.error_codes import ErrorCode
 from shared.redaction import REDACTED, scrub_secrets
-from tests.support.fake_uow import FakeUnitOfWork
 
 KEY = "sk-5f0c2a9d8e7b4c1a9f3e6d2b7a8c4e1f"
 
@@ -47,7 +46,6 @@ def test_ordinary_text_is_left_alone() -> None:
 
 
 def test_the_scheduler_stores_a_failure_report_scrubbed() -> None:
-    protocol = RuntimeProtocol(FakeUnitOfWork(), default_registry())
     report = FailureReport(
         job_id="01J0000000000000000000000A",
         attempt_no=1,
@@ -59,7 +57,7 @@ def test_the_scheduler_stores_a_failure_report_scrubbed() -> None:
         retry_after_ms=0,
         usage=None,
     )
-    error = protocol.prepare_failure(report)
+    error = judging.failure_error(report)
     assert error.internal_message is not None and KEY not in error.internal_message
 
 

@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from scheduler_service.sql.db.models import MYSQL_TABLE_ARGS, Base, Timestamp
+from scheduler_service.sql.db.base import MYSQL_TABLE_ARGS, Base, Timestamp
 
 __all__ = ["AiAuditEntry"]
 

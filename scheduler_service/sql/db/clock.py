@@ -18,7 +18,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
-from scheduler_service.sql.db.models import Timestamp
+from scheduler_service.sql.db.base import Timestamp
 
 __all__ = ["DatabaseClock", "db_now", "db_today"]
 

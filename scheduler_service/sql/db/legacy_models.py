@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import JSON, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from scheduler_service.sql.db.models import ID, MYSQL_TABLE_ARGS, Base, Timestamp
+from scheduler_service.sql.db.base import ID, MYSQL_TABLE_ARGS, Base, Timestamp
 
 __all__ = ["AiAnalysisResult", "AiLegacyJobType"]
 

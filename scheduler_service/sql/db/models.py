@@ -17,46 +17,23 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
-    DateTime,
     Float,
     ForeignKey,
     Index,
     Integer,
-    LargeBinary,
     String,
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.dialects import mysql
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-from sqlalchemy.types import TypeEngine
+from sqlalchemy.orm import Mapped, mapped_column
 
 from scheduler_service.core.events import OutboxStatus
 from scheduler_service.core.state_machine import LifecycleStatus, legacy_status_of
-
-#: DATETIME(3) on MySQL, like the legacy table; values are UTC (see scheduler_service.sql.db.clock).
-#: Timestamps have no server default here: every insert sets them from the database clock.
-Timestamp: TypeEngine[datetime] = DateTime().with_variant(mysql.DATETIME(fsp=3), "mysql", "mariadb")
-#: Ciphertexts are small; BLOB holds 64 KiB less one byte.
-Blob: TypeEngine[bytes] = LargeBinary().with_variant(mysql.BLOB(), "mysql", "mariadb")
-#: A checkpoint may be exactly 64 KiB, which BLOB cannot hold.
-MediumBlob: TypeEngine[bytes] = LargeBinary().with_variant(mysql.MEDIUMBLOB(), "mysql", "mariadb")
-
-#: A binary collation: identifiers compare byte for byte (``ALICE`` is not ``alice``), and every
-#: table shares it so foreign keys between them hold (migration 0006).
-MYSQL_TABLE_ARGS: dict[str, Any] = {
-    "mysql_charset": "utf8mb4",
-    "mysql_collate": "utf8mb4_bin",
-}
-ID = String(191)
-
-
-class Base(DeclarativeBase):
-    pass
+from scheduler_service.sql.db.base import ID, MYSQL_TABLE_ARGS, Base, Blob, MediumBlob, Timestamp
 
 
 class AiJob(Base):
-    """One AI job. Only the lifecycle package's SQL store writes ``lifecycleStatus``."""
+    """One AI job. Only the SQL job store (and the claim) writes ``lifecycleStatus``."""
 
     __tablename__ = "AiAnalysisJob"
     __table_args__ = (
@@ -497,3 +474,4 @@ class AiUserSpend(Base):
 
 
 # Tables in modules of their own, imported so that Base.metadata always holds them.
+from scheduler_service.sql.db import audit_models, legacy_models, output_models  # noqa: E402, F401

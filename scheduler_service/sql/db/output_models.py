@@ -9,7 +9,7 @@ from sqlalchemy import BigInteger, Integer, Text
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import Mapped, mapped_column
 
-from scheduler_service.sql.db.models import ID, MYSQL_TABLE_ARGS, Base, Timestamp
+from scheduler_service.sql.db.base import ID, MYSQL_TABLE_ARGS, Base, Timestamp
 
 __all__ = ["AiJobOutputChunk", "ChunkText"]
 

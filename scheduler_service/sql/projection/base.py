@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler_service.sql.db.models import Base
+from scheduler_service.sql.db.base import Base
 
 __all__ = ["ArtifactRef", "JobContext", "Projector", "RowBuilder", "stable_id"]
 
