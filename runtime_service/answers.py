@@ -19,7 +19,7 @@ from shared.job_schemas import OUTPUT_SCHEMAS
 __all__ = [
     "REPAIRABLE",
     "STREAM_PROGRESS",
-    "Answer",
+    "ModelAnswer",
     "cached_tokens",
     "output_schema",
     "prompt_of",
@@ -32,7 +32,7 @@ STREAM_PROGRESS = (10, 60)
 
 
 @dataclass
-class Answer:
+class ModelAnswer:
     """A streamed answer as it arrives: its text, finish reason, usage, and when the first
     token came (seconds after the call started)."""
 

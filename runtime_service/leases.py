@@ -10,12 +10,12 @@ from runtime_service.failures import JobFailure
 from runtime_service.rate_limits import RateLimitHeaders
 
 __all__ = [
+    "CallUsage",
     "HeartbeatReply",
     "LeaseInput",
     "LeaseLost",
     "ModelConfig",
     "SchedulerClient",
-    "Usage",
 ]
 
 
@@ -56,7 +56,7 @@ class LeaseInput:
 
 
 @dataclass
-class Usage:
+class CallUsage:
     model_name: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -80,10 +80,12 @@ class SchedulerClient(Protocol):
 
     async def heartbeat(self, lease: LeaseInput, progress: int) -> HeartbeatReply: ...
 
-    async def submit_result(self, lease: LeaseInput, output: Any, usage: Usage | None) -> None: ...
+    async def submit_result(
+        self, lease: LeaseInput, output: Any, usage: CallUsage | None
+    ) -> None: ...
 
     async def submit_failure(
-        self, lease: LeaseInput, failure: JobFailure, usage: Usage | None
+        self, lease: LeaseInput, failure: JobFailure, usage: CallUsage | None
     ) -> None: ...
 
     async def resolve_credential(self, lease: LeaseInput) -> str: ...

@@ -25,7 +25,7 @@ from runtime_service import metrics
 from runtime_service.answers import (
     REPAIRABLE,
     STREAM_PROGRESS,
-    Answer,
+    ModelAnswer,
     cached_tokens,
     output_schema,
     prompt_of,
@@ -35,12 +35,12 @@ from runtime_service.answers import (
 from runtime_service.failures import JobFailure, failure_from_openai
 from runtime_service.lanes import DEFAULT_QUEUE_SLOTS, QueueLanes
 from runtime_service.leases import (
+    CallUsage,
     HeartbeatReply,
     LeaseInput,
     LeaseLost,
     ModelConfig,
     SchedulerClient,
-    Usage,
 )
 from runtime_service.output_chunks import OutputChunks
 from runtime_service.prompts import Prompt, repair_messages
@@ -53,13 +53,13 @@ from shared.redaction import scrub_secrets
 
 __all__ = [
     "STREAM_PROGRESS",
+    "CallUsage",
     "HeartbeatReply",
     "JobRunner",
     "LeaseInput",
     "LeaseLost",
     "ModelConfig",
     "SchedulerClient",
-    "Usage",
     "cached_tokens",
     "unfenced",
 ]
@@ -75,7 +75,7 @@ class _Running:
     task: asyncio.Task[Any] | None = None
     stop_reason: str = ""
     progress: int = 0
-    usage: Usage | None = None
+    usage: CallUsage | None = None
     #: The key this attempt called the model with, to scrub from what it reports.
     api_key: str = field(default="", repr=False)
     #: DeepSeek's ``user_id`` for every call of the attempt (repairs too); empty: none.
@@ -413,7 +413,7 @@ class JobRunner:
         lease: LeaseInput | None,
     ) -> str:
         started = time.perf_counter()
-        answer = Answer(model)
+        answer = ModelAnswer(model)
         cap = lease.max_output_tokens if lease is not None else 0
         extra: dict[str, Any] = {"max_tokens": cap} if cap > 0 else {}
         if running.provider_user_id:
@@ -468,7 +468,7 @@ class JobRunner:
             )
         return answer.content
 
-    async def _unstalled(self, chunks: Any, answer: Answer) -> AsyncIterator[Any]:
+    async def _unstalled(self, chunks: Any, answer: ModelAnswer) -> AsyncIterator[Any]:
         """The stream's chunks; once tokens flow, a gap longer than ``stall_s`` is a stalled
         answer (before the first token, a provider may hold the call: the job's timeout bounds
         that wait)."""
@@ -491,6 +491,6 @@ class JobRunner:
             yield chunk
 
     def _add_usage(
-        self, running: _Running, completion: Answer, elapsed_s: float, model: str
+        self, running: _Running, completion: ModelAnswer, elapsed_s: float, model: str
     ) -> None:
         running.usage = with_call(running.usage, completion, elapsed_s, model, self._model)

@@ -13,7 +13,7 @@ from google.protobuf import duration_pb2, json_format
 
 from runtime_service.failures import JobFailure
 from runtime_service.output_chunks import ChunkRefused
-from runtime_service.pipeline import HeartbeatReply, LeaseInput, LeaseLost, Usage
+from runtime_service.pipeline import CallUsage, HeartbeatReply, LeaseInput, LeaseLost
 from runtime_service.rate_limits import RateLimitHeaders
 from runtime_service.stream_reports import StreamBroken, StreamReports
 from shared.canonical_json import output_hash
@@ -56,7 +56,7 @@ def lease_input(lease: types_pb2.Lease) -> LeaseInput:
     )
 
 
-def _usage(usage: Usage | None) -> types_pb2.Usage | None:
+def _usage(usage: CallUsage | None) -> types_pb2.Usage | None:
     if usage is None:
         return None
     message = types_pb2.Usage(
@@ -151,7 +151,7 @@ class GrpcSchedulerClient:
         )
         return HeartbeatReply(cancel_requested=reply.cancel_requested)
 
-    async def submit_result(self, lease: LeaseInput, output: Any, usage: Usage | None) -> None:
+    async def submit_result(self, lease: LeaseInput, output: Any, usage: CallUsage | None) -> None:
         await self._report(
             self.stub.SubmitResult,
             rt.SubmitResultRequest(
@@ -167,7 +167,7 @@ class GrpcSchedulerClient:
         )
 
     async def submit_failure(
-        self, lease: LeaseInput, failure: JobFailure, usage: Usage | None
+        self, lease: LeaseInput, failure: JobFailure, usage: CallUsage | None
     ) -> None:
         retry_after = duration_pb2.Duration()
         retry_after.FromMilliseconds(failure.retry_after_ms)

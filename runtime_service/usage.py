@@ -6,16 +6,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from runtime_service import metrics
-from runtime_service.answers import Answer, cached_tokens
-from runtime_service.leases import ModelConfig, Usage
+from runtime_service.answers import ModelAnswer, cached_tokens
+from runtime_service.leases import CallUsage, ModelConfig
 from runtime_service.rate_limits import rate_limit_headers
 
 __all__ = ["saw_limits", "with_call"]
 
 
 def with_call(
-    usage: Usage | None, completion: Answer, elapsed_s: float, model: str, config: ModelConfig
-) -> Usage:
+    usage: CallUsage | None,
+    completion: ModelAnswer,
+    elapsed_s: float,
+    model: str,
+    config: ModelConfig,
+) -> CallUsage:
     """``usage`` (None before the attempt's first call) with one more call added."""
     metrics.MODEL_LATENCY.observe(elapsed_s)
     if completion.first_token_s is not None:
@@ -23,7 +27,7 @@ def with_call(
     if completion.usage is not None:
         metrics.TOKENS.labels("prompt").inc(completion.usage.prompt_tokens)
         metrics.TOKENS.labels("completion").inc(completion.usage.completion_tokens)
-    usage = usage or Usage(model_name=completion.model or model)
+    usage = usage or CallUsage(model_name=completion.model or model)
     if completion.first_token_s is not None:
         usage.time_to_first_token_ms = round(completion.first_token_s * 1000)
     if completion.usage is not None:
@@ -40,7 +44,7 @@ def with_call(
     return usage
 
 
-def saw_limits(usage: Usage | None, headers: Mapping[str, str]) -> None:
+def saw_limits(usage: CallUsage | None, headers: Mapping[str, str]) -> None:
     """The provider's rate-limit headers of the latest answer travel with the usage."""
     seen = rate_limit_headers(headers)
     if seen is not None and usage is not None:

@@ -13,7 +13,7 @@ from scheduler_service.core.errors import InvalidRequestError
 from scheduler_service.core.identity import current
 from scheduler_service.core.job_catalog import describe
 from scheduler_service.core.job_definitions import USER_KEY_MODE
-from scheduler_service.core.model_keys import KeyStats, Limits, ModelKey
+from scheduler_service.core.model_keys import KeyStats, ModelKey, ModelKeyLimits
 from scheduler_service.services.billing import Billing
 from scheduler_service.services.flow import ModelKeys
 from scheduler_service.sql.audit import AuditLog
@@ -210,7 +210,7 @@ class AdminViews(admin_grpc.AdminServiceServicer):
         )
 
 
-def model_limit_message(key: ModelKey, limits: Limits) -> admin_pb.ModelLimit:
+def model_limit_message(key: ModelKey, limits: ModelKeyLimits) -> admin_pb.ModelLimit:
     return admin_pb.ModelLimit(
         provider=key.provider,
         model=key.model,

@@ -11,11 +11,11 @@ from typing import Any
 from scheduler_service.core.records import JobFilter
 from shared.canonical_json import canonical_json
 
-__all__ = ["CreateJobCommand", "JobFilter", "Limits", "QueueStats"]
+__all__ = ["CreateJobCommand", "JobFilter", "JobLimits", "QueueStats"]
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
+class JobLimits:
     max_active_jobs_per_user: int = 100
     daily_job_quota_per_user: int = 10_000
     max_snapshot_bytes: int = 1024 * 1024

@@ -16,7 +16,7 @@ from shared.job_types.legacy_analysis import ACTIVE_RECALL, FEYNMAN_EVALUATION, 
 
 __all__ = [
     "ADOPTABLE",
-    "Answer",
+    "LegacyAnswer",
     "LegacyRow",
     "Snapshot",
     "engine_columns",
@@ -40,7 +40,7 @@ class LegacyRow:
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
+class LegacyAnswer:
     question: str | None
     answer: str
 
@@ -51,7 +51,9 @@ class Snapshot:
     schema_version: str
 
 
-def snapshot_of(row: LegacyRow, answer: Answer, definition: JobDefinition) -> Snapshot | JobError:
+def snapshot_of(
+    row: LegacyRow, answer: LegacyAnswer, definition: JobDefinition
+) -> Snapshot | JobError:
     """The row's snapshot, or why it cannot have one (an answer past the schema's limits)."""
     try:
         content = AnswerSnapshot(

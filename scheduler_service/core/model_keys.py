@@ -37,8 +37,8 @@ __all__ = [
     "FlowPolicy",
     "KeyState",
     "KeyStats",
-    "Limits",
     "ModelKey",
+    "ModelKeyLimits",
     "admit",
     "after_answers",
     "after_congestion",
@@ -121,7 +121,7 @@ def key_model(model: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
+class ModelKeyLimits:
     """0 is no limit."""
 
     max_concurrency: int = 0
@@ -132,9 +132,9 @@ class Limits:
     #: Calls of one end user at once on the key.
     max_concurrency_per_user: int = 0
 
-    def over(self, default: Limits) -> Limits:
+    def over(self, default: ModelKeyLimits) -> ModelKeyLimits:
         """These limits, each unset (0) one taken from ``default``."""
-        return Limits(
+        return ModelKeyLimits(
             self.max_concurrency or default.max_concurrency,
             self.requests_per_minute or default.requests_per_minute,
             self.tokens_per_minute or default.tokens_per_minute,
@@ -157,7 +157,7 @@ class Limits:
 class FlowPolicy:
     """What dispatch needs to spend model keys: the default limits of a key no operator set."""
 
-    defaults: Limits = Limits()
+    defaults: ModelKeyLimits = ModelKeyLimits()
     user_key_mode: str = "user_deepseek_key"
     #: The window a key without a concurrency limit starts at (0: unlimited until congestion).
     initial_concurrency: int = 0
@@ -179,7 +179,7 @@ class FlowPolicy:
         claim may take the keys' locks without a look first."""
         return self.defaults.any
 
-    def limits(self, key: ModelKey, set_limits: Limits) -> Limits:
+    def limits(self, key: ModelKey, set_limits: ModelKeyLimits) -> ModelKeyLimits:
         """A key's limits in force: those an operator set, each unset one from the settings'
         defaults, and a platform key's concurrency, when neither names one, the account's."""
         limits = set_limits.over(self.defaults)
@@ -188,7 +188,7 @@ class FlowPolicy:
         documented = self.account_concurrency.get((key.provider, key.model), 0)
         return replace(limits, max_concurrency=documented) if documented else limits
 
-    def account_limited(self, key: ModelKey, set_limits: Limits) -> bool:
+    def account_limited(self, key: ModelKey, set_limits: ModelKeyLimits) -> bool:
         """Whether the key's concurrency in force is the account's (``limits``)."""
         return not set_limits.over(self.defaults).max_concurrency and bool(
             self.limits(key, set_limits).max_concurrency
@@ -206,7 +206,7 @@ class FlowPolicy:
 
 @dataclass(frozen=True, slots=True)
 class KeyState:
-    limits: Limits
+    limits: ModelKeyLimits
     paused_until: datetime | None = None
     effective: float | None = None
     #: Leases started, and the tokens they may spend, per second of the last minute.
@@ -463,7 +463,7 @@ def _grown(state: KeyState, successes: int) -> KeyState:
 @dataclass(frozen=True, slots=True)
 class KeyStats:
     key: ModelKey
-    limits: Limits  # as set; 0 takes the default
+    limits: ModelKeyLimits  # as set; 0 takes the default
     in_flight: int
     effective_concurrency: int  # 0: none
     paused_until: datetime | None

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from scheduler_service.core.budgets import Budget, Spend, Standing
 from scheduler_service.core.events import NewEvent
-from scheduler_service.core.model_keys import FlowPolicy, KeyStats, Limits, ModelKey
+from scheduler_service.core.model_keys import FlowPolicy, KeyStats, ModelKey, ModelKeyLimits
 from scheduler_service.core.output_records import ChunkRow, FeedState, Stored
 from scheduler_service.core.records import ArtifactRow, JobRecord, NewJob
 from scheduler_service.core.usage import Usage, UsageEntry, UsageLine
@@ -77,7 +77,7 @@ class ModelKeyStore(ABC):
         shrink when the first tokens came slow."""
 
     @abstractmethod
-    async def put_limits(self, key: ModelKey, limits: Limits) -> None: ...
+    async def put_limits(self, key: ModelKey, limits: ModelKeyLimits) -> None: ...
 
     @abstractmethod
     async def stats(self, flow: FlowPolicy) -> list[KeyStats]:

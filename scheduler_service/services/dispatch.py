@@ -22,9 +22,9 @@ from scheduler_service.ports import NewJobRows, Transaction
 from scheduler_service.services import metrics
 from scheduler_service.services.leasing import Leasing
 from scheduler_service.services.loops import RoundLoop
-from scheduler_service.services.reports import Answer
+from scheduler_service.services.reports import ReportAnswer
 
-__all__ = ["Ack", "CancelNotice", "Dispatcher", "StreamSession"]
+__all__ = ["Ack", "CancelNotice", "LeaseDispatcher", "StreamSession"]
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ class Ack:
     would raise."""
 
     report_id: int
-    answer: Answer
+    answer: ReportAnswer
 
 
 class Closing:
@@ -132,7 +132,7 @@ _TURNS_BEFORE_REPLY = 2
 _DISPATCHED_REMEMBERED = 50_000
 
 
-class Dispatcher(RoundLoop):
+class LeaseDispatcher(RoundLoop):
     def __init__(
         self,
         leasing: Leasing,

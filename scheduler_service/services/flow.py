@@ -10,8 +10,8 @@ from scheduler_service.core.model_keys import (
     USER,
     FlowPolicy,
     KeyStats,
-    Limits,
     ModelKey,
+    ModelKeyLimits,
     key_model,
 )
 from scheduler_service.ports import UnitOfWork
@@ -41,7 +41,7 @@ def checked_key(provider: str, model: str, scope: str) -> ModelKey:
 
 def checked_limits(
     concurrency: int, rpm: int, tpm: int, daily_cost: int = 0, per_user: int = 0
-) -> Limits:
+) -> ModelKeyLimits:
     for value, field, top in (
         (concurrency, "limit.max_concurrency", _INT32),
         (rpm, "limit.requests_per_minute", _INT32),
@@ -51,7 +51,7 @@ def checked_limits(
     ):
         if not 0 <= value <= top:
             raise InvalidRequestError(f"{field} must be 0 or more", field=field)
-    return Limits(concurrency, rpm, tpm, daily_cost, per_user)
+    return ModelKeyLimits(concurrency, rpm, tpm, daily_cost, per_user)
 
 
 class ModelKeys:
@@ -59,7 +59,7 @@ class ModelKeys:
         self._uow = uow
         self._flow = flow
 
-    async def put(self, key: ModelKey, limits: Limits) -> None:
+    async def put(self, key: ModelKey, limits: ModelKeyLimits) -> None:
         await self._uow.run(lambda tx: tx.keys.put_limits(key, limits))
 
     async def stats(self) -> list[KeyStats]:

@@ -44,7 +44,6 @@ from scheduler_service.ports import Transaction, UnitOfWork
 from scheduler_service.services import judging, metrics
 from scheduler_service.services.gathering import Gathering
 from scheduler_service.services.reports import (
-    Answer,
     ChunkReport,
     ChunkStored,
     FailedAttempt,
@@ -53,6 +52,7 @@ from scheduler_service.services.reports import (
     HeartbeatReport,
     PreparedResult,
     Report,
+    ReportAnswer,
     ResultSubmission,
     SubmitOutcome,
     count_accepted,
@@ -112,9 +112,9 @@ class GroupCommit:
             most_bytes=partial_output_bytes(max_output_bytes), most_rows=chunks_per_attempt
         )
 
-    async def apply(self, reports: Sequence[Report]) -> list[Answer]:
+    async def apply(self, reports: Sequence[Report]) -> list[ReportAnswer]:
         """Each report's answer, in order."""
-        answers: dict[int, Answer] = {}
+        answers: dict[int, ReportAnswer] = {}
         ready: list[tuple[int, Report, Prepared]] = []
         for index, report in enumerate(reports):
             try:
@@ -138,10 +138,12 @@ class GroupCommit:
         judging.check_heartbeat(report)
         return report
 
-    async def _apply_round(self, batch: list[tuple[int, Report, Prepared]]) -> dict[int, Answer]:
+    async def _apply_round(
+        self, batch: list[tuple[int, Report, Prepared]]
+    ) -> dict[int, ReportAnswer]:
         accepted: list[str] = []
 
-        async def round_(tx: Transaction) -> dict[int, Answer]:
+        async def round_(tx: Transaction) -> dict[int, ReportAnswer]:
             answers, writes = await self._judge(tx, batch)
             await self._write(tx, writes, answers)
             accepted[:] = writes.accepted
@@ -158,7 +160,7 @@ class GroupCommit:
                 "report batch failed; applying its reports one by one",
                 extra={"action": "report_batch_error", "reports": len(batch)},
             )
-            alone: dict[int, Answer] = {}
+            alone: dict[int, ReportAnswer] = {}
             for item in batch:
                 alone |= await self._apply_round([item])
             return alone
@@ -170,9 +172,9 @@ class GroupCommit:
 
     async def _judge(
         self, tx: Transaction, batch: list[tuple[int, Report, Prepared]]
-    ) -> tuple[dict[int, Answer], _Writes]:
+    ) -> tuple[dict[int, ReportAnswer], _Writes]:
         locked = await tx.reads.lock_rows({report.job_id for _, report, _ in batch})
-        answers: dict[int, Answer] = {}
+        answers: dict[int, ReportAnswer] = {}
         writes = _Writes([], [], [], [], {}, [], [], locked.now)
         stored = writes.stored = await self._stored_text(tx, batch)
         for index, report, prepared in batch:
@@ -261,7 +263,9 @@ class GroupCommit:
             self.tally.stored(attempt, text)
         self._uow.wakeups.output_written(chunks)
 
-    async def _write(self, tx: Transaction, writes: _Writes, answers: dict[int, Answer]) -> None:
+    async def _write(
+        self, tx: Transaction, writes: _Writes, answers: dict[int, ReportAnswer]
+    ) -> None:
         started = tracing.now_ns()
         # Job rows first, then business rows, then the outbox: one lock order for every writer.
         await tx.jobs.succeed_many(writes.successes)
@@ -348,11 +352,11 @@ class ReportBatcher:
         max_in_flight: int = 1,
     ) -> None:
         self._group = group
-        self._gathering: Gathering[Report, Answer] = Gathering(
+        self._gathering: Gathering[Report, ReportAnswer] = Gathering(
             self._apply, window_s=window_s, max_batch=max_batch, max_in_flight=max_in_flight
         )
 
-    async def submit(self, report: Report) -> Answer:
+    async def submit(self, report: Report) -> ReportAnswer:
         validation.instance_id(report.runtime_instance_id)
         return await self._gathering.submit(report)
 
@@ -374,7 +378,7 @@ class ReportBatcher:
         assert isinstance(outcome, FailureOutcome)
         return outcome
 
-    def enqueue(self, report: Report) -> asyncio.Future[Answer]:
+    def enqueue(self, report: Report) -> asyncio.Future[ReportAnswer]:
         """``report`` joins the gathering; the future is its answer (reports enqueued one after
         another, as a stream's frame is, land in the same batch).
 
@@ -383,7 +387,7 @@ class ReportBatcher:
         validation.instance_id(report.runtime_instance_id)
         return self._gathering.enqueue(report)
 
-    async def _apply(self, reports: list[Report]) -> list[Answer]:
+    async def _apply(self, reports: list[Report]) -> list[ReportAnswer]:
         metrics.REPORT_BATCH.observe(len(reports))
         try:
             return await self._group.apply(reports)
@@ -395,7 +399,7 @@ class ReportBatcher:
         await self._gathering.drain()
 
 
-def _raised(answer: Answer) -> Answer:
+def _raised(answer: ReportAnswer) -> ReportAnswer:
     """A report's answer as its unary call gives it: the outcome, or the error raised."""
     if isinstance(answer, Exception):
         raise answer

@@ -17,7 +17,7 @@ from typing import Any
 
 from scheduler_service.core import paging, validation
 from scheduler_service.core.budgets import Budget, admit_within_budgets
-from scheduler_service.core.commands import CreateJobCommand, JobFilter, Limits
+from scheduler_service.core.commands import CreateJobCommand, JobFilter, JobLimits
 from scheduler_service.core.errors import (
     DatabaseUnavailableError,
     DuplicateKeyError,
@@ -93,7 +93,7 @@ class JobService:
         uow: UnitOfWork,
         registry: JobRegistry,
         *,
-        limits: Limits | None = None,
+        limits: JobLimits | None = None,
         handoff: Handoff | None = None,
         budget: Budget | None = None,
         create_window_s: float = 0.0,
@@ -105,7 +105,7 @@ class JobService:
         self._clock = clock
         self._uow = uow
         self._registry = registry
-        self._limits = limits or Limits()
+        self._limits = limits or JobLimits()
         #: The default daily budget of a user no operator set one for.
         self._budget = budget or Budget()
         self._handoff = handoff

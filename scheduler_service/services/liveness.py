@@ -13,7 +13,7 @@ import asyncio
 import logging
 
 from scheduler_service.ports import UnitOfWork
-from scheduler_service.services.dispatch import Dispatcher
+from scheduler_service.services.dispatch import LeaseDispatcher
 from scheduler_service.services.loops import RoundLoop
 
 __all__ = ["LeaseKeeper"]
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 class LeaseKeeper(RoundLoop):
     def __init__(
-        self, uow: UnitOfWork, dispatcher: Dispatcher, *, interval_s: float, alive_s: float
+        self, uow: UnitOfWork, dispatcher: LeaseDispatcher, *, interval_s: float, alive_s: float
     ) -> None:
         super().__init__("lease-keeper", interval_s)
         self._uow = uow

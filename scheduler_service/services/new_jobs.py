@@ -10,7 +10,7 @@ from typing import Any
 
 from scheduler_service.core import validation
 from scheduler_service.core.cheap_hours import OFF_PEAK, POLICIES
-from scheduler_service.core.commands import CreateJobCommand, Limits
+from scheduler_service.core.commands import CreateJobCommand, JobLimits
 from scheduler_service.core.errors import IdempotencyKeyReusedError, InvalidRequestError
 from scheduler_service.core.ids import new_id
 from scheduler_service.core.job_definitions import CREDENTIAL_MODES
@@ -26,7 +26,7 @@ MAX_ID_FIELD = 191
 
 
 def new_job_of(
-    cmd: CreateJobCommand, registry: JobRegistry, limits: Limits, now: datetime | None = None
+    cmd: CreateJobCommand, registry: JobRegistry, limits: JobLimits, now: datetime | None = None
 ) -> tuple[NewJob, dict[str, Any], dict[str, Any]]:
     """The job ``cmd`` asks for, validated against its type, with its snapshot and params as
     stored: every check that needs no database, raising the error CreateJob answers. ``now``

@@ -27,7 +27,6 @@ from shared import tracing
 
 __all__ = [
     "Accepted",
-    "Answer",
     "ChunkReport",
     "ChunkStored",
     "FailedAttempt",
@@ -37,6 +36,7 @@ __all__ = [
     "Outcome",
     "PreparedResult",
     "Report",
+    "ReportAnswer",
     "ResultSubmission",
     "SubmitOutcome",
 ]
@@ -202,7 +202,7 @@ def count_leases(grants: Sequence[LeaseGrant]) -> None:
 Report = ResultSubmission | FailureReport | HeartbeatReport | ChunkReport
 Outcome = SubmitOutcome | FailureOutcome | HeartbeatOutcome | ChunkStored
 #: A report's answer: its outcome, or the error its unary call would have raised.
-Answer = Outcome | Exception
+ReportAnswer = Outcome | Exception
 
 
 def count_accepted(job_ids: Sequence[str]) -> None:

@@ -39,18 +39,18 @@ from scheduler_service.services.dispatch import (
     Ack,
     CancelNotice,
     Closing,
-    Dispatcher,
+    LeaseDispatcher,
     ReaderEnded,
     StreamSession,
 )
 from scheduler_service.services.group_commit import ReportBatcher
 from scheduler_service.services.reports import (
-    Answer,
     ChunkReport,
     FailureOutcome,
     FailureReport,
     HeartbeatReport,
     Report,
+    ReportAnswer,
     ResultSubmission,
     SubmitOutcome,
 )
@@ -152,7 +152,7 @@ class PollSessions:
 
     def __init__(
         self,
-        dispatcher: Dispatcher,
+        dispatcher: LeaseDispatcher,
         registry: JobRegistry,
         reports: ReportBatcher,
         *,
@@ -309,7 +309,7 @@ class PollSessions:
     async def _answer(self, session: StreamSession, messages: tuple[ReportMessage, ...]) -> None:
         """Each report's ack, once its group commit has run; reports of one frame join the
         same gathering, so their acks are ready together."""
-        pending: list[tuple[ReportMessage, Answer | asyncio.Future[Answer]]] = []
+        pending: list[tuple[ReportMessage, ReportAnswer | asyncio.Future[ReportAnswer]]] = []
         for message in messages:
             try:
                 pending.append((message, self._reports.enqueue(message.report)))

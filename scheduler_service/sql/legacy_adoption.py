@@ -20,7 +20,7 @@ from scheduler_service.core.events import EventType
 from scheduler_service.core.job_registry import JobRegistry
 from scheduler_service.core.legacy_snapshots import (
     ADOPTABLE,
-    Answer,
+    LegacyAnswer,
     LegacyRow,
     engine_columns,
     missing_answer,
@@ -133,7 +133,7 @@ class LegacyAdoption:
                 adoptable += 1
         return Adoption(adoptable, await legacy_sql.left_to_legacy(tx.conn, job_type))
 
-    async def _answer(self, tx: SqlTransaction, row: LegacyRow) -> Answer | None:
+    async def _answer(self, tx: SqlTransaction, row: LegacyRow) -> LegacyAnswer | None:
         # The writes queued for the next round trip go first: their failure is not the query's.
         await send_queued(tx.conn)
         try:

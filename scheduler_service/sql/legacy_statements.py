@@ -12,7 +12,7 @@ from sqlalchemy import Table, and_, bindparam, delete, func, select, text, updat
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.core.ids import new_id
-from scheduler_service.core.legacy_snapshots import Answer, LegacyRow, Snapshot
+from scheduler_service.core.legacy_snapshots import LegacyAnswer, LegacyRow, Snapshot
 from scheduler_service.core.state_machine import LifecycleStatus
 from scheduler_service.sql.db.clock import db_now
 from scheduler_service.sql.db.legacy_models import AiLegacyJobType
@@ -144,7 +144,7 @@ async def waiting_rows(
     return [LegacyRow(r.id, r.userId, r.jobType, r.sessionId, r.answerId) for r in rows]
 
 
-async def answer_of(conn: AsyncConnection, query: str, row: LegacyRow) -> Answer | None:
+async def answer_of(conn: AsyncConnection, query: str, row: LegacyRow) -> LegacyAnswer | None:
     """The learner's answer ``row`` names, by the operator's query (``:answer_id``,
     ``:user_id``; columns ``answer`` and, optionally, ``question``)."""
     if not row.answer_id:
@@ -157,7 +157,7 @@ async def answer_of(conn: AsyncConnection, query: str, row: LegacyRow) -> Answer
     if found is None or found.get("answer") is None:
         return None
     question = found.get("question")
-    return Answer(None if question is None else str(question), str(found["answer"]))
+    return LegacyAnswer(None if question is None else str(question), str(found["answer"]))
 
 
 async def take_in(

@@ -15,8 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from scheduler_service.core.model_keys import (
     FlowPolicy,
     KeyState,
-    Limits,
     ModelKey,
+    ModelKeyLimits,
     Window,
     claim_locks,
     key_model,
@@ -99,8 +99,8 @@ def key_of(row: Any) -> ModelKey:
     return ModelKey(row.provider, row.model, row.credentialScope)
 
 
-def limits_of(row: Any) -> Limits:
-    return Limits(
+def limits_of(row: Any) -> ModelKeyLimits:
+    return ModelKeyLimits(
         row.maxConcurrency or 0,
         row.requestsPerMinute or 0,
         int(row.tokensPerMinute or 0),
@@ -297,7 +297,7 @@ async def congested_keys(
     return (found[0].dbNow if found else None), states
 
 
-async def put_limits(conn: AsyncConnection, key: ModelKey, limits: Limits) -> None:
+async def put_limits(conn: AsyncConnection, key: ModelKey, limits: ModelKeyLimits) -> None:
     """Set a key's limits (0: the default); its congestion state is kept."""
     row = {"provider": key.provider, "model": key.model, "credentialScope": key.scope}
     await insert_ignoring_duplicates(conn, _k, [row], stamped=("updatedAt",))

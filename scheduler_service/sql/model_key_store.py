@@ -12,8 +12,8 @@ from scheduler_service.core.model_keys import (
     FlowPolicy,
     KeyState,
     KeyStats,
-    Limits,
     ModelKey,
+    ModelKeyLimits,
     after_answers,
     after_congestion,
     paused,
@@ -95,7 +95,7 @@ class SqlModelKeyStore(ModelKeyStore):
         running = await flow_sql.running_by_key(self._conn, flow.user_key_mode, {key})
         return running.get(key, 0)
 
-    async def put_limits(self, key: ModelKey, limits: Limits) -> None:
+    async def put_limits(self, key: ModelKey, limits: ModelKeyLimits) -> None:
         await flow_sql.put_limits(self._conn, key, limits)
 
     async def stats(self, flow: FlowPolicy) -> list[KeyStats]:

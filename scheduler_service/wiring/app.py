@@ -16,14 +16,14 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service.core.cheap_hours import CheapHours
-from scheduler_service.core.commands import Limits
+from scheduler_service.core.commands import JobLimits
 from scheduler_service.core.errors import SchedulerError
 from scheduler_service.core.events import EventType
 from scheduler_service.core.identity import InstanceOwners
 from scheduler_service.core.job_registry import JobRegistry, default_registry
 from scheduler_service.ports import Wakeups
 from scheduler_service.services import metrics
-from scheduler_service.services.dispatch import Dispatcher
+from scheduler_service.services.dispatch import LeaseDispatcher
 from scheduler_service.services.flow import ModelKeys
 from scheduler_service.services.group_commit import ReportBatcher
 from scheduler_service.services.jobs import JobService
@@ -70,7 +70,7 @@ class SchedulerApp:
     leasing: Leasing
     reaper: Reaper
     jobs: JobService
-    dispatcher: Dispatcher
+    dispatcher: LeaseDispatcher
     polls: PollSessions
     reports: ReportBatcher
     keeper: LeaseKeeper
@@ -174,7 +174,7 @@ class SchedulerApp:
         )
         watch_hub = WatchHub(uow, interval_s=settings.streams.watch_poll_s)
         output_hub = OutputHub(uow, interval_s=settings.streams.watch_poll_s)
-        dispatcher = Dispatcher(
+        dispatcher = LeaseDispatcher(
             runtime.leasing,
             poll_interval_s=settings.dispatch.poll_interval_s,
             batch_max=settings.dispatch.batch_max,
@@ -216,7 +216,7 @@ class SchedulerApp:
         jobs = JobService(
             uow,
             registry,
-            limits=Limits(
+            limits=JobLimits(
                 max_active_jobs_per_user=settings.limits.max_active_jobs_per_user,
                 daily_job_quota_per_user=settings.limits.daily_job_quota_per_user,
                 max_snapshot_bytes=settings.limits.max_snapshot_bytes,

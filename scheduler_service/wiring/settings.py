@@ -17,7 +17,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from scheduler_service.core.budgets import Budget
 from scheduler_service.core.fairness import RunningCaps
 from scheduler_service.core.job_definitions import USER_KEY_MODE
-from scheduler_service.core.model_keys import FlowPolicy, Limits
+from scheduler_service.core.model_keys import FlowPolicy, ModelKeyLimits
 from scheduler_service.core.peak_hours import DEEPSEEK_PEAK_HOURS, PeakHours
 from scheduler_service.core.prices import DEFAULT_PRICES, PriceTable
 from scheduler_service.core.provider_ids import ProviderUserIds, key_length_problem
@@ -235,7 +235,7 @@ class SchedulerSettings(BaseSettings):
 
     @property
     def flow(self) -> FlowPolicy:
-        defaults = Limits(
+        defaults = ModelKeyLimits(
             self.model_max_concurrency,
             self.model_requests_per_minute,
             self.model_tokens_per_minute,

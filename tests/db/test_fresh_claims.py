@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from scheduler_service.core.fairness import RunningCaps
 from scheduler_service.core.job_definitions import USER_KEY_MODE
 from scheduler_service.core.lease_tokens import digest
-from scheduler_service.core.model_keys import FlowPolicy, Limits
+from scheduler_service.core.model_keys import FlowPolicy, ModelKeyLimits
 from scheduler_service.core.records import JobRecord, LeaseGrant, NewJob, Placement
 from scheduler_service.ports import Transaction
 from tests.support.db import create_job, make_job, raw_row
@@ -82,7 +82,7 @@ async def test_fresh_jobs_are_judged_as_queued_ones(repo: StoreCalls, engine: As
         repo,
         [("rt-a", 2)],
         running_caps=RunningCaps(1),
-        flow=FlowPolicy(Limits(), USER_KEY_MODE),
+        flow=FlowPolicy(ModelKeyLimits(), USER_KEY_MODE),
     )
     assert [[grant.job_id for grant in share] for share in shares] == [[ids[0]]]
     assert (await raw_row(engine, ids[1]))["lifecycleStatus"] == "queued"

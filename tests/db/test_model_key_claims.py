@@ -14,7 +14,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service.core.job_definitions import USER_KEY_MODE
-from scheduler_service.core.model_keys import FlowPolicy, Limits, ModelKey
+from scheduler_service.core.model_keys import FlowPolicy, ModelKey, ModelKeyLimits
 from scheduler_service.core.records import JobRecord
 from scheduler_service.sql import model_key_statements as flow_sql
 from scheduler_service.sql.claims import claim_batches
@@ -23,7 +23,7 @@ from tests.support.db import create_job
 from tests.support.store import StoreCalls
 
 TYPES = ["synthetic_echo"]
-FLOW = FlowPolicy(Limits(), USER_KEY_MODE)
+FLOW = FlowPolicy(ModelKeyLimits(), USER_KEY_MODE)
 KEY_A = ModelKey("deepseek", "model-a", "platform")
 _keys = cast(Table, AiModelKey.__table__)
 _MS = timedelta(milliseconds=1)
@@ -33,7 +33,7 @@ async def _jobs(repo: StoreCalls, engine: AsyncEngine, model: str, count: int) -
     return [await create_job(repo, engine, model_name=model) for _ in range(count)]
 
 
-async def _put(engine: AsyncEngine, key: ModelKey, limits: Limits) -> None:
+async def _put(engine: AsyncEngine, key: ModelKey, limits: ModelKeyLimits) -> None:
     async with engine.begin() as conn:
         await flow_sql.put_limits(conn, key, limits)
 
@@ -52,7 +52,7 @@ async def _record(repo: StoreCalls, job_id: str) -> JobRecord:
 async def test_concurrency_is_shared_by_every_claim(repo: StoreCalls, engine: AsyncEngine) -> None:
     await _jobs(repo, engine, "model-a", 6)
     others = await _jobs(repo, engine, "model-b", 2)
-    await _put(engine, KEY_A, Limits(max_concurrency=2))
+    await _put(engine, KEY_A, ModelKeyLimits(max_concurrency=2))
     first = await _claim(repo, 3, "rt-1")
     second = await _claim(repo, 5, "rt-2")  # another replica's claim, same budget
     leased = first + second
@@ -79,7 +79,7 @@ async def test_a_platform_key_nobody_limited_takes_the_account_concurrency(
 
     leased = await claim(3, "rt-1") + await claim(6, "rt-2")  # two replicas' claims
     assert len(set(leased) & set(platform)) == 2 and set(own) <= set(leased)
-    await _put(engine, KEY_A, Limits(max_concurrency=3))
+    await _put(engine, KEY_A, ModelKeyLimits(max_concurrency=3))
     assert len(set(await claim(6, "rt-3")) & set(platform)) == 1
 
 
@@ -107,7 +107,7 @@ async def test_congestion_halves_concurrency_and_successes_win_it_back(
     repo: StoreCalls, engine: AsyncEngine
 ) -> None:
     await _jobs(repo, engine, "model-a", 12)
-    await _put(engine, KEY_A, Limits(max_concurrency=8))
+    await _put(engine, KEY_A, ModelKeyLimits(max_concurrency=8))
     leased = await _claim(repo, 12)
     assert len(leased) == 8
     await repo.model_congested(await _record(repo, leased[0]), FLOW, None)  # a 503: no pause
@@ -132,7 +132,7 @@ async def test_two_racing_claims_never_pass_the_limit(
     mysql_repo: StoreCalls, mysql_engine: AsyncEngine
 ) -> None:
     await _jobs(mysql_repo, mysql_engine, "model-a", 10)
-    await _put(mysql_engine, KEY_A, Limits(max_concurrency=3))
+    await _put(mysql_engine, KEY_A, ModelKeyLimits(max_concurrency=3))
     shares = await asyncio.gather(*(_claim(mysql_repo, 5, f"rt-{n}") for n in range(2)))
     assert sum(len(share) for share in shares) == 3
 
@@ -167,7 +167,7 @@ async def test_a_claim_locks_the_key_rows_only_when_a_key_may_refuse_or_be_writt
             return False
 
     await _jobs(mysql_repo, mysql_engine, "model-a", 3)
-    await _put(mysql_engine, KEY_A, Limits())  # a row, and nothing that restricts it
+    await _put(mysql_engine, KEY_A, ModelKeyLimits())  # a row, and nothing that restricts it
     assert not await waits_for_the_key_rows()
     # Per-second counts left from a per-minute limit since removed: the claim clears them.
     async with mysql_engine.begin() as conn:
@@ -175,7 +175,7 @@ async def test_a_claim_locks_the_key_rows_only_when_a_key_may_refuse_or_be_writt
     assert await waits_for_the_key_rows()
     assert await _claim_within_a_second(mysql_engine) == 1  # it cleared them
     assert not await waits_for_the_key_rows()
-    await _put(mysql_engine, KEY_A, Limits(max_concurrency=5))
+    await _put(mysql_engine, KEY_A, ModelKeyLimits(max_concurrency=5))
     assert await waits_for_the_key_rows()
 
 
@@ -187,7 +187,7 @@ async def test_the_account_concurrency_is_kept_without_the_key_lock(
     claim of every replica wait for the others: it is kept by the running count alone."""
     documented = replace(FLOW, account_concurrency={("deepseek", "model-a"): 2})
     await _jobs(mysql_repo, mysql_engine, "model-a", 3)
-    await _put(mysql_engine, KEY_A, Limits())  # a row, limited by nobody
+    await _put(mysql_engine, KEY_A, ModelKeyLimits())  # a row, limited by nobody
     async with mysql_engine.connect() as holder, holder.begin():
         await flow_sql.lock_states(holder, documented)
         assert await _claim_within_a_second(mysql_engine, documented, want=3) == 2

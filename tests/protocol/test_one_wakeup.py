@@ -9,7 +9,7 @@ from google.protobuf import json_format
 
 from devtools.harness.runtime_client import JobClient
 from devtools.harness.waiting import eventually
-from scheduler_service.services.dispatch import Dispatcher
+from scheduler_service.services.dispatch import LeaseDispatcher
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from tests.support.db_checks import OUTBOX, count
 from tests.support.schedulers import RunningScheduler, SchedulerFactory
@@ -27,13 +27,13 @@ def wakes(monkeypatch: pytest.MonkeyPatch) -> Wakes:
     """Counts every wake-up of a dispatcher (patched before the scheduler is built, so the
     outbox's sink holds the counting one too)."""
     seen = Wakes()
-    notify = Dispatcher.notify
+    notify = LeaseDispatcher.notify
 
-    def counted(self: Dispatcher) -> None:
+    def counted(self: LeaseDispatcher) -> None:
         seen.count += 1
         notify(self)
 
-    monkeypatch.setattr(Dispatcher, "notify", counted)
+    monkeypatch.setattr(LeaseDispatcher, "notify", counted)
     return seen
 
 

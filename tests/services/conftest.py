@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from scheduler_service.core.commands import Limits
+from scheduler_service.core.commands import JobLimits
 from scheduler_service.ports import Wakeups
 from scheduler_service.services.jobs import JobService
 from scheduler_service.services.reaper import Reaper
@@ -43,7 +43,7 @@ def uow(wakeups: WakeupLog) -> FakeUnitOfWork:
 
 @pytest.fixture
 def jobs(uow: FakeUnitOfWork) -> JobService:
-    return JobService(uow, fast_registry(), limits=Limits(max_active_jobs_per_user=5))
+    return JobService(uow, fast_registry(), limits=JobLimits(max_active_jobs_per_user=5))
 
 
 @pytest.fixture

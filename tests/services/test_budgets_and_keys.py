@@ -10,10 +10,10 @@ import random
 import pytest
 
 from scheduler_service.core.budgets import Budget
-from scheduler_service.core.commands import Limits as JobLimits
+from scheduler_service.core.commands import JobLimits
 from scheduler_service.core.errors import LimitExceededError
 from scheduler_service.core.job_definitions import USER_KEY_MODE
-from scheduler_service.core.model_keys import FlowPolicy, Limits
+from scheduler_service.core.model_keys import FlowPolicy, ModelKeyLimits
 from scheduler_service.core.state_machine import LifecycleStatus
 from scheduler_service.core.usage import Usage
 from scheduler_service.services.jobs import JobService
@@ -31,7 +31,7 @@ from tests.support.schedulers import fast_registry
 #: Room for a few jobs' estimates; one answer below spends it all.
 BUDGET = Budget(daily_tokens=100_000)
 OUTPUT = {"echo": {"text": "hello"}}
-FLOW = FlowPolicy(Limits(max_concurrency=4), USER_KEY_MODE)
+FLOW = FlowPolicy(ModelKeyLimits(max_concurrency=4), USER_KEY_MODE)
 
 
 def _services(uow: FakeUnitOfWork, budget: Budget = BUDGET) -> tuple[JobService, RuntimePieces]:

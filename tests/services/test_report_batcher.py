@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from scheduler_service.services.group_commit import ReportBatcher
-from scheduler_service.services.reports import Answer, Report, ResultSubmission, SubmitOutcome
+from scheduler_service.services.reports import Report, ReportAnswer, ResultSubmission, SubmitOutcome
 
 
 class HeldGroup:
@@ -19,7 +19,7 @@ class HeldGroup:
         self.started = asyncio.Event()
         self.release = asyncio.Event()
 
-    async def apply(self, reports: Sequence[Report]) -> list[Answer]:
+    async def apply(self, reports: Sequence[Report]) -> list[ReportAnswer]:
         self.batches.append(len(reports))
         self.started.set()
         if len(self.batches) == 1:

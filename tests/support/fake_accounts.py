@@ -19,8 +19,8 @@ from scheduler_service.core.model_keys import (
     FlowPolicy,
     KeyState,
     KeyStats,
-    Limits,
     ModelKey,
+    ModelKeyLimits,
     admit,
     after_answers,
     after_congestion,
@@ -83,7 +83,7 @@ class FakeModelKeyStore(FakeTables, ModelKeyStore):
         return flow.key(row["modelProvider"], row["modelName"], row["credentialMode"])
 
     def _state(self, key: ModelKey, flow: FlowPolicy) -> KeyState:
-        set_limits = self.state.key_limits.get(key, Limits())
+        set_limits = self.state.key_limits.get(key, ModelKeyLimits())
         limits, account = flow.limits(key, set_limits), flow.account_limited(key, set_limits)
         stored = self.state.keys.get(key)
         if stored is None:
@@ -142,7 +142,7 @@ class FakeModelKeyStore(FakeTables, ModelKeyStore):
                 state, batch, self.now, tolerance=flow.latency_tolerance, running=running
             )
 
-    async def put_limits(self, key: ModelKey, limits: Limits) -> None:
+    async def put_limits(self, key: ModelKey, limits: ModelKeyLimits) -> None:
         self.state.key_limits[key] = limits
 
     async def stats(self, flow: FlowPolicy) -> list[KeyStats]:
@@ -154,7 +154,7 @@ class FakeModelKeyStore(FakeTables, ModelKeyStore):
             found.append(
                 KeyStats(
                     key,
-                    self.state.key_limits.get(key, Limits()),
+                    self.state.key_limits.get(key, ModelKeyLimits()),
                     running[key],
                     state.concurrency(),
                     until if until is not None and until > self.now else None,

@@ -9,7 +9,7 @@ from typing import Any
 from scheduler_service.core.budgets import Spend
 from scheduler_service.core.events import EventType
 from scheduler_service.core.guards import Moment
-from scheduler_service.core.model_keys import KeyState, Limits, ModelKey
+from scheduler_service.core.model_keys import KeyState, ModelKey, ModelKeyLimits
 from scheduler_service.core.records import ArtifactRow
 from scheduler_service.core.state_machine import LifecycleStatus
 from scheduler_service.core.usage import Usage
@@ -54,7 +54,7 @@ class FakeState:
     budgets: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: The model keys' flow state, their operator-set limits and 429 counts.
     keys: dict[ModelKey, KeyState] = field(default_factory=dict)
-    key_limits: dict[ModelKey, Limits] = field(default_factory=dict)
+    key_limits: dict[ModelKey, ModelKeyLimits] = field(default_factory=dict)
     rate_limited: dict[ModelKey, int] = field(default_factory=dict)
     #: Output chunks' text by (job, attempt, offset).
     chunks: dict[tuple[str, int, int], str] = field(default_factory=dict)

@@ -9,7 +9,7 @@ from typing import Any
 
 from devtools.scripted_model import ScriptedModelServer
 from runtime_service.failures import JobFailure
-from runtime_service.pipeline import HeartbeatReply, LeaseInput, LeaseLost, Usage
+from runtime_service.pipeline import CallUsage, HeartbeatReply, LeaseInput, LeaseLost
 
 
 @dataclass
@@ -18,8 +18,8 @@ class FakeScheduler:
     lease_lost: bool = False
     user_key: str = "sk-user-key"
     heartbeats: list[int] = field(default_factory=list)
-    results: list[tuple[Any, Usage | None]] = field(default_factory=list)
-    failures: list[tuple[JobFailure, Usage | None]] = field(default_factory=list)
+    results: list[tuple[Any, CallUsage | None]] = field(default_factory=list)
+    failures: list[tuple[JobFailure, CallUsage | None]] = field(default_factory=list)
     chunks: list[tuple[int, str]] = field(default_factory=list)
 
     async def heartbeat(self, lease: LeaseInput, progress: int) -> HeartbeatReply:
@@ -28,11 +28,11 @@ class FakeScheduler:
             raise LeaseLost("LEASE_LOST")
         return HeartbeatReply(cancel_requested=self.cancel_requested)
 
-    async def submit_result(self, lease: LeaseInput, output: Any, usage: Usage | None) -> None:
+    async def submit_result(self, lease: LeaseInput, output: Any, usage: CallUsage | None) -> None:
         self.results.append((output, usage))
 
     async def submit_failure(
-        self, lease: LeaseInput, failure: JobFailure, usage: Usage | None
+        self, lease: LeaseInput, failure: JobFailure, usage: CallUsage | None
     ) -> None:
         self.failures.append((failure, usage))
 
