@@ -91,7 +91,7 @@ class Cli:
         json_format.ParseDict(a.params, request.params)
         if a.priority is not None:
             request.priority = a.priority
-        reply = await self.jobs.call("CreateJob", request)
+        reply = await self.jobs.submit(request)
         print_reply(
             reply, a.json, lambda r: ("created " if r.created else "existing ") + job_line(r.job)
         )
@@ -114,12 +114,10 @@ class Cli:
                     items[number] = item_of(lines[number])
                 except (ValueError, json_format.ParseError) as error:
                     failures.append(f"line {number + 1}: not a CreateJobRequest: {error}")
-            reply = await self.jobs.call(
-                "CreateJobs",
-                job_pb.CreateJobsRequest(items=list(items.values())),
-                timeout_s=TIMEOUT_S * 4,
+            results_of_batch = await self.jobs.create_many(
+                list(items.values()), timeout_s=TIMEOUT_S * 4
             )
-            for number, result in zip(items, reply.results, strict=True):
+            for number, result in zip(items, results_of_batch, strict=True):
                 if result.status.code:
                     failures.append(f"line {number + 1}: {status_text(result.status)}")
                 results.append(json_format.MessageToDict(result) | {"line": number + 1})
@@ -136,7 +134,7 @@ class Cli:
         return EXIT_REFUSED if failures else 0
 
     async def get(self) -> int:
-        job = await self.jobs.call("GetJob", job_pb.GetJobRequest(job_id=self.args.job_id))
+        job = await self.jobs.get(self.args.job_id)
         print_reply(job, self.args.json, job_details)
         return 0
 
@@ -172,20 +170,14 @@ class Cli:
             print(flush=True)
 
     async def cancel(self) -> int:
-        reply = await self.jobs.call("CancelJob", job_pb.CancelJobRequest(job_id=self.args.job_id))
+        reply = await self.jobs.cancel(self.args.job_id)
         print_reply(reply, self.args.json, lambda r: f"{r.outcome}: {job_line(r.job)}")
         return 0
 
     async def list(self) -> int:
         a = self.args
-        reply = await self.jobs.call(
-            "ListJobs",
-            job_pb.ListJobsRequest(
-                job_type=a.type,
-                lifecycle_status=a.status,
-                page_size=a.page_size,
-                page_token=a.page_token,
-            ),
+        reply = await self.jobs.page(
+            job_type=a.type, status=a.status, page_size=a.page_size, page_token=a.page_token
         )
         print_reply(reply, a.json, page_lines)
         return 0
@@ -194,49 +186,37 @@ class Cli:
         a = self.args
         if a.credential_command == "put":
             api_key = sys.stdin.readline().strip()
-            request = job_pb.PutUserCredentialRequest(
-                provider=a.provider, api_key=api_key, label=a.label
-            )
-            stored = await self.jobs.call("PutUserCredential", request)
+            stored = await self.jobs.put_credential(a.provider, api_key, a.label)
             print_reply(stored, a.json, lambda r: f"stored {r.credential_id}  {r.hint}")
         elif a.credential_command == "list":
-            listed = await self.jobs.call(
-                "ListUserCredentials", job_pb.ListUserCredentialsRequest()
-            )
+            listed = await self.jobs.credentials()
             print_reply(listed, a.json, credentials_lines)
         else:
-            deleted = await self.jobs.call(
-                "DeleteUserCredential",
-                job_pb.DeleteUserCredentialRequest(credential_id=a.credential_id),
-            )
+            deleted = await self.jobs.delete_credential(a.credential_id)
             print_reply(deleted, a.json, lambda r: f"deleted {r.credential_id}")
         return 0
 
     async def admin_command(self) -> int:
         a = self.args
         if a.admin_command == "list":
-            request = admin_pb.AdminListJobsRequest(
+            page = await self.admin.page(
+                a.page_size,
+                a.page_token,
                 user_id=a.user_id,
                 job_type=a.type,
                 lifecycle_status=a.status,
                 queue_name=a.queue,
-                page_size=a.page_size,
-                page_token=a.page_token,
             )
-            print_reply(
-                await self.admin.call("ListJobs", request),
-                a.json,
-                page_lines,
-            )
+            print_reply(page, a.json, page_lines)
         elif a.admin_command == "retry":
-            job = await self.admin.call("RetryJob", admin_pb.RetryJobRequest(job_id=a.job_id))
+            job = await self.admin.retry(a.job_id)
             print_reply(job, a.json, lambda j: f"retried as {job_line(j)}")
         elif a.admin_command == "stats":
-            stats = await self.admin.call("GetQueueStats", admin_pb.GetQueueStatsRequest())
+            stats = await self.admin.stats()
             print_reply(stats, a.json, stats_lines)
         elif a.admin_command == "model-limit":
-            put = admin_pb.PutModelLimitRequest(
-                limit=admin_pb.ModelLimit(
+            limit = await self.admin.put_model_limit(
+                admin_pb.ModelLimit(
                     provider=a.provider,
                     model=a.model,
                     credential_scope=a.scope,
@@ -245,39 +225,24 @@ class Cli:
                     tokens_per_minute=a.tpm,
                 )
             )
-            stored = await self.admin.call("PutModelLimit", put)
+            stored = admin_pb.PutModelLimitResponse(limit=limit)
             print_reply(stored, a.json, lambda r: f"set {limit_line(r.limit)}")
         elif a.admin_command == "model-limits":
-            listed = await self.admin.call("ListModelLimits", admin_pb.ListModelLimitsRequest())
+            listed = admin_pb.ListModelLimitsResponse(limits=await self.admin.model_limits())
             print_reply(
                 listed, a.json, lambda r: "\n".join(map(limit_line, r.limits)) or "none set"
             )
         elif a.admin_command == "budget":
-            set_budget = admin_pb.PutUserBudgetRequest(
-                user_id=a.user_id, daily_tokens=a.tokens, daily_cost_micros=a.cost_micros
-            )
-            stored_budget = await self.admin.call("PutUserBudget", set_budget)
+            stored_budget = await self.admin.put_budget(a.user_id, a.tokens, a.cost_micros)
             print_reply(stored_budget, a.json, budget_line)
         elif a.admin_command == "usage":
-            report = await self.admin.call(
-                "GetUserUsage",
-                admin_pb.GetUserUsageRequest(
-                    user_id=a.user_id, from_date=a.from_date, to_date=a.to_date
-                ),
-            )
+            report = await self.admin.usage(a.user_id, a.from_date, a.to_date)
             print_reply(report, a.json, usage_table)
         elif a.admin_command == "audit":
-            entries = await self.admin.call(
-                "ListAuditEntries",
-                admin_pb.ListAuditEntriesRequest(page_size=a.page_size, page_token=a.page_token),
-            )
+            entries = await self.admin.audit_page(a.page_size, a.page_token)
             print_reply(entries, a.json, audit_lines)
         elif a.admin_command == "adopt-legacy":
-            adoption = await self.admin.call(
-                "AdoptLegacyJobs",
-                admin_pb.AdoptLegacyJobsRequest(job_type=a.job_type, dry_run=a.dry_run),
-                timeout_s=TIMEOUT_S * 10,
-            )
+            adoption = await self.admin.adopt_legacy(a.job_type, dry_run=a.dry_run)
             verb = "would adopt" if a.dry_run else "adopted"
             print_reply(
                 adoption,
@@ -285,19 +250,14 @@ class Cli:
                 lambda r: f"{verb}: {r.adopted}, left to the legacy worker: {r.left_to_legacy}",
             )
         elif a.admin_command == "reencrypt-credentials":
-            moved = await self.admin.call(
-                "ReencryptCredentials",
-                admin_pb.ReencryptCredentialsRequest(),
-                timeout_s=TIMEOUT_S * 10,
-            )
+            moved = await self.admin.reencrypt_credentials()
             print_reply(
                 moved,
                 a.json,
                 lambda r: f"re-encrypted {r.reencrypted}, all under key {r.key_version}",
             )
         else:
-            reply = await self.admin.call(
-                "RedriveDeadEvents", admin_pb.RedriveDeadEventsRequest(event_ids=a.event_ids)
-            )
+            redriven = await self.admin.redrive(a.event_ids)
+            reply = admin_pb.RedriveDeadEventsResponse(redriven=redriven)
             print_reply(reply, a.json, lambda r: f"redriven: {r.redriven}")
         return 0
