@@ -92,9 +92,12 @@ class Cli:
         if a.priority is not None:
             request.priority = a.priority
         reply = await self.jobs.submit(request)
-        print_reply(
-            reply, a.json, lambda r: ("created " if r.created else "existing ") + job_line(r.job)
-        )
+        if a.json:
+            # The job as `get --json` prints it, and whether this call created it.
+            shown = json_format.MessageToDict(reply.job) | {"created": reply.created}
+            print(json.dumps(shown, indent=2))
+        else:
+            print(("created " if reply.created else "existing ") + job_line(reply.job))
         return 0
 
     async def create_many(self) -> int:

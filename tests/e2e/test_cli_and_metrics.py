@@ -45,7 +45,7 @@ def test_cli_create_watch_get_list_cancel(stack: Stack) -> None:
         stack, "--json", "create", "synthetic_echo", "--snapshot", '{"text": "from the cli"}'
     )
     assert created.returncode == 0, created.stderr
-    job_id = json.loads(created.stdout)["job"]["jobId"]
+    job_id = json.loads(created.stdout)["jobId"]
     watched = aijob(stack, "watch", job_id)
     assert watched.returncode == 0, watched.stderr
     assert "succeeded" in watched.stdout.splitlines()[-1] or "succeeded" in watched.stdout
@@ -76,7 +76,7 @@ def test_cli_watch_output_prints_the_text_as_it_is_written(stack: Stack) -> None
         stack, "--json", "create", "quiz_generation", "--snapshot", json.dumps(snapshot)
     )
     assert created.returncode == 0, created.stderr
-    job_id = json.loads(created.stdout)["job"]["jobId"]
+    job_id = json.loads(created.stdout)["jobId"]
     watched = aijob(stack, "watch", "--output", job_id)
     assert watched.returncode == 0, watched.stderr
     text, *states = watched.stdout.splitlines()
@@ -88,7 +88,7 @@ def test_cli_admin_commands(stack: Stack) -> None:
     failing = aijob(
         stack, "--json", "create", "synthetic_echo", "--snapshot", '{"note": "scripted-fault=401"}'
     )
-    job_id = json.loads(failing.stdout)["job"]["jobId"]
+    job_id = json.loads(failing.stdout)["jobId"]
     watched = aijob(stack, "watch", job_id)
     assert watched.returncode == 1 and "INVALID_CREDENTIAL" in watched.stdout  # failed: exit 1
     retried = aijob(stack, "--json", "admin", "retry", job_id)
@@ -155,12 +155,12 @@ def test_cli_credentials_budget_and_usage(stack: Stack) -> None:
     job = json.loads(
         aijob(stack, "--json", "--user", "cli-payer", "create", "synthetic_echo").stdout
     )
-    assert aijob(stack, "--user", "cli-payer", "watch", job["job"]["jobId"]).returncode == 0
+    assert aijob(stack, "--user", "cli-payer", "watch", job["jobId"]).returncode == 0
     # The global flags after the command too.
-    shown = json.loads(
-        aijob(stack, "get", job["job"]["jobId"], "--json", "--user", "cli-payer").stdout
-    )
-    assert shown["jobId"] == job["job"]["jobId"]
+    shown = json.loads(aijob(stack, "get", job["jobId"], "--json", "--user", "cli-payer").stdout)
+    # create --json and get --json print the same shape: the job (create adds whether it made it).
+    assert shown["jobId"] == job["jobId"] and shown["jobType"] == job["jobType"]
+    assert job["created"] is True and "created" not in shown
     usage = aijob(stack, "admin", "usage", "cli-payer")
     assert usage.returncode == 0, usage.stderr
     lines = usage.stdout.splitlines()
@@ -185,7 +185,7 @@ def test_metrics_endpoints_count_the_work(stack: Stack) -> None:
     created = aijob(
         stack, "--json", "create", "quiz_generation", "--snapshot", '{"learner": {"id": "l"}}'
     )
-    job_id = json.loads(created.stdout)["job"]["jobId"]
+    job_id = json.loads(created.stdout)["jobId"]
     assert aijob(stack, "watch", job_id).returncode == 0
     scheduler = _scrape(int(stack.env["AIJOB_METRICS_LISTEN"].rsplit(":", 1)[1]))
     assert _value(scheduler, r'aijob_rpc_total\{code="OK",method="CreateJob"\}') >= 1
