@@ -7,9 +7,11 @@ contracts, ``lint-imports``, and folder cycles are ``scripts/check_folder_cycles
 from __future__ import annotations
 
 import ast
+import importlib.util
 import inspect
 import re
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -104,3 +106,26 @@ def test_no_class_has_more_than_15_public_methods(package: str) -> None:
                 if len(methods) > 15:
                     large[f"{path.relative_to(ROOT).as_posix()}:{node.name}"] = len(methods)
     assert large == {}
+
+
+def _folder_cycle_check() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "check_folder_cycles", ROOT / "scripts" / "check_folder_cycles.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_folder_cycle_check_finds_a_cycle() -> None:
+    check = _folder_cycle_check()
+    assert check.cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert check.cycles({"a": {"b"}, "b": {"c"}}) == []
+
+
+@pytest.mark.parametrize("package", [*PACKAGES, "bench"])
+def test_no_folder_of_a_package_imports_one_that_imports_it_back(package: str) -> None:
+    check = _folder_cycle_check()
+    edges, _ = check.folder_graph(package)
+    assert check.cycles(edges) == []
