@@ -52,7 +52,7 @@ class AdminServicer(AdminViews):
             limit.daily_cost_micros,
             limit.max_concurrency_per_user,
         )
-        await self._model_keys().put(key, limits)
+        await self._app.model_keys.put(key, limits)
         log.info(
             "admin set a model limit",
             extra={"action": "admin_model_limit", "provider": key.provider, "model": key.model},
@@ -72,7 +72,7 @@ class AdminServicer(AdminViews):
     async def PutUserBudget(
         self, request: admin_pb.PutUserBudgetRequest, context: Context
     ) -> admin_pb.PutUserBudgetResponse:
-        budget = await self._billing().put_budget(
+        budget = await self._app.billing.put_budget(
             request.user_id, request.daily_tokens, request.daily_cost_micros
         )
         log.info("admin set a user budget", extra={"action": "admin_user_budget"})

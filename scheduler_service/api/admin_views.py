@@ -12,11 +12,7 @@ from scheduler_service.core.commands import JobFilter
 from scheduler_service.core.errors import InvalidRequestError
 from scheduler_service.core.identity import current
 from scheduler_service.core.job_catalog import describe
-from scheduler_service.core.job_definitions import USER_KEY_MODE
 from scheduler_service.core.model_keys import KeyStats, ModelKey, ModelKeyLimits
-from scheduler_service.services.billing import Billing
-from scheduler_service.services.flow import ModelKeys
-from scheduler_service.sql.audit import AuditLog
 from scheduler_service.sql.job_stats import queue_stats
 from scheduler_service.sql.job_timeline import job_timeline
 from scheduler_service.wiring.app import SchedulerApp
@@ -119,7 +115,7 @@ class AdminViews(admin_grpc.AdminServiceServicer):
             dead_outbox_events=stats.dead_events,
             pending_outbox_events=stats.pending_events,
             outbox_lag_seconds=stats.outbox_lag_s,
-            model_keys=[_key_stats(k) for k in await self._model_keys().stats()],
+            model_keys=[_key_stats(k) for k in await self._app.model_keys.stats()],
             deferred=[
                 admin_pb.QueueDeferred(queue_name=q, count=n)
                 for q, n in sorted(stats.deferred.items())
@@ -130,24 +126,18 @@ class AdminViews(admin_grpc.AdminServiceServicer):
             ],
         )
 
-    def _model_keys(self) -> ModelKeys:
-        return ModelKeys(self._app.uow, self._app.settings.flow)
-
     async def ListModelLimits(
         self, request: admin_pb.ListModelLimitsRequest, context: Context
     ) -> admin_pb.ListModelLimitsResponse:
-        keys = await self._model_keys().stats()
+        keys = await self._app.model_keys.stats()
         return admin_pb.ListModelLimitsResponse(
             limits=[model_limit_message(k.key, k.limits) for k in keys]
         )
 
-    def _billing(self) -> Billing:
-        return Billing(self._app.uow, self._app.settings.budget, USER_KEY_MODE)
-
     async def GetUserUsage(
         self, request: admin_pb.GetUserUsageRequest, context: Context
     ) -> admin_pb.GetUserUsageResponse:
-        report = await self._billing().usage(request.user_id, request.from_date, request.to_date)
+        report = await self._app.billing.usage(request.user_id, request.from_date, request.to_date)
         total = report.total
         return admin_pb.GetUserUsageResponse(
             prompt_tokens=total.prompt_tokens,
@@ -190,7 +180,7 @@ class AdminViews(admin_grpc.AdminServiceServicer):
         token = request.page_token
         if token and not token.isdigit():
             raise InvalidRequestError("page_token is not one this server gave", field="page_token")
-        entries = await AuditLog(self._app.uow).page(size + 1, int(token) if token else None)
+        entries = await self._app.audit_log.page(size + 1, int(token) if token else None)
         shown = entries[:size]
         return admin_pb.ListAuditEntriesResponse(
             entries=[

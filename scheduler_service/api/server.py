@@ -24,7 +24,6 @@ from scheduler_service.api.servicers import JobServicer
 from scheduler_service.api.status import StatusInterceptor
 from scheduler_service.api.tokens import load_tokens
 from scheduler_service.core.errors import ConfigurationError
-from scheduler_service.sql.audit import AuditLog
 from scheduler_service.wiring.app import SchedulerApp
 from scheduler_service.wiring.settings import SchedulerSettings
 from shared.gen.aijob.v1 import (
@@ -51,7 +50,7 @@ def build_server(
     settings: SchedulerSettings, app: SchedulerApp
 ) -> tuple[grpc.aio.Server, health_aio.HealthServicer, int]:
     """A server bound to ``settings.listen`` with every service added; returns the bound port."""
-    audit = AuditInterceptor(AuditLog(app.uow))
+    audit = AuditInterceptor(app.audit_log)
     server = grpc.aio.server(
         interceptors=[
             StatusInterceptor(),

@@ -20,9 +20,11 @@ from scheduler_service.core.commands import JobLimits
 from scheduler_service.core.errors import SchedulerError
 from scheduler_service.core.events import EventType
 from scheduler_service.core.identity import InstanceOwners
+from scheduler_service.core.job_definitions import USER_KEY_MODE
 from scheduler_service.core.job_registry import JobRegistry, default_registry
 from scheduler_service.ports import Wakeups
 from scheduler_service.services import metrics
+from scheduler_service.services.billing import Billing
 from scheduler_service.services.dispatch import LeaseDispatcher
 from scheduler_service.services.flow import ModelKeys
 from scheduler_service.services.group_commit import ReportBatcher
@@ -37,6 +39,7 @@ from scheduler_service.services.runtime_pieces import ReportLimits, RuntimePiece
 from scheduler_service.services.session import PollSessions
 from scheduler_service.services.settlement import RetryLimits, Settlement
 from scheduler_service.services.watch_hub import WatchHub
+from scheduler_service.sql.audit import AuditLog
 from scheduler_service.sql.credentials import CredentialCipher, CredentialStore
 from scheduler_service.sql.db.clock import DatabaseClock
 from scheduler_service.sql.db.engine import create_engine, is_sqlite
@@ -94,6 +97,12 @@ class SchedulerApp:
     settlement: Settlement = field(init=False)
     #: ResolveCredential.
     key_access: KeyAccess = field(init=False)
+    #: The model keys' limits and state, as operators set and read them.
+    model_keys: ModelKeys = field(init=False)
+    #: Users' budgets and the usage report.
+    billing: Billing = field(init=False)
+    #: Every admin action, as recorded.
+    audit_log: AuditLog = field(init=False)
     #: Every background loop, in the order they start (and stop).
     loops: list[RoundLoop] = field(default_factory=list)
     _healthy: bool | None = None
@@ -276,6 +285,9 @@ class SchedulerApp:
         app.output_hub = output_hub
         app.settlement = runtime.settlement
         app.key_access = runtime.key_access
+        app.model_keys = ModelKeys(uow, settings.flow)
+        app.billing = Billing(uow, settings.budget, USER_KEY_MODE)
+        app.audit_log = AuditLog(uow)
         # Its own connection: a pool that load has exhausted must not read as an outage. Pinged
         # before every check: a connection left over from before an outage must not fail one.
         app.health_engine = create_engine(
@@ -382,7 +394,7 @@ class SchedulerApp:
             return
         defer_ms = self.cheap_hours.defer_ms()
         metrics.publish_stats(await live_queue_stats(self.uow, defer_ms))
-        metrics.publish_model_keys(await ModelKeys(self.uow, self.settings.flow).stats())
+        metrics.publish_model_keys(await self.model_keys.stats())
 
     async def _sample_db_clock(self) -> None:
         self.db_clock.sampled(await self.uow.read(lambda tx: tx.reads.clock()))
