@@ -1,20 +1,16 @@
-"""The job types: one module each (its definition, schemas and prompt, :class:`JobTypeSpec`),
-registered here. Both services read this catalogue: the scheduler's registry and the runtime's
-prompts and answer checks. docs/architecture.md, *Adding a job type*, has the steps."""
+"""The job types: one module each (its definition, schemas, prompt and sample output, a
+:class:`JobTypeSpec` named ``SPEC``, or several named ``SPECS``), each module of this package
+registered here as it is found. Both services read this catalogue: the scheduler's registry and
+the runtime's prompts and answer checks. docs/architecture.md, *Adding a job type*, has the
+steps."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from pydantic import BaseModel
 
-from shared.job_types import (
-    flashcard_generation,
-    learning_state_analysis,
-    legacy_analysis,
-    next_action_planning,
-    quiz_generation,
-    synthetic_echo,
-    weak_point_analysis,
-)
 from shared.job_types.spec import JobTypeSpec
 
 __all__ = [
@@ -50,14 +46,13 @@ def spec_of(job_type: str) -> JobTypeSpec | None:
     return JOB_TYPES.get(job_type)
 
 
-for _module in (
-    learning_state_analysis,
-    weak_point_analysis,
-    next_action_planning,
-    quiz_generation,
-    flashcard_generation,
-    synthetic_echo,
-):
-    register(_module.SPEC)
-register(legacy_analysis.ACTIVE_RECALL)
-register(legacy_analysis.FEYNMAN_EVALUATION)
+def _specs_of(module_name: str) -> tuple[JobTypeSpec, ...]:
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    if hasattr(module, "SPEC"):
+        return (module.SPEC,)
+    return tuple(getattr(module, "SPECS", ()))
+
+
+for _found in sorted(pkgutil.iter_modules(__path__), key=lambda found: found.name):
+    for _spec in _specs_of(_found.name):
+        register(_spec)

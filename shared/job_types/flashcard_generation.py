@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from shared.job_types.base import Output, Params
@@ -26,8 +28,20 @@ class FlashcardParams(Params):
     count: int = Field(default=10, ge=1, le=100)
 
 
+def sample_output(snapshot: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """A schema-valid output built from the inputs: what the scripted model answers."""
+    title = (snapshot.get("material") or {}).get("title", "the material")
+    return {
+        "cards": [
+            {"front": f"{title}: term {n + 1}", "back": f"Definition {n + 1}"}
+            for n in range(int(params.get("count", 10)))
+        ]
+    }
+
+
 SPEC = JobTypeSpec(
     "flashcard_generation",
+    sample=sample_output,
     label="Flashcard generation",
     description="Generates candidate flashcards from material.",
     domain="generation",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -22,8 +22,32 @@ class LearningStateAnalysisOutput(Output):
     weaknesses: list[str] = Field(default_factory=list, max_length=20)
 
 
+def sample_output(snapshot: dict[str, Any], _params: dict[str, Any]) -> dict[str, Any]:
+    """A schema-valid output built from the inputs: what the scripted model answers."""
+    answers = snapshot.get("answers") or []
+    right = sum(1 for a in answers if a.get("correct"))
+    ratio = right / len(answers) if answers else 0.5
+    points = snapshot.get("knowledgePoints") or []
+    level = (
+        "novice"
+        if ratio < 0.25
+        else "developing"
+        if ratio < 0.6
+        else "proficient"
+        if ratio < 0.9
+        else "mastered"
+    )
+    return {
+        "summary": f"Answered {right} of {len(answers)} questions correctly.",
+        "masteryLevel": level,
+        "strengths": [p["name"] for p in points if (p.get("mastery") or 0) >= 0.6][:20],
+        "weaknesses": [p["name"] for p in points if (p.get("mastery") or 0) < 0.6][:20],
+    }
+
+
 SPEC = JobTypeSpec(
     "learning_state_analysis",
+    sample=sample_output,
     label="Learning state analysis",
     description="Summarises a learner's state from answers and knowledge points.",
     domain="analysis",

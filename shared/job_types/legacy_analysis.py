@@ -8,10 +8,12 @@ semantics — one at a time per runtime unless configured, 30 s, 3 attempts, bac
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from shared.job_types.base import Input, NoParams, Output
-from shared.job_types.spec import JobTypeSpec
+from shared.job_types.spec import JobTypeSpec, Sample
 
 __all__ = [
     "ACTIVE_RECALL",
@@ -52,11 +54,43 @@ class FeynmanEvaluationOutput(Output):
     feedback: str = Field(min_length=1, max_length=5_000)
 
 
+def _words(snapshot: dict[str, Any]) -> list[str]:
+    return [w for w in str(snapshot.get("answer") or "").split() if len(w) > 3][:10]
+
+
+def recall_sample(snapshot: dict[str, Any], _params: dict[str, Any]) -> dict[str, Any]:
+    words = _words(snapshot)
+    return {
+        "score": min(100, 10 * len(words)),
+        "recalledPoints": words[:5],
+        "missedPoints": [] if len(words) >= 5 else ["the rest of the material"],
+        "feedback": f"You recalled {len(words[:5])} key points.",
+    }
+
+
+def feynman_sample(snapshot: dict[str, Any], _params: dict[str, Any]) -> dict[str, Any]:
+    words = _words(snapshot)
+    return {
+        "score": min(100, 10 * len(words)),
+        "clarity": 80 if words else 20,
+        "gaps": [] if words else ["the explanation is empty"],
+        "misconceptions": [],
+        "feedback": "A clear explanation in your own words." if words else "Explain it again.",
+    }
+
+
 def _spec(
-    job_type: str, label: str, description: str, output: type[Output], instructions: str
+    job_type: str,
+    label: str,
+    description: str,
+    output: type[Output],
+    instructions: str,
+    *,
+    sample: Sample,
 ) -> JobTypeSpec:
     return JobTypeSpec(
         job_type,
+        sample=sample,
         label=label,
         description=description,
         domain="analysis",
@@ -80,6 +114,7 @@ ACTIVE_RECALL = _spec(
     "Evaluate the learner's active-recall answer to the question: score how much they "
     "recalled from 0 to 100, list the points they recalled and the points they missed, and "
     "give short, encouraging feedback.",
+    sample=recall_sample,
 )
 FEYNMAN_EVALUATION = _spec(
     "feynman-evaluation",
@@ -88,4 +123,8 @@ FEYNMAN_EVALUATION = _spec(
     FeynmanEvaluationOutput,
     "Evaluate the learner's Feynman-technique explanation: score its correctness and its "
     "clarity from 0 to 100, list the gaps and misconceptions, and give short feedback.",
+    sample=feynman_sample,
 )
+
+#: Both types, registered together.
+SPECS = (ACTIVE_RECALL, FEYNMAN_EVALUATION)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -25,8 +25,26 @@ class NextActionPlanningOutput(Output):
     actions: list[NextAction] = Field(min_length=1, max_length=20)
 
 
+def sample_output(snapshot: dict[str, Any], _params: dict[str, Any]) -> dict[str, Any]:
+    """A schema-valid output built from the inputs: what the scripted model answers."""
+    points = snapshot.get("knowledgePoints") or [{"id": None, "name": "the material"}]
+    return {
+        "actions": [
+            {
+                "actionType": "review" if index == 0 else "practice",
+                "title": f"Work on {p['name']}",
+                "reason": "It is where the most progress can be made.",
+                "knowledgePointId": p.get("id"),
+                "priority": index,
+            }
+            for index, p in enumerate(points[:5])
+        ]
+    }
+
+
 SPEC = JobTypeSpec(
     "next_action_planning",
+    sample=sample_output,
     label="Next action planning",
     description="Recommends a learner's next steps.",
     domain="analysis",

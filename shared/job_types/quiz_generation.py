@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -42,8 +42,28 @@ class QuizParams(Params):
     )
 
 
+def sample_output(snapshot: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """A schema-valid output built from the inputs: what the scripted model answers."""
+    title = (snapshot.get("material") or {}).get("title", "the material")
+    count = int(params.get("count", 5))
+    return {
+        "questions": [
+            {
+                "questionType": "single_choice",
+                "stem": f"Question {n + 1} about {title}?",
+                "choices": [{"key": k, "text": f"Option {k}"} for k in "ABCD"],
+                "answer": "A",
+                "explanation": "Option A is what the material says.",
+                "difficulty": "medium",
+            }
+            for n in range(count)
+        ]
+    }
+
+
 SPEC = JobTypeSpec(
     "quiz_generation",
+    sample=sample_output,
     label="Quiz generation",
     description="Generates candidate quiz questions from material.",
     domain="generation",

@@ -5,14 +5,17 @@ it names), the runtime its prompt and the schema it checks an answer against."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
-__all__ = ["JobTypeSpec", "Messages", "render_v1"]
+__all__ = ["JobTypeSpec", "Messages", "Sample", "render_v1"]
 
 Messages = list[dict[str, str]]
+#: A schema-valid output built from a job's snapshot and params.
+Sample = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,9 @@ class JobTypeSpec:
     #: and a later attempt continues the text of one that ended without a result instead of
     #: starting over (the interactive generations: a learner waits for them).
     streams_output: bool = False
+    #: A schema-valid output built from the inputs: what the scripted model answers for this
+    #: type (``make run``, the tests), and an example of the output for callers.
+    sample: Sample | None = None
 
 
 def render_v1(

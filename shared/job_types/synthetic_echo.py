@@ -28,8 +28,14 @@ class EchoParams(Params):
     model_config = ConfigDict(extra="allow")
 
 
+def sample_output(snapshot: dict[str, Any], _params: dict[str, Any]) -> dict[str, Any]:
+    """A schema-valid output built from the inputs: what the scripted model answers."""
+    return {"echo": snapshot}
+
+
 SPEC = JobTypeSpec(
     "synthetic_echo",
+    sample=sample_output,
     label="Synthetic echo",
     description="Echoes its input; tests and benchmarks.",
     domain="maintenance",

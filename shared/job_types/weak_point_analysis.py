@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -27,8 +27,26 @@ class WeakPointAnalysisOutput(Output):
     weakPoints: list[WeakPoint] = Field(max_length=50)
 
 
+def sample_output(snapshot: dict[str, Any], _params: dict[str, Any]) -> dict[str, Any]:
+    """A schema-valid output built from the inputs: what the scripted model answers."""
+    points = [p for p in snapshot.get("knowledgePoints") or [] if (p.get("mastery") or 0) < 0.6]
+    return {
+        "weakPoints": [
+            {
+                "knowledgePointId": p["id"],
+                "title": p["name"],
+                "reason": "Low mastery in recent answers.",
+                "severity": "high" if (p.get("mastery") or 0) < 0.3 else "medium",
+                "confidence": 70,
+            }
+            for p in points[:50]
+        ]
+    }
+
+
 SPEC = JobTypeSpec(
     "weak_point_analysis",
+    sample=sample_output,
     label="Weak point analysis",
     description="Finds the knowledge points a learner struggles with.",
     domain="analysis",

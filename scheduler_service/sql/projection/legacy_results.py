@@ -15,7 +15,7 @@ from shared.job_types.legacy_analysis import (
     FeynmanEvaluationOutput,
 )
 
-__all__ = ["ACTIVE_RECALL_PROJECTOR", "FEYNMAN_EVALUATION_PROJECTOR"]
+__all__ = ["ACTIVE_RECALL_PROJECTOR", "FEYNMAN_EVALUATION_PROJECTOR", "PROJECTORS"]
 
 
 def _row(
@@ -43,3 +43,6 @@ ACTIVE_RECALL_PROJECTOR = Projector(
 FEYNMAN_EVALUATION_PROJECTOR = Projector(
     FEYNMAN_EVALUATION.projector, "AiAnalysisResult", AiAnalysisResult, _feynman, ordinal=False
 )
+
+#: Both legacy types' projectors, registered together.
+PROJECTORS = (ACTIVE_RECALL_PROJECTOR, FEYNMAN_EVALUATION_PROJECTOR)

@@ -1,5 +1,6 @@
-"""Projectors, one module per job type's output, looked up by the definition's projector key
-(docs/architecture.md, *Results and projection*).
+"""Projectors, one module per job type's output (its ``PROJECTOR``, or several as ``PROJECTORS``),
+each module of this package registered as it is found, looked up by the definition's projector
+key (docs/architecture.md, *Results and projection*).
 
 A projector turns a validated output into rows of its business table plus one ``AiJobArtifact``
 row each. Row ids are derived from (job, table, ordinal), so projecting the same output twice
@@ -8,7 +9,10 @@ collides on the unique keys and is an idempotent success.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, cast
 
 from pydantic import BaseModel
@@ -17,15 +21,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.sql.db.idempotent import insert_ignoring_duplicates
 from scheduler_service.sql.db.models import AiJobArtifact
-from scheduler_service.sql.projection import (
-    echo,
-    flashcards,
-    learning_analysis,
-    legacy_results,
-    next_actions,
-    quiz_questions,
-    weak_points,
-)
 from scheduler_service.sql.projection.base import ArtifactRef, JobContext, Projector, stable_id
 
 __all__ = ["PROJECTORS", "ArtifactRef", "JobContext", "Projector", "project_many", "register"]
@@ -43,10 +38,21 @@ def register(projector: Projector) -> None:
     PROJECTORS[projector.key] = projector
 
 
-for _module in (learning_analysis, weak_points, next_actions, quiz_questions, flashcards, echo):
-    register(_module.PROJECTOR)
-register(legacy_results.ACTIVE_RECALL_PROJECTOR)
-register(legacy_results.FEYNMAN_EVALUATION_PROJECTOR)
+def _projectors_of(module_name: str) -> tuple[Projector, ...]:
+    module = importlib.import_module(f"scheduler_service.sql.projection.{module_name}")
+    if hasattr(module, "PROJECTOR"):
+        return (module.PROJECTOR,)
+    return tuple(getattr(module, "PROJECTORS", ()))
+
+
+#: The modules of this package that hold no job type's projector.
+_NOT_PROJECTORS = frozenset({"base", "projectors"})
+
+_HERE = [str(Path(__file__).parent)]
+for _found in sorted(pkgutil.iter_modules(_HERE), key=lambda found: found.name):
+    if _found.name not in _NOT_PROJECTORS:
+        for _projector in _projectors_of(_found.name):
+            register(_projector)
 
 
 #: What to project: the projector's key, the job, and the validated output.
