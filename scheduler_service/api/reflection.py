@@ -1,5 +1,5 @@
-"""Server reflection that teaches: the contract's descriptors are served with their comments,
-and methods are found by name.
+"""Server reflection that teaches: the API's descriptors (``protos/``) are served with their
+comments, and methods are found by name.
 
 grpcio-reflection serves descriptors rebuilt from the generated modules, which protoc writes
 without source info, so ``grpcurl describe`` shows no comments; and looking up a method's file by
@@ -7,7 +7,7 @@ the method's full name fails (grpc/grpc#34743, "Symbol not found"). This service
 from the descriptor set ``make proto`` writes with source info (``shared/gen/aijob.protoset``),
 and finds a method through its service.
 
-Reflection needs no token, and one request can ask for every file the contract has: 50 anonymous
+Reflection needs no token, and one request can ask for every file the API has: 50 anonymous
 streams pipelining requests once drew 5 GB of answers in 15 s. Requests are rate-limited for the
 whole server (a token bucket: ``AIJOB_REFLECTION_RATE_PER_S``, bursts of ``..._BURST``), far above
 what grpcurl's ``list`` and ``describe`` need; a stream over the rate ends RESOURCE_EXHAUSTED.
