@@ -8,9 +8,10 @@ from the descriptor set ``make proto`` writes with source info (``shared/gen/aij
 and finds a method through its service.
 
 Reflection needs no token, and one request can ask for every file the API has: 50 anonymous
-streams pipelining requests once drew 5 GB of answers in 15 s. Requests are rate-limited for the
-whole server (a token bucket: ``AIJOB_REFLECTION_RATE_PER_S``, bursts of ``..._BURST``), far above
-what grpcurl's ``list`` and ``describe`` need; a stream over the rate ends RESOURCE_EXHAUSTED.
+streams pipelining requests could draw gigabytes of answers in seconds. Requests are rate-limited
+for the whole server (a token bucket: ``AIJOB_REFLECTION_RATE_PER_S``, bursts of ``..._BURST``),
+far above what grpcurl's ``list`` and ``describe`` need; a stream over the rate ends
+RESOURCE_EXHAUSTED.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ forbids; a job left queued until midnight would hold the user's active-job place
 whoever waits on it, so it ends, with its event, and can be created again the next day).
 
 Spend is known only once a call ends, so the jobs not yet settled *reserve* their token estimates
-(concurrent creates once spent a 400-token budget 28.8 times over). A create is admitted
+(without them, concurrent creates could spend a budget many times over). A create is admitted
 only if the user's spend plus the estimates of their queued and running jobs plus its own fits the
 token budget; dispatch leases a job only if the spend plus the running jobs' estimates plus its own
 fits. A user with nothing reserved may always start one job while the budget is not reached, so

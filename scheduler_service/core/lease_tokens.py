@@ -1,8 +1,8 @@
 """Server-issued lease tokens: the proof that a caller holds a lease.
 
-A lease used to be held by whoever named its runtime instance id, which any runtime token could
-do. Now every lock hands out a random token; the job row keeps only its SHA-256, so a database
-reader cannot act as the holder either, and the token is never logged. Heartbeat, SubmitResult,
+Naming a runtime instance id proves nothing (any runtime token can name any id), so every lock
+hands out a random token; the job row keeps only its SHA-256, so a database reader cannot act as
+the holder either, and the token is never logged. Heartbeat, SubmitResult,
 SubmitFailure and ResolveCredential must present it; a wrong or missing one is answered exactly
 like an expired lease (LEASE_LOST).
 """
