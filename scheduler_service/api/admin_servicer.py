@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from scheduler_service.api.admin_views import AdminViews, model_limit_message
-from scheduler_service.api.servicers import Context, job_message
+from scheduler_service.api.servicers import Context
 from scheduler_service.core.errors import InvalidRequestError
 from scheduler_service.services.flow import checked_key, checked_limits
 from scheduler_service.sql.job_stats import redrive_dead_events
@@ -25,20 +25,20 @@ class AdminServicer(AdminViews):
     async def CancelJob(
         self, request: job_pb.CancelJobRequest, context: Context
     ) -> job_pb.CancelJobResponse:
-        owner, _ = await self._app.jobs.get_any(request.job_id)
-        record, outcome = await self._app.jobs.cancel(owner.userId, request.job_id)
+        owner, _ = await self._use.jobs.get_any(request.job_id)
+        record, outcome = await self._use.jobs.cancel(owner.userId, request.job_id)
         log.info("admin cancelled a job", extra={"action": "admin_cancel", "jobId": record.id})
         return job_pb.CancelJobResponse(
-            job=job_message(self._app, record, internal=True), outcome=outcome
+            job=self._messages.of(record, internal=True), outcome=outcome
         )
 
     async def RetryJob(self, request: admin_pb.RetryJobRequest, context: Context) -> types_pb.Job:
-        record = await self._app.jobs.retry(request.job_id)
+        record = await self._use.jobs.retry(request.job_id)
         log.info(
             "admin retried a job",
             extra={"action": "admin_retry", "jobId": request.job_id, "newJobId": record.id},
         )
-        return job_message(self._app, record, internal=True)
+        return self._messages.of(record, internal=True)
 
     async def PutModelLimit(
         self, request: admin_pb.PutModelLimitRequest, context: Context
@@ -52,7 +52,7 @@ class AdminServicer(AdminViews):
             limit.daily_cost_micros,
             limit.max_concurrency_per_user,
         )
-        await self._app.model_keys.put(key, limits)
+        await self._use.model_keys.put(key, limits)
         log.info(
             "admin set a model limit",
             extra={"action": "admin_model_limit", "provider": key.provider, "model": key.model},
@@ -62,7 +62,7 @@ class AdminServicer(AdminViews):
     async def ReencryptCredentials(
         self, request: admin_pb.ReencryptCredentialsRequest, context: Context
     ) -> admin_pb.ReencryptCredentialsResponse:
-        moved, version = await self._app.credentials.reencrypt_all()
+        moved, version = await self._use.credentials.reencrypt_all()
         log.info(
             "admin re-encrypted credentials",
             extra={"action": "admin_reencrypt", "count": moved, "key_version": version},
@@ -72,7 +72,7 @@ class AdminServicer(AdminViews):
     async def PutUserBudget(
         self, request: admin_pb.PutUserBudgetRequest, context: Context
     ) -> admin_pb.PutUserBudgetResponse:
-        budget = await self._app.billing.put_budget(
+        budget = await self._use.billing.put_budget(
             request.user_id, request.daily_tokens, request.daily_cost_micros
         )
         log.info("admin set a user budget", extra={"action": "admin_user_budget"})
@@ -85,7 +85,7 @@ class AdminServicer(AdminViews):
     async def CancelUserJobs(
         self, request: admin_pb.CancelUserJobsRequest, context: Context
     ) -> admin_pb.CancelUserJobsResponse:
-        cancelled, requested = await self._app.jobs.cancel_user_jobs(request.user_id)
+        cancelled, requested = await self._use.jobs.cancel_user_jobs(request.user_id)
         log.info(
             "admin cancelled a user's jobs",
             extra={"action": "admin_cancel_user", "cancelled": cancelled, "requested": requested},
@@ -101,15 +101,15 @@ class AdminServicer(AdminViews):
             raise InvalidRequestError(
                 "event_ids must be outbox event ids", field="event_ids"
             ) from None
-        redriven = await redrive_dead_events(self._app.uow, ids)
-        self._app.outbox.notify()
+        redriven = await redrive_dead_events(self._use.uow, ids)
+        self._use.outbox.notify()
         log.info("admin redrove dead events", extra={"action": "admin_redrive", "count": redriven})
         return admin_pb.RedriveDeadEventsResponse(redriven=redriven)
 
     async def AdoptLegacyJobs(
         self, request: admin_pb.AdoptLegacyJobsRequest, context: Context
     ) -> admin_pb.AdoptLegacyJobsResponse:
-        adoption = await self._app.legacy.adopt(request.job_type, dry_run=request.dry_run)
+        adoption = await self._use.legacy.adopt(request.job_type, dry_run=request.dry_run)
         return admin_pb.AdoptLegacyJobsResponse(
             adopted=adoption.adopted, left_to_legacy=adoption.left_to_legacy
         )

@@ -4,18 +4,29 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from scheduler_service.api import convert
-from scheduler_service.api.servicers import Context, job_message
+from scheduler_service.api.servicers import Context, JobMessages
 from scheduler_service.core import validation
+from scheduler_service.core.cheap_hours import CheapHours
 from scheduler_service.core.commands import JobFilter
 from scheduler_service.core.errors import InvalidRequestError
 from scheduler_service.core.identity import current
 from scheduler_service.core.job_catalog import describe
+from scheduler_service.core.job_registry import JobRegistry
 from scheduler_service.core.model_keys import KeyStats, ModelKey, ModelKeyLimits
+from scheduler_service.services.billing import Billing
+from scheduler_service.services.flow import ModelKeys
+from scheduler_service.services.jobs import JobService
+from scheduler_service.sql.audit import AuditLog
+from scheduler_service.sql.credentials import CredentialStore
 from scheduler_service.sql.job_stats import queue_stats
 from scheduler_service.sql.job_timeline import job_timeline
-from scheduler_service.wiring.app import SchedulerApp
+from scheduler_service.sql.legacy_adoption import LegacyAdoption
+from scheduler_service.sql.outbox_dispatcher import OutboxDispatcher
+from scheduler_service.sql.uow import SqlUnitOfWork
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
@@ -23,12 +34,31 @@ from shared.gen.aijob.v1 import types_pb2 as types_pb
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AdminViews", "model_limit_message"]
+__all__ = ["AdminUseCases", "AdminViews", "model_limit_message"]
+
+
+@dataclass(frozen=True, slots=True)
+class AdminUseCases:
+    """What the admin API calls: the job API's operations, the admin-only ones, and the
+    statements its views read (job timelines, queue stats, dead events) on ``uow``."""
+
+    jobs: JobService
+    registry: JobRegistry
+    model_keys: ModelKeys
+    billing: Billing
+    audit_log: AuditLog
+    credentials: CredentialStore
+    legacy: LegacyAdoption
+    outbox: OutboxDispatcher
+    uow: SqlUnitOfWork
+    #: The cheap hours as the claim judges them now.
+    cheap_hours: Callable[[], CheapHours]
 
 
 class AdminViews(admin_grpc.AdminServiceServicer):
-    def __init__(self, app: SchedulerApp) -> None:
-        self._app = app
+    def __init__(self, use_cases: AdminUseCases, messages: JobMessages) -> None:
+        self._use = use_cases
+        self._messages = messages
 
     async def ListJobs(
         self, request: admin_pb.AdminListJobsRequest, context: Context
@@ -46,24 +76,24 @@ class AdminViews(admin_grpc.AdminServiceServicer):
             ),
             error_code=request.error_code,
         )
-        records, token = await self._app.jobs.list_jobs(
+        records, token = await self._use.jobs.list_jobs(
             filters, request.page_size, request.page_token
         )
         internal = _may_read_internal()
         return job_pb.ListJobsResponse(
-            jobs=[job_message(self._app, r, internal=internal) for r in records],
+            jobs=[self._messages.of(r, internal=internal) for r in records],
             next_page_token=token,
         )
 
     async def GetJob(self, request: job_pb.GetJobRequest, context: Context) -> types_pb.Job:
-        record, artifacts = await self._app.jobs.get_any(request.job_id)
-        return job_message(self._app, record, artifacts, internal=_may_read_internal())
+        record, artifacts = await self._use.jobs.get_any(request.job_id)
+        return self._messages.of(record, artifacts, internal=_may_read_internal())
 
     async def GetJobTimeline(
         self, request: admin_pb.GetJobTimelineRequest, context: Context
     ) -> admin_pb.JobTimeline:
-        await self._app.jobs.get_any(request.job_id)  # NOT_FOUND for a job that is not there
-        timeline = await job_timeline(self._app.uow, request.job_id)
+        await self._use.jobs.get_any(request.job_id)  # NOT_FOUND for a job that is not there
+        timeline = await job_timeline(self._use.uow, request.job_id)
         return admin_pb.JobTimeline(
             events=[
                 admin_pb.TimelineEvent(
@@ -95,13 +125,13 @@ class AdminViews(admin_grpc.AdminServiceServicer):
         self, request: job_pb.ListJobTypesRequest, context: Context
     ) -> job_pb.ListJobTypesResponse:
         return job_pb.ListJobTypesResponse(
-            job_types=[convert.job_type(info) for info in describe(self._app.registry)]
+            job_types=[convert.job_type(info) for info in describe(self._use.registry)]
         )
 
     async def GetQueueStats(
         self, request: admin_pb.GetQueueStatsRequest, context: Context
     ) -> admin_pb.QueueStats:
-        stats = await queue_stats(self._app.uow, self._app.cheap_hours.defer_ms())
+        stats = await queue_stats(self._use.uow, self._use.cheap_hours().defer_ms())
         return admin_pb.QueueStats(
             depths=[
                 admin_pb.QueueDepth(queue_name=q, job_type=t, lifecycle_status=s, count=n)
@@ -115,7 +145,7 @@ class AdminViews(admin_grpc.AdminServiceServicer):
             dead_outbox_events=stats.dead_events,
             pending_outbox_events=stats.pending_events,
             outbox_lag_seconds=stats.outbox_lag_s,
-            model_keys=[_key_stats(k) for k in await self._app.model_keys.stats()],
+            model_keys=[_key_stats(k) for k in await self._use.model_keys.stats()],
             deferred=[
                 admin_pb.QueueDeferred(queue_name=q, count=n)
                 for q, n in sorted(stats.deferred.items())
@@ -129,7 +159,7 @@ class AdminViews(admin_grpc.AdminServiceServicer):
     async def ListModelLimits(
         self, request: admin_pb.ListModelLimitsRequest, context: Context
     ) -> admin_pb.ListModelLimitsResponse:
-        keys = await self._app.model_keys.stats()
+        keys = await self._use.model_keys.stats()
         return admin_pb.ListModelLimitsResponse(
             limits=[model_limit_message(k.key, k.limits) for k in keys]
         )
@@ -137,7 +167,7 @@ class AdminViews(admin_grpc.AdminServiceServicer):
     async def GetUserUsage(
         self, request: admin_pb.GetUserUsageRequest, context: Context
     ) -> admin_pb.GetUserUsageResponse:
-        report = await self._app.billing.usage(request.user_id, request.from_date, request.to_date)
+        report = await self._use.billing.usage(request.user_id, request.from_date, request.to_date)
         total = report.total
         return admin_pb.GetUserUsageResponse(
             prompt_tokens=total.prompt_tokens,
@@ -180,7 +210,7 @@ class AdminViews(admin_grpc.AdminServiceServicer):
         token = request.page_token
         if token and not token.isdigit():
             raise InvalidRequestError("page_token is not one this server gave", field="page_token")
-        entries = await self._app.audit_log.page(size + 1, int(token) if token else None)
+        entries = await self._use.audit_log.page(size + 1, int(token) if token else None)
         shown = entries[:size]
         return admin_pb.ListAuditEntriesResponse(
             entries=[

@@ -10,8 +10,9 @@ from typing import Any
 import grpc
 
 from scheduler_service.api import convert, runtime_convert
-from scheduler_service.services.session import Incoming
-from scheduler_service.wiring.app import SchedulerApp
+from scheduler_service.services.runtime_pieces import RuntimePieces
+from scheduler_service.services.session import Incoming, PollSessions
+from scheduler_service.sql.credentials import CredentialStore
 from shared.gen.aijob.v1 import runtime_service_pb2 as runtime_pb
 from shared.gen.aijob.v1 import runtime_service_pb2_grpc as runtime_grpc
 from shared.gen.aijob.v1 import types_pb2 as types_pb
@@ -22,49 +23,57 @@ Context = grpc.aio.ServicerContext[Any, Any]
 
 
 class RuntimeServicer(runtime_grpc.RuntimeServiceServicer):
-    def __init__(self, app: SchedulerApp) -> None:
-        self._app = app
+    def __init__(
+        self,
+        polls: PollSessions,
+        runtime: RuntimePieces,
+        credentials: CredentialStore,
+    ) -> None:
+        self._polls = polls
+        self._runtime = runtime
+        self._credentials = credentials
 
     async def Poll(
         self, request_iterator: AsyncIterator[runtime_pb.PollRequest], context: Context
     ) -> AsyncIterator[runtime_pb.PollResponse]:
         incoming = _poll_messages(request_iterator)
-        async with contextlib.aclosing(self._app.polls.serve(incoming)) as outgoing:
+        async with contextlib.aclosing(self._polls.serve(incoming)) as outgoing:
             async for message in outgoing:
                 for response in runtime_convert.poll_responses(message):
                     yield response
 
     async def Lock(self, request: runtime_pb.LockRequest, context: Context) -> types_pb.Lease:
-        payload = await self._app.leasing.lock(request.job_id, request.runtime_instance_id)
+        payload = await self._runtime.leasing.lock(request.job_id, request.runtime_instance_id)
         return convert.lease(payload)
 
     async def Heartbeat(
         self, request: runtime_pb.HeartbeatRequest, context: Context
     ) -> runtime_pb.HeartbeatResponse:
-        beat = await self._app.reports.heartbeat(runtime_convert.heartbeat_report(request))
+        beat = await self._runtime.reports.heartbeat(runtime_convert.heartbeat_report(request))
         return runtime_convert.heartbeat_response(beat)
 
     async def SubmitResult(
         self, request: runtime_pb.SubmitResultRequest, context: Context
     ) -> runtime_pb.SubmitResultResponse:
         submission = runtime_convert.result_submission(request)
-        return runtime_convert.submit_response(await self._app.reports.submit_result(submission))
+        outcome = await self._runtime.reports.submit_result(submission)
+        return runtime_convert.submit_response(outcome)
 
     async def SubmitFailure(
         self, request: runtime_pb.SubmitFailureRequest, context: Context
     ) -> runtime_pb.SubmitFailureResponse:
         report = runtime_convert.failure_report(request)
-        return runtime_convert.failure_response(await self._app.reports.submit_failure(report))
+        return runtime_convert.failure_response(await self._runtime.reports.submit_failure(report))
 
     async def ResolveCredential(
         self, request: runtime_pb.ResolveCredentialRequest, context: Context
     ) -> runtime_pb.ResolveCredentialResponse:
-        api_key, provider = await self._app.key_access.resolve_credential(
+        api_key, provider = await self._runtime.key_access.resolve_credential(
             request.job_id,
             request.attempt_no,
             request.runtime_instance_id,
             request.lease_token,
-            self._app.credentials,
+            self._credentials,
         )
         return runtime_pb.ResolveCredentialResponse(api_key=api_key, provider=provider)
 

@@ -15,12 +15,13 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 from prometheus_client import start_http_server
 
 from scheduler_service.api.admin_servicer import AdminServicer
+from scheduler_service.api.admin_views import AdminUseCases
 from scheduler_service.api.audit_interceptor import AuditInterceptor
 from scheduler_service.api.auth import AuthInterceptor
 from scheduler_service.api.capacity import CapacityInterceptor
 from scheduler_service.api.reflection import DocumentedReflection, TokenBucket
 from scheduler_service.api.runtime_servicer import RuntimeServicer
-from scheduler_service.api.servicers import JobServicer
+from scheduler_service.api.servicers import Hubs, JobMessages, JobServicer
 from scheduler_service.api.status import StatusInterceptor
 from scheduler_service.api.tokens import load_tokens
 from scheduler_service.core.errors import ConfigurationError
@@ -68,9 +69,7 @@ def build_server(
         ],
         options=_server_options(settings),
     )
-    job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(app), server)
-    admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(app), server)
-    runtime_service_pb2_grpc.add_RuntimeServiceServicer_to_server(RuntimeServicer(app), server)
+    _add_servicers(server, app)
 
     health_servicer = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -176,3 +175,36 @@ async def serve(settings: SchedulerSettings) -> None:
     app.polls.shut_down()  # idle Poll streams would hold the stop for the whole grace period
     await server.stop(settings.shutdown_grace_s)
     await app.stop()
+
+
+def _add_servicers(server: grpc.aio.Server, app: SchedulerApp) -> None:
+    """Each service's servicer, given the use cases it calls."""
+    messages = JobMessages(lambda: app.cheap_hours, app.db_clock.now)
+    jobs = JobServicer(
+        app.jobs,
+        app.credentials,
+        Hubs(app.watch_hub, app.output_hub, app.event_hub),
+        messages=messages,
+        registry=app.registry,
+        uow=app.uow,
+        streams=app.settings.streams,
+    )
+    admin = AdminServicer(
+        AdminUseCases(
+            jobs=app.jobs,
+            registry=app.registry,
+            model_keys=app.model_keys,
+            billing=app.billing,
+            audit_log=app.audit_log,
+            credentials=app.credentials,
+            legacy=app.legacy,
+            outbox=app.outbox,
+            uow=app.uow,
+            cheap_hours=lambda: app.cheap_hours,
+        ),
+        messages,
+    )
+    runtime = RuntimeServicer(app.polls, app.runtime, app.credentials)
+    job_service_pb2_grpc.add_JobServiceServicer_to_server(jobs, server)
+    admin_service_pb2_grpc.add_AdminServiceServicer_to_server(admin, server)
+    runtime_service_pb2_grpc.add_RuntimeServiceServicer_to_server(runtime, server)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import datetime
 from typing import Any
 
 import grpc
@@ -15,17 +16,22 @@ from opentelemetry.trace import SpanKind
 from scheduler_service.api import convert
 from scheduler_service.api.status import status_of
 from scheduler_service.core import validation
+from scheduler_service.core.cheap_hours import CheapHours
 from scheduler_service.core.commands import CreateJobCommand, JobFilter
 from scheduler_service.core.errors import InvalidRequestError, SchedulerError
 from scheduler_service.core.events import EventType
 from scheduler_service.core.job_catalog import describe
+from scheduler_service.core.job_registry import JobRegistry
 from scheduler_service.core.records import ArtifactRow, JobRecord
 from scheduler_service.core.state_machine import LifecycleStatus
 from scheduler_service.core.stream_caps import StreamCap
-from scheduler_service.services.jobs import MAX_BULK_CREATE, Created
-from scheduler_service.sql.credentials import checked_api_key, hint_of
-from scheduler_service.sql.event_log import latest_position
-from scheduler_service.wiring.app import SchedulerApp
+from scheduler_service.services.jobs import MAX_BULK_CREATE, Created, JobService
+from scheduler_service.services.output_hub import OutputHub
+from scheduler_service.services.watch_hub import WatchHub
+from scheduler_service.sql.credentials import CredentialStore, checked_api_key, hint_of
+from scheduler_service.sql.event_log import EventHub, latest_position
+from scheduler_service.sql.uow import SqlUnitOfWork
+from scheduler_service.wiring.setting_groups import StreamSettings
 from shared import tracing
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.gen.aijob.v1 import job_service_pb2_grpc as job_grpc
@@ -73,28 +79,59 @@ def _failed(exc: SchedulerError) -> job_pb.CreateJobsResult:
     return job_pb.CreateJobsResult(status=status)
 
 
-def job_message(
-    app: SchedulerApp,
-    record: JobRecord,
-    artifacts: list[ArtifactRow] | None = None,
-    *,
-    internal: bool = False,
-) -> types_pb.Job:
+@dataclasses.dataclass(frozen=True, slots=True)
+class Hubs:
+    """What a replica's streams follow: watched jobs, written output, the event log."""
+
+    watch: WatchHub
+    output: OutputHub
+    events: EventHub
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobMessages:
     """The job as the API shows it, with when an off-peak job stops waiting, if it waits."""
-    waits = app.cheap_hours.deferred_until(
-        record.costPolicy,
-        record.lifecycleStatus is LifecycleStatus.QUEUED,
-        record.deadlineAt,
-        record.maxAttempts * record.timeoutMs,
-        app.db_clock.now(),
-    )
-    return convert.job(record, artifacts, internal=internal, deferred_until=waits)
+
+    #: The cheap hours as the claim judges them now (an operator may change the peak windows).
+    cheap_hours: Callable[[], CheapHours]
+    #: The database's now, sampled each reaper sweep.
+    db_now: Callable[[], datetime | None]
+
+    def of(
+        self,
+        record: JobRecord,
+        artifacts: list[ArtifactRow] | None = None,
+        *,
+        internal: bool = False,
+    ) -> types_pb.Job:
+        waits = self.cheap_hours().deferred_until(
+            record.costPolicy,
+            record.lifecycleStatus is LifecycleStatus.QUEUED,
+            record.deadlineAt,
+            record.maxAttempts * record.timeoutMs,
+            self.db_now(),
+        )
+        return convert.job(record, artifacts, internal=internal, deferred_until=waits)
 
 
 class JobServicer(job_grpc.JobServiceServicer):
-    def __init__(self, app: SchedulerApp) -> None:
-        self._app = app
-        streams = app.settings.streams
+    def __init__(
+        self,
+        jobs: JobService,
+        credentials: CredentialStore,
+        hubs: Hubs,
+        *,
+        messages: JobMessages,
+        registry: JobRegistry,
+        uow: SqlUnitOfWork,
+        streams: StreamSettings,
+    ) -> None:
+        self._jobs = jobs
+        self._credentials = credentials
+        self._hubs = hubs
+        self._messages = messages
+        self._registry = registry
+        self._uow = uow
         self._watch_cap = StreamCap("WatchJob", streams.max_watch_streams_per_token)
         self._output_cap = StreamCap("StreamOutput", streams.max_watch_streams_per_token)
         self._subscribe_cap = StreamCap("SubscribeEvents", streams.max_subscribe_streams_per_token)
@@ -105,9 +142,9 @@ class JobServicer(job_grpc.JobServiceServicer):
         with _create_span(context, "aijob.CreateJob", request.job_type) as (span, traceparent):
             command = convert.create_command(request, _user_id(context))
             command = dataclasses.replace(command, traceparent=traceparent)
-            record, created = await self._app.jobs.create(command)
+            record, created = await self._jobs.create(command)
             span.set_attribute("aijob.job_id", record.id)
-        return job_pb.CreateJobResponse(job=job_message(self._app, record, []), created=created)
+        return job_pb.CreateJobResponse(job=self._messages.of(record, []), created=created)
 
     async def CreateJobs(
         self, request: job_pb.CreateJobsRequest, context: Context
@@ -130,14 +167,14 @@ class JobServicer(job_grpc.JobServiceServicer):
         order = list(commands)
         with _create_span(context, "aijob.CreateJobs", "") as (span, traceparent):
             span.set_attribute("aijob.items", len(request.items))
-            results = await self._app.jobs.create_many(
+            results = await self._jobs.create_many(
                 [dataclasses.replace(commands[i], traceparent=traceparent) for i in order]
             )
         for index, result in zip(order, results, strict=True):
             if isinstance(result, Created):
                 answers[index] = job_pb.CreateJobsResult(
                     status=status_pb2.Status(code=0),
-                    job=job_message(self._app, result.job, []),
+                    job=self._messages.of(result.job, []),
                     created=result.created,
                 )
             else:
@@ -145,34 +182,34 @@ class JobServicer(job_grpc.JobServiceServicer):
         return job_pb.CreateJobsResponse(results=[answers[i] for i in range(len(request.items))])
 
     async def GetJob(self, request: job_pb.GetJobRequest, context: Context) -> types_pb.Job:
-        record, artifacts = await self._app.jobs.get(_user_id(context), request.job_id)
-        return job_message(self._app, record, artifacts)
+        record, artifacts = await self._jobs.get(_user_id(context), request.job_id)
+        return self._messages.of(record, artifacts)
 
     async def CancelJob(
         self, request: job_pb.CancelJobRequest, context: Context
     ) -> job_pb.CancelJobResponse:
-        record, outcome = await self._app.jobs.cancel(_user_id(context), request.job_id)
-        return job_pb.CancelJobResponse(job=job_message(self._app, record), outcome=outcome)
+        record, outcome = await self._jobs.cancel(_user_id(context), request.job_id)
+        return job_pb.CancelJobResponse(job=self._messages.of(record), outcome=outcome)
 
     async def WatchJob(
         self, request: job_pb.WatchJobRequest, context: Context
     ) -> AsyncIterator[types_pb.Job]:
         with self._watch_cap.held():
-            hub = self._app.watch_hub
-            async for record in self._app.jobs.watch(
+            hub = self._hubs.watch
+            async for record in self._jobs.watch(
                 _user_id(context), request.job_id, changed=hub.changed, current=hub.current
             ):
                 terminal = record.is_terminal
                 artifacts = await hub.artifacts(record.id) if terminal else None
-                yield job_message(self._app, record, artifacts)
+                yield self._messages.of(record, artifacts)
 
     async def StreamOutput(
         self, request: job_pb.StreamOutputRequest, context: Context
     ) -> AsyncIterator[types_pb.OutputChunk]:
         with self._output_cap.held():
             # The access rules of GetJob: another user's job is NOT_FOUND.
-            record, _ = await self._app.jobs.get(_user_id(context), request.job_id)
-            async for chunk in self._app.output_hub.follow(record.id, request.after_offset):
+            record, _ = await self._jobs.get(_user_id(context), request.job_id)
+            async for chunk in self._hubs.output.follow(record.id, request.after_offset):
                 yield types_pb.OutputChunk(
                     attempt_no=chunk.attempt_no, offset=chunk.offset, text=chunk.text
                 )
@@ -185,18 +222,16 @@ class JobServicer(job_grpc.JobServiceServicer):
             job_type=request.job_type,
             lifecycle_status=request.lifecycle_status,
         )
-        records, token = await self._app.jobs.list_jobs(
-            filters, request.page_size, request.page_token
-        )
+        records, token = await self._jobs.list_jobs(filters, request.page_size, request.page_token)
         return job_pb.ListJobsResponse(
-            jobs=[job_message(self._app, r) for r in records], next_page_token=token
+            jobs=[self._messages.of(r) for r in records], next_page_token=token
         )
 
     async def ListJobTypes(
         self, request: job_pb.ListJobTypesRequest, context: Context
     ) -> job_pb.ListJobTypesResponse:
         return job_pb.ListJobTypesResponse(
-            job_types=[convert.job_type(info) for info in describe(self._app.registry)]
+            job_types=[convert.job_type(info) for info in describe(self._registry)]
         )
 
     async def PutUserCredential(
@@ -207,7 +242,7 @@ class JobServicer(job_grpc.JobServiceServicer):
         api_key = checked_api_key(provider, request.api_key)
         if len(request.label) > 100:
             raise InvalidRequestError("label is longer than 100 characters", field="label")
-        credential_id = await self._app.credentials.store(
+        credential_id = await self._credentials.store(
             user, api_key, label=request.label, provider=provider
         )
         log.info("a user credential was stored", extra={"action": "credential_put"})
@@ -218,7 +253,7 @@ class JobServicer(job_grpc.JobServiceServicer):
     async def ListUserCredentials(
         self, request: job_pb.ListUserCredentialsRequest, context: Context
     ) -> job_pb.ListUserCredentialsResponse:
-        stored = await self._app.credentials.listed(_user_id(context))
+        stored = await self._credentials.listed(_user_id(context))
         return job_pb.ListUserCredentialsResponse(
             credentials=[
                 job_pb.UserCredential(
@@ -236,7 +271,7 @@ class JobServicer(job_grpc.JobServiceServicer):
         self, request: job_pb.DeleteUserCredentialRequest, context: Context
     ) -> job_pb.DeleteUserCredentialResponse:
         credential_id = validation.credential_id(request.credential_id)
-        await self._app.credentials.delete(_user_id(context), credential_id)
+        await self._credentials.delete(_user_id(context), credential_id)
         log.info("a user credential was deleted", extra={"action": "credential_delete"})
         return job_pb.DeleteUserCredentialResponse(credential_id=credential_id)
 
@@ -247,7 +282,7 @@ class JobServicer(job_grpc.JobServiceServicer):
         unknown = sorted(set(types) - {t.value for t in EventType})
         if unknown:
             raise InvalidRequestError(f"unknown event types {unknown}", field="event_types")
-        latest = await latest_position(self._app.uow)
+        latest = await latest_position(self._uow)
         after = latest
         if request.after_event_id:
             after = validation.event_position(request.after_event_id, "after_event_id")
@@ -258,7 +293,7 @@ class JobServicer(job_grpc.JobServiceServicer):
                     field="after_event_id",
                 )
         with self._subscribe_cap.held():
-            async for event in self._app.event_hub.follow(after, types):
+            async for event in self._hubs.events.follow(after, types):
                 yield types_pb.JobEvent(
                     event_id=str(event.position),
                     event_type=event.event_type,
@@ -269,4 +304,4 @@ class JobServicer(job_grpc.JobServiceServicer):
                 )
 
 
-__all__ = ["Context", "JobServicer", "job_message"]
+__all__ = ["Context", "Hubs", "JobMessages", "JobServicer"]
