@@ -363,6 +363,9 @@ class SchedulerApp:
         await self._back_to_preferred_writer()
         if healthy == self._healthy:
             return
+        if healthy and self._healthy is False:
+            # Every pooled connection went through the outage: none is handed out unchecked.
+            await self.engine.dispose()
         self._healthy = healthy
         self.polls.database_reachable = healthy
         self.uow.reachable = healthy
