@@ -1,12 +1,12 @@
 """Two runtime fleets on their own tokens (the setup docs/security.md recommends) drain side by
-side: two real runtime processes per token, 300 jobs, every one succeeds (all but at most one on
-its first attempt), no report is refused and no lease runs out.
+side: two real runtime processes per token, 300 jobs, every one succeeds, no report is refused
+and no lease runs out.
 
 Their reports share the scheduler's batch windows; each is judged as its own caller. Judged as
 whichever caller opened the window, a third of one fleet's results were refused ("belongs to
-another runtime token"), and those jobs waited out their lease and spent an attempt. The test
-also counts what a misjudged caller causes (refusals and expired leases), so that a failure says
-which it was."""
+another runtime token"), and those jobs waited out their lease and spent an attempt. An attempt
+can still end for another reason on a loaded machine (a slow model call), so the test counts
+what a misjudged caller causes: refusals and expired leases."""
 
 from __future__ import annotations
 
@@ -89,13 +89,3 @@ async def test_two_fleets_on_their_own_tokens_drain_on_first_attempts(
     async with engine.connect() as conn:
         holders = (await conn.execute(select(JOBS.c.lockedBy).distinct())).scalars().all()
     assert {h.rsplit("-", 1)[0] + "-" for h in holders if h} == set(FLEETS)
-    # Nearly every job succeeded on its first attempt; the why of any that did not is shown.
-    async with engine.connect() as conn:
-        retried = (
-            await conn.execute(
-                select(
-                    JOBS.c.id, JOBS.c.attemptCount, JOBS.c.errorCode, JOBS.c.internalErrorMessage
-                ).where(JOBS.c.attemptCount > 1)
-            )
-        ).all()
-    assert counts.get(("succeeded", 1), 0) >= JOBS_TOTAL - 1, (counts, retried)
