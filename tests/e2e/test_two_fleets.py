@@ -11,14 +11,18 @@ what a misjudged caller causes: refusals and expired leases."""
 from __future__ import annotations
 
 import asyncio
+import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from devtools.harness.runtime_client import JobClient
 from devtools.harness.waiting import eventually
 from scheduler_service.services import metrics
+from scheduler_service.sql.db.models import AiUsageLog
 from tests.support.db_checks import JOBS
 from tests.support.runtime_procs import Launcher
 from tests.support.schedulers import SchedulerFactory
@@ -49,8 +53,37 @@ def _misjudged() -> float:
     )
 
 
+def _log_lines(logs: Path) -> list[str]:
+    return [line for log in sorted(logs.glob("*.log")) for line in log.read_text().splitlines()]
+
+
+async def _retried_attempts(engine: AsyncEngine, logs: Path) -> list[str]:
+    """Each job that took more than one attempt: its attempts' recorded codes and the runtime log
+    lines naming it (a job's row keeps no code once it succeeded)."""
+    usage = AiUsageLog.__table__
+    async with engine.connect() as conn:
+        retried = (
+            (await conn.execute(select(JOBS.c.id).where(JOBS.c.attemptCount > 1))).scalars().all()
+        )
+        attempts = (
+            await conn.execute(
+                select(
+                    usage.c.jobId, usage.c.attemptNo, usage.c.errorCode, usage.c.runtimeInstanceId
+                )
+                .where(usage.c.jobId.in_(retried))
+                .order_by(usage.c.jobId, usage.c.attemptNo)
+            )
+        ).all()
+    lines = _log_lines(logs)
+    return [
+        f"{job_id}: {[tuple(a[1:]) for a in attempts if a.jobId == job_id]} "
+        f"{[line for line in lines if job_id in line]}"
+        for job_id in retried
+    ]
+
+
 async def test_two_fleets_on_their_own_tokens_drain_on_first_attempts(
-    mysql_url: str, start_scheduler: SchedulerFactory, launch: Launcher
+    mysql_url: str, start_scheduler: SchedulerFactory, launch: Launcher, tmp_path: Path
 ) -> None:
     scheduler = await start_scheduler(
         mysql_url,
@@ -86,6 +119,10 @@ async def test_two_fleets_on_their_own_tokens_drain_on_first_attempts(
     counts = await by_status()
     # No report or call was refused as another token's, and no lease ran out waiting for one.
     assert _misjudged() == misjudged_before, counts
+    # An attempt that ended for another reason (none on an idle host) is reported, not failed on:
+    # its cause is what the warning shows.
+    if retried := await _retried_attempts(engine, tmp_path):
+        warnings.warn(f"jobs retried in the two-fleet drain: {retried}", stacklevel=1)
     async with engine.connect() as conn:
         holders = (await conn.execute(select(JOBS.c.lockedBy).distinct())).scalars().all()
     assert {h.rsplit("-", 1)[0] + "-" for h in holders if h} == set(FLEETS)
