@@ -189,13 +189,28 @@ class JobsClient(BaseClient):
             token = page.next_page_token
 
     async def page(
-        self, *, job_type: str = "", status: str = "", page_size: int = 50, page_token: str = ""
+        self,
+        *,
+        job_type: str = "",
+        status: str = "",
+        page_size: int = 50,
+        page_token: str = "",
+        parent_job_id: str = "",
     ) -> job_pb.ListJobsResponse:
-        """One page of the user's jobs, newest first; its ``next_page_token`` names the next."""
+        """One page of the user's jobs (or of one job's children), newest first; its
+        ``next_page_token`` names the next."""
         request = job_pb.ListJobsRequest(
-            job_type=job_type, lifecycle_status=status, page_size=page_size, page_token=page_token
+            job_type=job_type,
+            lifecycle_status=status,
+            page_size=page_size,
+            page_token=page_token,
+            parent_job_id=parent_job_id,
         )
         return await self._unary(self._stub.ListJobs, request)
+
+    async def tree(self, job_id: str) -> job_pb.GetJobTreeResponse:
+        """The tree ``job_id`` belongs to, root first, with its usage rolled up."""
+        return await self._unary(self._stub.GetJobTree, job_pb.GetJobTreeRequest(job_id=job_id))
 
     async def put_credential(
         self, provider: str, api_key: str, label: str = ""

@@ -54,6 +54,9 @@ class ErrorCode(StrEnum):
     #: A legacy row of an adopted type (active-recall, feynman-evaluation) names no answer, or
     #: one the application's tables do not hold: there is nothing to evaluate. Never retried.
     LEGACY_ANSWER_NOT_FOUND = "LEGACY_ANSWER_NOT_FOUND"
+    #: A parent's child failed for good (``all_success``), or too few of its children succeeded
+    #: (``all_done``). Never retried by itself: RetryJob runs the children that did not succeed.
+    CHILD_FAILED = "CHILD_FAILED"
     # API errors answered to callers.
     JOB_NOT_FOUND = "JOB_NOT_FOUND"
     JOB_NOT_CANCELLABLE = "JOB_NOT_CANCELLABLE"

@@ -23,6 +23,7 @@ async def _run(args: argparse.Namespace) -> int:
             "create": cli.create,
             "create-many": cli.create_many,
             "get": cli.get,
+            "tree": cli.tree,
             "watch": cli.watch,
             "cancel": cli.cancel,
             "list": cli.list,

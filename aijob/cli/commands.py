@@ -24,6 +24,7 @@ from aijob.cli.render import (
     print_reply,
     stats_lines,
     status_text,
+    tree_lines,
     usage_table,
 )
 from aijob.client import AdminClient, JobsClient
@@ -37,6 +38,11 @@ TIMEOUT_S = 30
 COST_POLICIES = {
     "immediate": types_pb2.COST_POLICY_IMMEDIATE,
     "off_peak": types_pb2.COST_POLICY_OFF_PEAK,
+}
+#: aijob create --join-policy
+JOIN_POLICIES = {
+    "all_success": job_pb.JOIN_POLICY_ALL_SUCCESS,
+    "all_done": job_pb.JOIN_POLICY_ALL_DONE,
 }
 MAX_BATCH = 500
 
@@ -86,6 +92,9 @@ class Cli:
             cost_policy=COST_POLICIES.get(a.cost_policy, types_pb2.COST_POLICY_UNSPECIFIED),
             credential_id=a.credential_id,
             credential_mode="user_deepseek_key" if a.credential_id else "",
+            parent_job_id=a.parent,
+            max_parallel=a.max_parallel,
+            join_policy=JOIN_POLICIES.get(a.join_policy, job_pb.JOIN_POLICY_UNSPECIFIED),
         )
         json_format.ParseDict(a.snapshot, request.snapshot)
         json_format.ParseDict(a.params, request.params)
@@ -172,6 +181,10 @@ class Cli:
         if attempt and not self.args.json:
             print(flush=True)
 
+    async def tree(self) -> int:
+        print_reply(await self.jobs.tree(self.args.job_id), self.args.json, tree_lines)
+        return 0
+
     async def cancel(self) -> int:
         reply = await self.jobs.cancel(self.args.job_id)
         print_reply(reply, self.args.json, lambda r: f"{r.outcome}: {job_line(r.job)}")
@@ -180,7 +193,11 @@ class Cli:
     async def list(self) -> int:
         a = self.args
         reply = await self.jobs.page(
-            job_type=a.type, status=a.status, page_size=a.page_size, page_token=a.page_token
+            job_type=a.type,
+            status=a.status,
+            page_size=a.page_size,
+            page_token=a.page_token,
+            parent_job_id=a.parent,
         )
         print_reply(reply, a.json, page_lines)
         return 0

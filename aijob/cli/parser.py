@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from aijob.cli.commands import COST_POLICIES
+from aijob.cli.commands import COST_POLICIES, JOIN_POLICIES
 from aijob.cli.exit_codes import HELP
 
 
@@ -49,6 +49,16 @@ def build_parser() -> argparse.ArgumentParser:
         default="",
         help="off_peak waits for the provider's cheap hours (default: the job type's)",
     )
+    create.add_argument("--parent", default="", help="make the job a child of this job of yours")
+    create.add_argument(
+        "--max-parallel", type=int, default=0, help="as a parent: children running at once"
+    )
+    create.add_argument(
+        "--join-policy",
+        choices=sorted(JOIN_POLICIES),
+        default="",
+        help="as a parent: all_success (default) or all_done",
+    )
     many = commands.add_parser(
         "create-many",
         help="create the jobs of a JSON-lines file (one CreateJobRequest per line, in its JSON "
@@ -58,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     many.add_argument("--batch", type=int, default=100, help="jobs per CreateJobs call (1-500)")
     for name in ("get", "cancel"):
         commands.add_parser(name, help=f"{name} a job").add_argument("job_id")
+    commands.add_parser(
+        "tree", help="a job's tree: every node's status and attempts, and the whole tree's cost"
+    ).add_argument("job_id")
     watching = commands.add_parser("watch", help="watch a job until it ends")
     watching.add_argument("job_id")
     watching.add_argument(
@@ -70,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--status", default="")
     listing.add_argument("--page-size", type=int, default=20)
     listing.add_argument("--page-token", default="")
+    listing.add_argument("--parent", default="", help="only the children of this job")
 
     _credential_commands(commands)
     _admin_commands(commands)

@@ -51,6 +51,25 @@ def job_details(job: types_pb2.Job) -> str:
     return "\n".join(lines)
 
 
+def tree_lines(tree: job_pb.GetJobTreeResponse) -> str:
+    """The tree indented by level, each node's status and attempts, then the whole tree's
+    usage and cost."""
+    depth: dict[str, int] = {}
+    lines = []
+    for node in tree.nodes:
+        depth[node.job_id] = depth.get(node.parent_job_id, -1) + 1 if node.parent_job_id else 0
+        lines.append(
+            f"{'  ' * depth[node.job_id]}{node.job_id}  {node.job_type:<24} "
+            f"{node.lifecycle_status:<9} attempts {node.attempt_count}"
+        )
+    lines.append(
+        f"{len(tree.nodes)} jobs; tokens {tree.prompt_tokens} prompt "
+        f"({tree.cached_prompt_tokens} cached) + {tree.completion_tokens} completion; "
+        f"cost {tree.cost_micros / 1_000_000:.6f}"
+    )
+    return "\n".join(lines)
+
+
 def budget_line(reply: admin_pb.PutUserBudgetResponse) -> str:
     tokens = reply.daily_tokens or "no limit"
     cost = reply.daily_cost_micros or "no limit"

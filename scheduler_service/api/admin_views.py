@@ -75,6 +75,7 @@ class AdminViews(admin_grpc.AdminServiceServicer):
                 request.created_before, request.HasField("created_before"), "created_before"
             ),
             error_code=request.error_code,
+            parent_job_id=request.parent_job_id,
         )
         records, token = await self._use.jobs.list_jobs(
             filters, request.page_size, request.page_token
@@ -87,7 +88,10 @@ class AdminViews(admin_grpc.AdminServiceServicer):
 
     async def GetJob(self, request: job_pb.GetJobRequest, context: Context) -> types_pb.Job:
         record, artifacts = await self._use.jobs.get_any(request.job_id)
-        return self._messages.of(record, artifacts, internal=_may_read_internal())
+        children = await self._use.jobs.trees.child_counts(record)
+        return self._messages.of(
+            record, artifacts, internal=_may_read_internal(), children=children
+        )
 
     async def GetJobTimeline(
         self, request: admin_pb.GetJobTimelineRequest, context: Context

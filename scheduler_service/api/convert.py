@@ -18,6 +18,7 @@ from scheduler_service.core.log_throttle import LogThrottle
 from scheduler_service.core.records import ArtifactRow, JobRecord, LeasePayload
 from scheduler_service.core.state_machine import LifecycleStatus
 from scheduler_service.core.usage import Usage
+from scheduler_service.services.trees import JobTree
 from shared.error_codes import ErrorCode
 from shared.gen.aijob.v1 import job_service_pb2, types_pb2
 from shared.poll_frames import LEASE_BYTES
@@ -77,6 +78,9 @@ def create_command(request: job_service_pb2.CreateJobRequest, user_id: str) -> C
         deadline=from_timestamp(request.deadline, request.HasField("deadline"), "deadline"),
         model=request.model,
         cost_policy=cost_policy(request.cost_policy),
+        parent_job_id=request.parent_job_id,
+        max_parallel=request.max_parallel,
+        join_policy=join_policy(request.join_policy),
     )
 
 
@@ -241,6 +245,26 @@ _ENUM_OF_POLICY = {
 }
 
 
+_JOIN_POLICY_OF_ENUM: dict[int, str] = {
+    job_service_pb2.JOIN_POLICY_UNSPECIFIED: "",
+    job_service_pb2.JOIN_POLICY_ALL_SUCCESS: "all_success",
+    job_service_pb2.JOIN_POLICY_ALL_DONE: "all_done",
+}
+
+
+def join_policy(value: int) -> str:
+    """A create's join policy ("" takes the job type's default)."""
+    if value not in _JOIN_POLICY_OF_ENUM:
+        raise InvalidRequestError("join_policy is not a known policy", field="join_policy")
+    return _JOIN_POLICY_OF_ENUM[value]
+
+
+def child_counts(counts: dict[str, int]) -> types_pb2.ChildCounts:
+    """A parent's children by status, as ``Job.children``."""
+    fields = types_pb2.ChildCounts.DESCRIPTOR.fields_by_name
+    return types_pb2.ChildCounts(**{status: counts.get(status, 0) for status in fields})
+
+
 def cost_policy(value: int) -> str:
     """A create's cost policy ("" takes the job type's default)."""
     if value not in _POLICY_OF_ENUM:
@@ -254,6 +278,7 @@ def job(
     *,
     internal: bool = False,
     deferred_until: datetime | None = None,
+    children: dict[str, int] | None = None,
 ) -> types_pb2.Job:
     message = types_pb2.Job(
         job_id=record.id,
@@ -281,7 +306,11 @@ def job(
         deadline_at=timestamp(record.deadlineAt),
         cost_policy=_ENUM_OF_POLICY.get(record.costPolicy, types_pb2.COST_POLICY_IMMEDIATE),
         deferred_until=timestamp(deferred_until),
+        parent_job_id=record.parentJobId or "",
+        root_job_id=record.rootJobId or record.id,
     )
+    if children is not None:
+        message.children.CopyFrom(child_counts(children))
     if record.lifecycleStatus is LifecycleStatus.QUEUED:
         message.available_at.CopyFrom(timestamp(record.availableAt) or timestamp_pb2.Timestamp())
     if artifacts is not None and record.lifecycleStatus is LifecycleStatus.SUCCEEDED:
@@ -299,3 +328,23 @@ def job(
             )
         )
     return message
+
+
+def job_tree(tree: JobTree) -> job_service_pb2.GetJobTreeResponse:
+    usage = tree.usage
+    return job_service_pb2.GetJobTreeResponse(
+        nodes=[
+            job_service_pb2.TreeNode(
+                job_id=n.job_id,
+                parent_job_id=n.parent_job_id or "",
+                job_type=n.job_type,
+                lifecycle_status=n.lifecycle_status,
+                attempt_count=n.attempt_count,
+            )
+            for n in tree.nodes
+        ],
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cached_prompt_tokens=usage.cached_prompt_tokens,
+        cost_micros=usage.cost_micros,
+    )

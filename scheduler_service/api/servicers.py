@@ -103,6 +103,7 @@ class JobMessages:
         artifacts: list[ArtifactRow] | None = None,
         *,
         internal: bool = False,
+        children: dict[str, int] | None = None,
     ) -> types_pb.Job:
         waits = self.cheap_hours().deferred_until(
             record.costPolicy,
@@ -111,7 +112,9 @@ class JobMessages:
             record.maxAttempts * record.timeoutMs,
             self.db_now(),
         )
-        return convert.job(record, artifacts, internal=internal, deferred_until=waits)
+        return convert.job(
+            record, artifacts, internal=internal, deferred_until=waits, children=children
+        )
 
 
 class JobServicer(job_grpc.JobServiceServicer):
@@ -165,6 +168,13 @@ class JobServicer(job_grpc.JobServiceServicer):
             except SchedulerError as exc:
                 answers[index] = _failed(exc)
         order = list(commands)
+        # "#N" names item N of the request; the service counts the items that reached it.
+        position = {item: place for place, item in enumerate(order)}
+        for index, command in commands.items():
+            if command.parent_job_id.startswith("#") and command.parent_job_id[1:].isdigit():
+                earlier = int(command.parent_job_id[1:])
+                named = f"#{position[earlier]}" if earlier in position else "#unmade"
+                commands[index] = dataclasses.replace(command, parent_job_id=named)
         with _create_span(context, "aijob.CreateJobs", "") as (span, traceparent):
             span.set_attribute("aijob.items", len(request.items))
             results = await self._jobs.create_many(
@@ -183,7 +193,14 @@ class JobServicer(job_grpc.JobServiceServicer):
 
     async def GetJob(self, request: job_pb.GetJobRequest, context: Context) -> types_pb.Job:
         record, artifacts = await self._jobs.get(_user_id(context), request.job_id)
-        return self._messages.of(record, artifacts)
+        children = await self._jobs.trees.child_counts(record)
+        return self._messages.of(record, artifacts, children=children)
+
+    async def GetJobTree(
+        self, request: job_pb.GetJobTreeRequest, context: Context
+    ) -> job_pb.GetJobTreeResponse:
+        tree = await self._jobs.trees.tree(_user_id(context), request.job_id)
+        return convert.job_tree(tree)
 
     async def CancelJob(
         self, request: job_pb.CancelJobRequest, context: Context
@@ -221,6 +238,7 @@ class JobServicer(job_grpc.JobServiceServicer):
             user_id=_user_id(context),
             job_type=request.job_type,
             lifecycle_status=request.lifecycle_status,
+            parent_job_id=request.parent_job_id,
         )
         records, token = await self._jobs.list_jobs(filters, request.page_size, request.page_token)
         return job_pb.ListJobsResponse(

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from scheduler_service.core.records import JobFilter
+from scheduler_service.core.trees import TreeLimits
 from shared.canonical_json import canonical_json
 
 __all__ = ["CreateJobCommand", "JobFilter", "JobLimits", "QueueStats"]
@@ -21,6 +22,8 @@ class JobLimits:
     max_snapshot_bytes: int = 1024 * 1024
     #: An off-peak job's schedule-to-start deadline when its create names none.
     off_peak_deadline_s: float = 6 * 3600
+    #: Bounds of job trees.
+    tree: TreeLimits = field(default_factory=TreeLimits)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,6 +48,14 @@ class CreateJobCommand:
     traceparent: str = ""
 
     retried_from_job_id: str = ""
+    #: The parent this job is a child of ("": none), and on a job that takes children, their
+    #: bound running at once (0: its type's) and the join policy ("": its type's).
+    parent_job_id: str = ""
+    max_parallel: int = 0
+    join_policy: str = ""
+    #: How the job came to be ("": a caller's create); a split's children and a retried tree's
+    #: parent say so.
+    trigger_type: str = ""
 
     def idempotency_key_tuple(self) -> tuple[str, str, str] | None:
         """(user, job type, key) when the create carries an idempotency key."""
@@ -62,6 +73,9 @@ class CreateJobCommand:
             del fields["model"]  # the default model: the fingerprint rows written before had
         if not self.cost_policy:
             del fields["cost_policy"]  # likewise the default cost policy
+        for tree_field in ("parent_job_id", "max_parallel", "join_policy", "trigger_type"):
+            if not fields[tree_field]:
+                del fields[tree_field]  # likewise a job outside any tree
         return hashlib.sha256(canonical_json(fields)).hexdigest()
 
 

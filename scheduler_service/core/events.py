@@ -35,3 +35,23 @@ class NewEvent:
     job_id: str
     job_type: str
     payload: dict[str, Any] = field(default_factory=dict)
+    #: The job's parent, when it is a child: its end moves the parent (and the payload says so).
+    parent_job_id: str | None = None
+    #: Told apart from the job's other events of its type (a parent's second enqueue, once its
+    #: children joined); each (type, job, dedupe) is written once.
+    dedupe: str = ""
+
+    @classmethod
+    def enqueue(
+        cls,
+        job_id: str,
+        job_type: str,
+        queue_name: str,
+        priority: int,
+        parent_job_id: str | None,
+        *,
+        dedupe: str = "",
+    ) -> NewEvent:
+        """The ``ai.job.enqueue`` of a job that became available (created, or joined)."""
+        payload = {"queueName": queue_name, "priority": priority}
+        return cls(EventType.ENQUEUE, job_id, job_type, payload, parent_job_id, dedupe)

@@ -82,6 +82,8 @@ def holds(guard: Guard, row: Mapping[str, Any], params: Mapping[str, Any], at: M
             return row["cancelRequestedAt"] is not None
         case Guard.NEVER_HEARTBEATED:
             return row["lastHeartbeatAt"] is None
+        case Guard.CHILDREN_DONE:
+            return bool(row["childrenOpen"] == 0)
     return _lease_time_holds(guard, row, at)
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from shared.job_types import JOB_TYPES, JobTypeSpec
+from shared.job_types.spec import Join, Split
 from shared.model_catalogue import ALIASES, DEFAULT_MODEL, PRO
 
 QueueName = Literal["ai-interactive", "ai-background", "ai-analysis"]
@@ -72,6 +73,21 @@ class Security:
 
 
 @dataclass(frozen=True, slots=True)
+class TreePolicy:
+    """How a job of the type splits and joins (docs/architecture.md, *Job trees*)."""
+
+    #: Children's params from the job's inputs (created with it); None: it never splits itself.
+    split: Split | None = None
+    #: The parent's output from its children's (in the scheduler); None: once its children have
+    #: ended, the parent runs its own call on a runtime.
+    join: Join | None = None
+    #: Children running at once (0: no bound); a create may choose another within the limit.
+    max_parallel: int = 0
+    #: ``all_done``: the share of children that must succeed.
+    min_share: float = 0.5
+
+
+@dataclass(frozen=True, slots=True)
 class JobDefinition:
     job_type: str
     metadata: Metadata
@@ -97,6 +113,7 @@ class JobDefinition:
     #: Whether a later attempt continues the text an attempt that ended without a result wrote;
     #: the runtime streams the text of such types as it is written.
     resumes: bool = False
+    tree: TreePolicy = field(default_factory=TreePolicy)
 
 
 # Queue defaults (docs/architecture.md, *Job types*): interactive — 2 attempts, backoff from 2 s;
@@ -131,6 +148,7 @@ def definition_of(spec: JobTypeSpec) -> JobDefinition:
         security=Security(content_safety_check=spec.content_safety_check),
         cost_policy=spec.cost_policy,
         resumes=spec.streams_output,
+        tree=TreePolicy(spec.split, spec.join, spec.max_parallel, spec.join_min_share),
     )
 
 

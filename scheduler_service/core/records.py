@@ -60,6 +60,12 @@ class NewJob:
     request_hash: str | None = None
     trigger_type: str = "api"
     parent_job_id: str | None = None
+    #: The tree's root and the job's depth in it (0: a root).
+    root_job_id: str | None = None
+    tree_depth: int = 0
+    #: A job that takes children: their bound running at once (0: none), its join policy.
+    max_parallel: int = 0
+    join_policy: str | None = None
     retried_from_job_id: str | None = None
     credential_mode: str = "platform_key"
     model_provider: str = "deepseek"
@@ -203,6 +209,14 @@ class JobRecord:
     leaseTokenHash: str | None
     traceParent: str | None
     costPolicy: str
+    triggerType: str
+    parentJobId: str | None
+    rootJobId: str | None
+    treeDepth: int
+    maxParallel: int
+    joinPolicy: str | None
+    childrenTotal: int
+    childrenOpen: int
 
     @classmethod
     def from_mapping(cls, row: Mapping[str, Any]) -> JobRecord:
@@ -292,6 +306,8 @@ class JobFilter:
     created_before: datetime | None = None
     #: Only jobs whose last error has this code.
     error_code: str = ""
+    #: Only the children of this job.
+    parent_job_id: str = ""
 
     def scope(self) -> str:
         return hashlib.sha256(

@@ -25,6 +25,8 @@ class LifecycleStatus(StrEnum):
     QUEUED = "queued"
     #: Leased to a runtime (lockedBy, attemptCount) until ``lockUntil``.
     RUNNING = "running"
+    #: A parent whose children run: it holds no lease; the last child to end joins it.
+    WAITING = "waiting"
     #: A result was accepted and projected. Terminal.
     SUCCEEDED = "succeeded"
     #: Non-retryable error, retries exhausted or deadline passed. Terminal.
@@ -47,6 +49,8 @@ class Operation(StrEnum):
     FAIL = "fail"
     EXPIRE = "expire"
     CANCEL = "cancel"
+    #: A parent takes a child (and waits for it).
+    WAIT = "wait"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +60,7 @@ class Transition:
     operation: Operation
 
 
-Q, R = LifecycleStatus.QUEUED, LifecycleStatus.RUNNING
+Q, R, W = LifecycleStatus.QUEUED, LifecycleStatus.RUNNING, LifecycleStatus.WAITING
 
 #: Every allowed transition, and only these. ``expire`` is the schedule-to-start
 #: deadline of CreateJob (a queued job still waiting after its deadline fails with JOB_EXPIRED).
@@ -68,6 +72,14 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition(R, LifecycleStatus.FAILED, Operation.FAIL),
     Transition(R, Q, Operation.REQUEUE),
     Transition(R, LifecycleStatus.CANCELLED, Operation.CANCEL),
+    # A parent: takes children while queued or waiting; joined once the last child ended (it
+    # succeeds or fails on their outcomes, or goes back to the queue to run its own call).
+    Transition(Q, W, Operation.WAIT),
+    Transition(W, W, Operation.WAIT),
+    Transition(W, LifecycleStatus.SUCCEEDED, Operation.SUCCEED),
+    Transition(W, LifecycleStatus.FAILED, Operation.FAIL),
+    Transition(W, Q, Operation.REQUEUE),
+    Transition(W, LifecycleStatus.CANCELLED, Operation.CANCEL),
 )
 
 _TARGET: dict[Operation, LifecycleStatus] = {t.operation: t.target for t in TRANSITIONS}
@@ -96,6 +108,7 @@ class LegacyStatus(StrEnum):
 LEGACY_STATUS_OF: dict[LifecycleStatus, LegacyStatus] = {
     LifecycleStatus.QUEUED: LegacyStatus.PENDING,
     LifecycleStatus.RUNNING: LegacyStatus.PROCESSING,
+    LifecycleStatus.WAITING: LegacyStatus.PROCESSING,
     LifecycleStatus.SUCCEEDED: LegacyStatus.COMPLETED,
     LifecycleStatus.FAILED: LegacyStatus.FAILED,
     LifecycleStatus.CANCELLED: LegacyStatus.FAILED,

@@ -40,6 +40,7 @@ from shared.error_codes import ErrorCode
 __all__ = [
     "CANCEL",
     "CANCEL_QUEUED",
+    "ERROR_VALUES",
     "EXPIRE",
     "FAIL",
     "HEARTBEAT",
@@ -58,8 +59,11 @@ __all__ = [
     "Now",
     "Param",
     "Plus",
+    "PlusParam",
     "Source",
+    "Value",
     "explain_miss",
+    "one_source",
     "renew_within_ms",
 ]
 
@@ -99,6 +103,8 @@ class Guard(StrEnum):
     #: ``lockUntil`` is nearer than ``b_renew_ms`` from now: a lease granted or renewed
     #: moments ago is left as it is (see :func:`renew_within_ms`).
     RENEWAL_DUE = "renewal_due"
+    #: every child of a parent has ended (``childrenOpen = 0``).
+    CHILDREN_DONE = "children_done"
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,11 +130,18 @@ class Plus:
 
 
 @dataclass(frozen=True, slots=True)
+class PlusParam:
+    """The column's own value plus the caller's parameter ``name`` (a counter moved by n)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class KeepOrNow:
     """The column's value if set, else the database clock (``COALESCE(col, now)``)."""
 
 
-Value = Now | Param | Plus | KeepOrNow | str | int | None
+Value = Now | Param | Plus | PlusParam | KeepOrNow | str | int | None
 
 
 class Miss(StrEnum):
@@ -175,13 +188,13 @@ class LifecycleWrite:
         object.__setattr__(self, "all_values", MappingProxyType(values | dict(self.values)))
 
 
-def _one(
+def one_source(
     status: LifecycleStatus, *guards: Guard, optional: tuple[Guard, ...] = ()
 ) -> tuple[Source]:
     return (Source(status, frozenset(guards), frozenset(optional)),)
 
 
-Q, R = LifecycleStatus.QUEUED, LifecycleStatus.RUNNING
+Q, R, W = LifecycleStatus.QUEUED, LifecycleStatus.RUNNING, LifecycleStatus.WAITING
 G = Guard
 
 #: A requeued job holds no lease.
@@ -191,7 +204,7 @@ _UNLOCKED: dict[str, Value] = {
     "lockUntil": None,
     "lastHeartbeatAt": None,
 }
-_ERROR: dict[str, Value] = {
+ERROR_VALUES: dict[str, Value] = {
     "errorCode": Param("errorCode"),
     "publicErrorMessage": Param("publicErrorMessage"),
     "internalErrorMessage": Param("internalErrorMessage"),
@@ -206,7 +219,7 @@ _CANCELLED: dict[str, Value] = {
 LOCK = LifecycleWrite(
     "lock",
     Operation.LOCK,
-    _one(Q, G.AVAILABLE),
+    one_source(Q, G.AVAILABLE),
     {
         "lockedBy": Param("lockedBy"),
         "leaseTokenHash": Param("leaseTokenHash"),
@@ -221,7 +234,7 @@ LOCK = LifecycleWrite(
 HEARTBEAT = LifecycleWrite(
     "heartbeat",
     None,
-    _one(R, G.ATTEMPT, G.HOLDER, G.WITHIN_GRACE, optional=(G.LEASE_TOKEN,)),
+    one_source(R, G.ATTEMPT, G.HOLDER, G.WITHIN_GRACE, optional=(G.LEASE_TOKEN,)),
     {
         "lockUntil": Now("lease_ttl_ms"),
         "lastHeartbeatAt": Now(),
@@ -232,7 +245,7 @@ HEARTBEAT = LifecycleWrite(
 SUCCEED = LifecycleWrite(
     "succeed",
     Operation.SUCCEED,
-    _one(R, G.ATTEMPT, optional=(G.HOLDER,)),
+    one_source(R, G.ATTEMPT, optional=(G.HOLDER,)),
     {
         "finishedAt": Now(),
         "lockUntil": None,
@@ -249,15 +262,15 @@ SUCCEED = LifecycleWrite(
 FAIL = LifecycleWrite(
     "fail",
     Operation.FAIL,
-    _one(R, G.ATTEMPT, optional=(G.HOLDER, G.OVERDUE)),
-    {"finishedAt": Now(), "lockUntil": None, **_ERROR},
+    one_source(R, G.ATTEMPT, optional=(G.HOLDER, G.OVERDUE)),
+    {"finishedAt": Now(), "lockUntil": None, **ERROR_VALUES},
     Miss.FENCED,
 )
 REQUEUE = LifecycleWrite(
     "requeue",
     Operation.REQUEUE,
-    _one(R, G.ATTEMPT, G.ATTEMPTS_LEFT, G.NO_CANCEL_REQUEST, optional=(G.HOLDER, G.OVERDUE)),
-    {**_UNLOCKED, "availableAt": Now("delay_ms"), "queuedAt": Now(), **_ERROR},
+    one_source(R, G.ATTEMPT, G.ATTEMPTS_LEFT, G.NO_CANCEL_REQUEST, optional=(G.HOLDER, G.OVERDUE)),
+    {**_UNLOCKED, "availableAt": Now("delay_ms"), "queuedAt": Now(), **ERROR_VALUES},
     Miss.REQUEUE,
 )
 #: A provider's 429 or a runtime shutting down: the attempt goes back unspent. Its number still
@@ -266,12 +279,12 @@ REQUEUE = LifecycleWrite(
 REQUEUE_WAIVED = LifecycleWrite(
     "requeue_waived",
     Operation.REQUEUE,
-    _one(R, G.ATTEMPT, G.NO_CANCEL_REQUEST, optional=(G.HOLDER, G.OVERDUE)),
+    one_source(R, G.ATTEMPT, G.NO_CANCEL_REQUEST, optional=(G.HOLDER, G.OVERDUE)),
     {
         **_UNLOCKED,
         "availableAt": Now("delay_ms"),
         "queuedAt": Now(),
-        **_ERROR,
+        **ERROR_VALUES,
         "waivedAttempts": Plus(1),
     },
     Miss.REQUEUE,
@@ -282,7 +295,7 @@ REQUEUE_WAIVED = LifecycleWrite(
 RELEASE = LifecycleWrite(
     "release",
     Operation.REQUEUE,
-    _one(R, G.ATTEMPT, G.HOLDER, G.NEVER_HEARTBEATED, optional=(G.LEASE_TOKEN,)),
+    one_source(R, G.ATTEMPT, G.HOLDER, G.NEVER_HEARTBEATED, optional=(G.LEASE_TOKEN,)),
     {**_UNLOCKED, "availableAt": Now(), "queuedAt": Now(), "attemptCount": Plus(-1)},
     Miss.QUIET,
 )
@@ -298,15 +311,20 @@ CANCEL = LifecycleWrite(
     _CANCELLED,
     Miss.CANCEL,
 )
-#: A user's or an admin's cancel of a queued job.
+#: A user's or an admin's cancel of a queued job, or of a waiting parent (its descendants are
+#: cancelled in the same transaction).
 CANCEL_QUEUED = LifecycleWrite(
-    "cancel_queued", Operation.CANCEL, _one(Q, optional=(G.OWNER,)), _CANCELLED, Miss.QUIET
+    "cancel_queued",
+    Operation.CANCEL,
+    (Source(Q, frozenset(), frozenset({G.OWNER})), Source(W, frozenset(), frozenset({G.OWNER}))),
+    _CANCELLED,
+    Miss.QUIET,
 )
 #: A cancel request on a running job: its runtime is told and stops.
 REQUEST_CANCEL = LifecycleWrite(
     "request_cancel",
     None,
-    _one(R, optional=(G.OWNER,)),
+    one_source(R, optional=(G.OWNER,)),
     {"cancelRequestedAt": KeepOrNow()},
     Miss.QUIET,
 )
@@ -317,14 +335,14 @@ REQUEST_CANCEL = LifecycleWrite(
 KEEP_ALIVE = LifecycleWrite(
     "keep_alive",
     None,
-    _one(R, G.WITHIN_GRACE, G.RENEWAL_DUE),
+    one_source(R, G.WITHIN_GRACE, G.RENEWAL_DUE),
     {"lockUntil": Now("lease_ttl_ms")},
     Miss.QUIET,
 )
 EXPIRE = LifecycleWrite(
     "expire",
     Operation.EXPIRE,
-    _one(Q, G.DEADLINE_PASSED),
+    one_source(Q, G.DEADLINE_PASSED),
     {
         "finishedAt": Now(),
         "errorCode": ErrorCode.JOB_EXPIRED.value,
@@ -337,8 +355,8 @@ EXPIRE = LifecycleWrite(
 RETIRE = LifecycleWrite(
     "retire",
     Operation.EXPIRE,
-    _one(Q),
-    {"finishedAt": Now(), "lockUntil": None, **_ERROR},
+    one_source(Q),
+    {"finishedAt": Now(), "lockUntil": None, **ERROR_VALUES},
     Miss.QUIET,
 )
 

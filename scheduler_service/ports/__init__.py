@@ -15,6 +15,7 @@ from scheduler_service.ports.stores import (
     SpendStore,
 )
 from scheduler_service.ports.transaction import Hook, Stores, Transaction, UnitOfWork, Wakeups
+from scheduler_service.ports.trees import TreeNodeRow, TreeStore, TreeUsage
 
 __all__ = [
     "CredentialReveal",
@@ -32,6 +33,9 @@ __all__ = [
     "SpendStore",
     "Stores",
     "Transaction",
+    "TreeNodeRow",
+    "TreeStore",
+    "TreeUsage",
     "UnitOfWork",
     "Wakeups",
 ]

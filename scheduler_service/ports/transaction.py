@@ -28,6 +28,7 @@ from scheduler_service.ports.stores import (
     ResultStore,
     SpendStore,
 )
+from scheduler_service.ports.trees import TreeStore
 
 __all__ = ["Hook", "Stores", "Transaction", "UnitOfWork", "Wakeups"]
 
@@ -37,6 +38,10 @@ Hook = Callable[[], Awaitable[None] | None]
 
 
 def _noop(*_args: Any) -> None:
+    return None
+
+
+async def _no_children(*_args: Any) -> None:
     return None
 
 
@@ -62,6 +67,9 @@ class Wakeups:
     cancel_requested: Callable[[str], None] = _noop
     #: Output chunks were stored: hand them to this replica's output streams.
     output_written: Callable[[Sequence[ChunkRow]], None] = _noop
+    #: Children ended (their events, in the transaction that ended them): their parents'
+    #: counters move and the last one joins its parent, in that same transaction.
+    children_ended: Callable[[Transaction, Sequence[NewEvent]], Awaitable[None]] = _no_children
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +85,7 @@ class Stores:
     results: ResultStore
     outbox: OutboxStore
     outputs: OutputStore
+    trees: TreeStore
 
 
 class Transaction:
@@ -99,6 +108,8 @@ class Transaction:
         self.outbox = stores.outbox
         #: The chunks of text attempts write as they go.
         self.outputs = stores.outputs
+        #: A parent's children, held children, a whole tree.
+        self.trees = stores.trees
         self.wakeups = wakeups
         self.writable = writable
         self._after_commit: list[Hook] = []
@@ -122,10 +133,16 @@ class Transaction:
         self._after_rollback.append(hook)
 
     async def emit(
-        self, event_type: EventType, *, job_id: str, job_type: str, **payload: Any
+        self,
+        event_type: EventType,
+        *,
+        job_id: str,
+        job_type: str,
+        parent_job_id: str | None = None,
+        **payload: Any,
     ) -> None:
         """Write the job's outbox event in this transaction; wake the local readers on commit."""
-        await self.emit_many([NewEvent(event_type, job_id, job_type, payload)])
+        await self.emit_many([NewEvent(event_type, job_id, job_type, payload, parent_job_id)])
 
     async def emit_many(self, events: Sequence[NewEvent]) -> None:
         """Several jobs' events in one write; the same wake-ups as one ``emit`` each."""
@@ -145,6 +162,9 @@ class Transaction:
         if enqueued:
             wake.enqueuing(enqueued)
             self.after_commit(functools.partial(wake.dispatch, enqueued))
+        children = [e for e in events if e.parent_job_id and e.event_type is not EventType.ENQUEUE]
+        if children:
+            await wake.children_ended(self, children)
 
     def job_changed(self, job_id: str) -> None:
         """A change with no event (progress, a lease): wake the job's watchers on commit."""

@@ -39,6 +39,7 @@ from scheduler_service.core.output_records import ChunkRow, Stored
 from scheduler_service.core.output_tally import ChunkTally, new_part, partial_output_bytes
 from scheduler_service.core.records import Beat, HeartbeatOutcome, JobRecord, LockedRows, Success
 from scheduler_service.core.transitions import HEARTBEAT
+from scheduler_service.core.trees import SPLIT_TRIGGER
 from scheduler_service.core.usage import Usage
 from scheduler_service.ports import Transaction, UnitOfWork
 from scheduler_service.services import judging, metrics
@@ -248,10 +249,17 @@ class GroupCommit:
                 prepared.output,
             )
         )
-        writes.projections.append((accepted.projector, job, sub.attempt_no, accepted.validated))
+        if job.triggerType != SPLIT_TRIGGER:  # a split's outputs are projected at its parent
+            writes.projections.append((accepted.projector, job, sub.attempt_no, accepted.validated))
         writes.usage.append((job, sub.attempt_no, self._settlement.priced(job, sub.usage), None))
         writes.events.append(
-            NewEvent(EventType.COMPLETED, job.id, job.jobType, {"attemptNo": sub.attempt_no})
+            NewEvent(
+                EventType.COMPLETED,
+                job.id,
+                job.jobType,
+                {"attemptNo": sub.attempt_no},
+                job.parentJobId,
+            )
         )
         writes.accepted.append(job.id)
         writes.succeeded.append((job, sub.usage))

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from scheduler_service.core import paging, validation
-from scheduler_service.core.budgets import Budget, admit_within_budgets
+from scheduler_service.core.budgets import Budget
 from scheduler_service.core.commands import CreateJobCommand, JobFilter, JobLimits
 from scheduler_service.core.errors import (
     DatabaseUnavailableError,
@@ -25,7 +25,6 @@ from scheduler_service.core.errors import (
     JobNotCancellableError,
     JobNotFoundError,
     JobNotRetryableError,
-    LimitExceededError,
     SchedulerError,
 )
 from scheduler_service.core.events import EventType, NewEvent
@@ -41,14 +40,14 @@ from scheduler_service.core.records import (
 )
 from scheduler_service.core.state_machine import LifecycleStatus, parse_status
 from scheduler_service.ports import NewJobRows, Transaction, UnitOfWork
+from scheduler_service.services.admission import Admission
 from scheduler_service.services.gathering import Gathering
-from scheduler_service.services.new_jobs import new_job_of, same_request
-from shared.error_codes import ErrorCode
+from scheduler_service.services.new_jobs import new_job_of, retry_command, same_request
+from scheduler_service.services.tree_creates import TreeCreates
+from scheduler_service.services.trees import Trees
 
 __all__ = ["MAX_BULK_CREATE", "CreateResult", "Created", "Handoff", "JobService"]
 
-#: The states whose jobs reserve their token estimate against a create's budget check.
-ACTIVE_STATES = (LifecycleStatus.QUEUED.value, LifecycleStatus.RUNNING.value)
 #: Most items one CreateJobs call may carry.
 MAX_BULK_CREATE = 500
 
@@ -75,18 +74,6 @@ _Gathered = Created | Exception
 log = logging.getLogger(__name__)
 
 
-def _check_deadline(deadline: datetime | None, now: datetime | None) -> None:
-    """A schedule-to-start deadline already past by the database clock could only expire."""
-    if deadline is not None and now is not None and deadline <= now:
-        raise InvalidRequestError("deadline is in the past", field="deadline")
-
-
-def _budget_spent() -> LimitExceededError:
-    return LimitExceededError(
-        ErrorCode.BUDGET_EXCEEDED, "the daily budget is spent; it renews at midnight UTC"
-    )
-
-
 class JobService:
     def __init__(
         self,
@@ -109,6 +96,10 @@ class JobService:
         #: The default daily budget of a user no operator set one for.
         self._budget = budget or Budget()
         self._handoff = handoff
+        self._admission = Admission(self._limits, self._budget)
+        #: Job trees: children placed under their parents, splits, cancels over a tree.
+        self.trees = Trees(uow, registry)
+        self._tree_creates = TreeCreates(registry, self._limits.tree)
         self._creates: Gathering[CreateJobCommand, _Gathered] = Gathering(
             self._create_gathered,
             window_s=create_window_s,
@@ -127,6 +118,10 @@ class JobService:
         group commit, :meth:`create_many` of them all, each with its own checks, idempotency and
         answer; a lone create is a batch of one. A RetryJob (``enforce_limits`` off) goes alone.
         """
+        if cmd.parent_job_id.startswith("#"):
+            raise InvalidRequestError(
+                "parent_job_id #N names an item of the same CreateJobs call", field="parent_job_id"
+            )
         if enforce_limits:
             result: _Gathered = await self._creates.submit(cmd)
         else:
@@ -161,19 +156,6 @@ class JobService:
     async def drain(self) -> None:
         """Finish the creates gathered or running (on shutdown)."""
         await self._creates.drain()
-
-    def _over_limits(self, active_jobs: int, today: int) -> LimitExceededError | None:
-        if active_jobs >= self._limits.max_active_jobs_per_user:
-            return LimitExceededError(
-                ErrorCode.TOO_MANY_JOBS,
-                f"at most {self._limits.max_active_jobs_per_user} jobs may be queued or running",
-            )
-        if today >= self._limits.daily_job_quota_per_user:
-            return LimitExceededError(
-                ErrorCode.QUOTA_EXCEEDED,
-                f"the daily quota of {self._limits.daily_job_quota_per_user} jobs is used up",
-            )
-        return None
 
     async def create_many(
         self, commands: Sequence[CreateJobCommand], *, enforce_limits: bool = True
@@ -236,32 +218,43 @@ class JobService:
                 fresh.append(index)
 
         async def insert(tx: Transaction) -> tuple[dict[int, CreateResult], list[int]]:
-            refused, accepted = await self._admitted(
+            refusals, accepted = await self._admission.admitted(
                 tx, [(i, commands[i].user_id, prepared[i][0]) for i in fresh], enforce_limits
             )
+            refused: dict[int, CreateResult] = dict(refusals)
             if not accepted:
                 return refused, accepted
-            places = await tx.gates.fair_places([prepared[i][0] for i in accepted])
+            plan = await self._tree_creates.plan(
+                tx,
+                [(i, commands[i], prepared[i]) for i in accepted],
+                lambda cmd: new_job_of(cmd, self._registry, self._limits, self._clock()),
+                {i: r.job.id for i, r in results.items() if isinstance(r, Created)},
+            )
+            refused |= plan.refused
+            accepted = [i for i in accepted if i not in plan.refused]
+            rows_of = [plan.placed.get(i, prepared[i]) for i in accepted] + plan.children
+            places = await tx.gates.fair_places([job for job, _, _ in rows_of])
             # The events first: between a job's insert and the commit stands only what must.
             await tx.emit_many(
                 [
-                    NewEvent(
-                        EventType.ENQUEUE,
-                        prepared[i][0].job_id,
-                        prepared[i][0].job_type,
-                        {
-                            "queueName": prepared[i][0].queue_name,
-                            "priority": prepared[i][0].priority,
-                        },
+                    NewEvent.enqueue(
+                        job.job_id, job.job_type, job.queue_name, job.priority, job.parent_job_id
                     )
-                    for i in accepted
+                    for job, _, _ in rows_of
                 ]
             )
-            rows_of = [prepared[i] for i in accepted]
-            # Offered in the claim's order (priority, then the users' fair places).
-            ranked = sorted(range(len(rows_of)), key=lambda k: (rows_of[k][0].priority, places[k]))
+            # Offered in the claim's order (priority, then the users' fair places); a parent
+            # that splits and a held child wait.
+            waiting = {*plan.held, *(parent for parent, _, _ in plan.new_parents)}
+            ranked = sorted(
+                (k for k in range(len(rows_of)) if rows_of[k][0].job_id not in waiting),
+                key=lambda k: (rows_of[k][0].priority, places[k]),
+            )
             leased = await self._hand_off_fresh(tx, [rows_of[k] for k in ranked])
             written = await tx.jobs.create_many(rows_of, places, leased=leased)
+            await self._tree_creates.after_insert(tx, plan)
+            if plan.new_parents or plan.held:
+                written = None  # the parents and held children moved since their insert
             # The reply's rows: as the insert wrote them, or read before commit on the same
             # connection (saves a checkout).
             rows = written or await tx.reads.get_many([prepared[i][0].job_id for i in accepted])
@@ -270,7 +263,11 @@ class JobService:
             if self._handoff is not None:
                 # Older jobs went first, or the fresh ones were not placed: runtimes here with
                 # free slots get the queue's best in this same transaction.
-                types = Counter(job.job_type for job, _, _ in rows_of if job.job_id not in leased)
+                types = Counter(
+                    job.job_type
+                    for job, _, _ in rows_of
+                    if job.job_id not in leased and job.job_id not in waiting
+                )
                 for job_type, count in types.items():
                     await self._handoff(tx, job_type, count, None)
             return refused, accepted
@@ -302,45 +299,6 @@ class JobService:
             for holder, lease in await self._handoff(tx, job_type, len(fresh), fresh):
                 placed[lease.job_id] = Placement(holder, lease.lease_token, lease.lock_until)
         return placed
-
-    async def _admitted(
-        self, tx: Transaction, fresh: Sequence[tuple[int, str, NewJob]], enforce_limits: bool
-    ) -> tuple[dict[int, CreateResult], list[int]]:
-        """Which of the new jobs pass their own deadlines and their users' caps and budgets
-        (under the users' gate locks, so concurrent creates of a user cannot all pass the count
-        or the budget together: each reserves its estimate, core/budgets.py): the refusals by
-        index, and the accepted."""
-        users = {user for _, user, _ in fresh}
-        if enforce_limits and users:
-            counts = dict(await tx.gates.lock_user_gates(users))
-            standings = await tx.spend.budget_standings(users, self._budget, ACTIVE_STATES)
-        else:
-            counts, standings = {user: (0, 0) for user in users}, {}
-        within = set(
-            admit_within_budgets(
-                [(str(index), user, job.token_estimate) for index, user, job in fresh], standings
-            )
-        )
-        deadlines = any(job.deadline_at is not None for _, _, job in fresh)
-        now = await tx.reads.clock() if deadlines else None
-        refused: dict[int, CreateResult] = {}
-        accepted: list[int] = []
-        for index, user, job in fresh:
-            try:
-                _check_deadline(job.deadline_at, now)
-            except InvalidRequestError as past:
-                refused[index] = past
-                continue
-            refusal = self._over_limits(*counts[user]) if enforce_limits else None
-            if refusal is None and str(index) not in within:
-                refusal = _budget_spent()
-            if refusal is not None:
-                refused[index] = refusal
-                continue
-            active, today = counts[user]
-            counts[user] = (active + 1, today + 1)
-            accepted.append(index)
-        return refused, accepted
 
     def _bulk_same(
         self,
@@ -379,15 +337,29 @@ class JobService:
 
     async def cancel(self, user_id: str, job_id: str) -> tuple[JobRecord, CancelOutcome]:
         """Cancel a queued job at once (with its ``ai.job.cancelled`` event, in one transaction),
-        or ask a running one to stop."""
+        or ask a running one to stop; a waiting parent is cancelled with every job below it."""
         validation.job_id(job_id)
 
         async def cancel(tx: Transaction) -> tuple[JobRecord, CancelOutcome]:
+            job = await tx.reads.get(job_id)
+            if (
+                job is not None
+                and job.lifecycleStatus is LifecycleStatus.WAITING
+                and await self.trees.cancel_tree(tx, job, user_id)
+            ):
+                ended = await tx.reads.get(job_id)
+                assert ended is not None
+                return ended, CancelOutcome.CANCELLED
             outcome = await tx.jobs.request_cancellation(job_id, user_id=user_id)
             job = await tx.reads.get(job_id)
             assert job is not None
             if outcome is CancelOutcome.CANCELLED:
-                await tx.emit(EventType.CANCELLED, job_id=job_id, job_type=job.jobType)
+                await tx.emit(
+                    EventType.CANCELLED,
+                    job_id=job_id,
+                    job_type=job.jobType,
+                    parent_job_id=job.parentJobId,
+                )
             else:
                 tx.cancel_requested(job_id)
             return job, outcome
@@ -403,7 +375,8 @@ class JobService:
                 parse_status(filters.lifecycle_status)
             except ValueError:
                 raise InvalidRequestError(
-                    "lifecycle_status must be queued, running, succeeded, failed or cancelled",
+                    "lifecycle_status must be queued, waiting, running, succeeded, failed or "
+                    "cancelled",
                     field="lifecycle_status",
                 ) from None
         size = paging.page_size(page_size)
@@ -449,26 +422,25 @@ class JobService:
         return await self._uow.read(lambda tx: tx.reads.get(job_id))
 
     async def retry(self, job_id: str) -> JobRecord:
-        """A new job with the input of a failed or cancelled one; repeats return the same job."""
+        """A new job with the input of a failed or cancelled one; repeats return the same job.
+        A parent's retry is a new parent whose children are the old one's that did not succeed,
+        run again; those that did keep their results (its join reads them)."""
         source, _ = await self.get_any(job_id)
         if source.lifecycleStatus not in (LifecycleStatus.FAILED, LifecycleStatus.CANCELLED):
             raise JobNotRetryableError(job_id, source.lifecycleStatus.value)
+        if source.childrenTotal:
+            # A tree: a new parent with the children that did not succeed run again.
+            commands = await self._uow.read(
+                lambda tx: self._tree_creates.retry_commands(tx, source)
+            )
+            (first, *_) = await self.create_many(commands, enforce_limits=False)
+            if isinstance(first, Exception):
+                raise first
+            return first.job
         snapshot, params = await self._uow.read(lambda tx: tx.reads.snapshot(job_id))
-        command = CreateJobCommand(
-            user_id=source.userId,
-            job_type=source.jobType,
-            target_type=source.targetType or "",
-            target_id=source.targetId or "",
-            snapshot=snapshot,
-            params=params,
-            idempotency_key=f"retry:{job_id}",
-            priority=source.priority,
-            credential_mode=source.credentialMode,
-            credential_id=source.credentialId or "",
-            model=source.modelName,
-            retried_from_job_id=job_id,
+        job, _created = await self.create(
+            retry_command(source, snapshot, params), enforce_limits=False
         )
-        job, _created = await self.create(command, enforce_limits=False)
         return job
 
     async def cancel_user_jobs(self, user_id: str) -> tuple[int, int]:

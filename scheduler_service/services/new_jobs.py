@@ -17,12 +17,14 @@ from scheduler_service.core.job_definitions import CREDENTIAL_MODES
 from scheduler_service.core.job_registry import JobRegistry
 from scheduler_service.core.model_keys import estimate_tokens
 from scheduler_service.core.records import JobRecord, NewJob
+from scheduler_service.core.trees import JoinPolicy
 from shared.canonical_json import canonical_json
 from shared.error_codes import ErrorCode
 
-__all__ = ["new_job_of", "same_request"]
+__all__ = ["new_job_of", "retry_command", "same_request"]
 
 MAX_ID_FIELD = 191
+JOIN_POLICIES = tuple(policy.value for policy in JoinPolicy)
 
 
 def new_job_of(
@@ -73,6 +75,15 @@ def new_job_of(
     policy = cmd.cost_policy or definition.cost_policy
     if policy not in POLICIES:
         raise InvalidRequestError("cost_policy is not a known policy", field="cost_policy")
+    if cmd.join_policy not in ("", *JOIN_POLICIES):
+        raise InvalidRequestError("join_policy is not a known policy", field="join_policy")
+    if cmd.parent_job_id and not cmd.parent_job_id.startswith("#"):  # "#N": an item of the call
+        validation.job_id(cmd.parent_job_id, "parent_job_id")
+    if not 0 <= cmd.max_parallel <= limits.tree.max_parallel:
+        raise InvalidRequestError(
+            f"max_parallel must be 0 to {limits.tree.max_parallel} (AIJOB_TREE_MAX_PARALLEL)",
+            field="max_parallel",
+        )
     deadline = cmd.deadline
     if deadline is None and policy == OFF_PEAK and now is not None:
         deadline = now + timedelta(seconds=limits.off_peak_deadline_s)
@@ -112,6 +123,10 @@ def new_job_of(
         deadline_at=deadline,
         cost_policy=policy,
         retried_from_job_id=cmd.retried_from_job_id or None,
+        parent_job_id=cmd.parent_job_id or None,
+        trigger_type=cmd.trigger_type or "api",
+        max_parallel=cmd.max_parallel or definition.tree.max_parallel,
+        join_policy=cmd.join_policy or None,
     )
     return new_job, snapshot.model_dump(mode="json"), params.model_dump(mode="json")
 
@@ -130,3 +145,26 @@ def _bounded(value: str, field: str, *, limit: int = MAX_ID_FIELD, required: boo
         raise InvalidRequestError(f"{field} is required", field=field)
     if len(value) > limit:
         raise InvalidRequestError(f"{field} is longer than {limit} characters", field=field)
+
+
+def retry_command(
+    source: JobRecord, snapshot: dict[str, Any], params: dict[str, Any], **fields: Any
+) -> CreateJobCommand:
+    """A new job with the input of ``source`` (RetryJob): its repeats find the same job."""
+    return CreateJobCommand(
+        user_id=source.userId,
+        job_type=source.jobType,
+        target_type=source.targetType or "",
+        target_id=source.targetId or "",
+        snapshot=snapshot,
+        params=params,
+        idempotency_key=f"retry:{source.id}",
+        priority=source.priority,
+        credential_mode=source.credentialMode,
+        credential_id=source.credentialId or "",
+        model=source.modelName,
+        retried_from_job_id=source.id,
+        max_parallel=source.maxParallel,
+        join_policy=source.joinPolicy or "",
+        **fields,
+    )

@@ -103,6 +103,7 @@ class Reaper:
                     EventType.FAILED,
                     job_id=job.job_id,
                     job_type=job.job_type,
+                    parent_job_id=await _parent_of(tx, job.job_id),
                     errorCode=ErrorCode.JOB_TYPE_UNKNOWN.value,
                 )
                 return True
@@ -139,6 +140,7 @@ class Reaper:
                     EventType.FAILED,
                     job_id=job_id,
                     job_type=job_type,
+                    parent_job_id=await _parent_of(tx, job_id),
                     errorCode=ErrorCode.BUDGET_EXCEEDED.value,
                 )
                 return True
@@ -164,6 +166,7 @@ class Reaper:
                 EventType.FAILED,
                 job_id=job_id,
                 job_type=job.jobType,
+                parent_job_id=job.parentJobId,
                 errorCode=ErrorCode.JOB_EXPIRED.value,
             )
 
@@ -205,3 +208,9 @@ class Reaper:
             },
         )
         return True
+
+
+async def _parent_of(tx: Transaction, job_id: str) -> str | None:
+    """The parent of a job ended here (a rare end: one read more), whose counter it moves."""
+    job = await tx.reads.get(job_id)
+    return job.parentJobId if job is not None else None

@@ -115,7 +115,12 @@ class Settlement:
         if job.cancelRequestedAt is not None:
             await tx.jobs.mark_cancelled(job_id, attempt_no=attempt_no, overdue_only=overdue_only)
             await tx.spend.record_usages([(job, attempt_no, usage, error.code)])
-            await tx.emit(EventType.CANCELLED, job_id=job_id, job_type=job.jobType)
+            await tx.emit(
+                EventType.CANCELLED,
+                job_id=job_id,
+                job_type=job.jobType,
+                parent_job_id=job.parentJobId,
+            )
             return FailureOutcome(LifecycleStatus.CANCELLED)
         decision = decide(
             attempt_no=attempt_no,
@@ -150,7 +155,13 @@ class Settlement:
             overdue_only=overdue_only,
         )
         await tx.spend.record_usages([(job, attempt_no, usage, error.code)])
-        await tx.emit(EventType.FAILED, job_id=job_id, job_type=job.jobType, errorCode=error.code)
+        await tx.emit(
+            EventType.FAILED,
+            job_id=job_id,
+            job_type=job.jobType,
+            parent_job_id=job.parentJobId,
+            errorCode=error.code,
+        )
         return FailureOutcome(LifecycleStatus.FAILED)
 
     async def _note_congestion(

@@ -69,7 +69,9 @@ _ACTIVE_AND_TODAY = select(
     select(func.count())
     .where(
         _mine,
-        sql.status_in((LifecycleStatus.QUEUED, LifecycleStatus.RUNNING)),
+        sql.status_in((LifecycleStatus.QUEUED, LifecycleStatus.RUNNING, LifecycleStatus.WAITING)),
+        # A tree counts once, as its root.
+        _c.parentJobId.is_(None),
         sql.engine_owned(),
     )
     .scalar_subquery(),
@@ -367,6 +369,8 @@ def filter_clauses(filters: JobFilter) -> list[ColumnElement[bool]]:
         where.append(_c.createdAt < filters.created_before)
     if filters.error_code:
         where.append(_c.errorCode == filters.error_code)
+    if filters.parent_job_id:
+        where.append(_c.parentJobId == filters.parent_job_id)
     return where
 
 
@@ -375,7 +379,7 @@ def awaiting_cancel_clauses(user_id: str) -> list[ColumnElement[bool]]:
     return [
         _c.userId == user_id,
         or_(
-            _c.lifecycleStatus == _Q,
+            _c.lifecycleStatus.in_((_Q, LifecycleStatus.WAITING.value)),
             and_(_c.lifecycleStatus == _R, _c.cancelRequestedAt.is_(None)),
         ),
         sql.engine_owned(),

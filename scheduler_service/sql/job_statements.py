@@ -50,6 +50,7 @@ from scheduler_service.core.transitions import (
     Now,
     Param,
     Plus,
+    PlusParam,
     Source,
     Value,
 )
@@ -144,6 +145,7 @@ _GUARDS: dict[Guard, Callable[[], ColumnElement[bool]]] = {
     Guard.OVERDUE: overdue,
     Guard.NEVER_HEARTBEATED: lambda: _c.lastHeartbeatAt.is_(None),
     Guard.RENEWAL_DUE: lambda: _c.lockUntil < db_now(_ms("b_renew_ms")),
+    Guard.CHILDREN_DONE: lambda: _c.childrenOpen == 0,
 }
 
 
@@ -157,6 +159,13 @@ def _value(column: str, value: Value) -> Any:
             return bindparam(f"v_{name}")
         case Plus(amount=amount):
             return _c[column] + amount
+        case PlusParam(name=name):
+            return _c[column] + bindparam(f"v_{name}", type_=Integer)
+    return _kept(column, value)
+
+
+def _kept(column: str, value: Value) -> Any:
+    match value:
         case KeepOrNow():
             return func.coalesce(_c[column], db_now())
     return value

@@ -83,8 +83,14 @@ def _row(event: NewEvent) -> dict[str, Any]:
     return {
         "eventType": event.event_type.value,
         "aggregateId": event.job_id,
-        "dedupeKey": f"{event.event_type.value}:{event.job_id}",
-        "payload": {"jobId": event.job_id, "jobType": event.job_type, **event.payload},
+        "dedupeKey": f"{event.event_type.value}:{event.job_id}"
+        + (f":{event.dedupe}" if event.dedupe else ""),
+        "payload": {
+            "jobId": event.job_id,
+            "jobType": event.job_type,
+            **({"parentJobId": event.parent_job_id} if event.parent_job_id else {}),
+            **event.payload,
+        },
     }
 
 

@@ -45,6 +45,7 @@ from scheduler_service.sql.outbox_writer import SqlOutboxStore
 from scheduler_service.sql.output_store import SqlOutputStore
 from scheduler_service.sql.result_store import SqlResultStore
 from scheduler_service.sql.spend_store import SqlSpendStore
+from scheduler_service.sql.tree_store import SqlTreeStore
 
 __all__ = ["LeaseTimes", "SqlTransaction", "SqlUnitOfWork"]
 
@@ -90,6 +91,7 @@ def sql_stores(
         results=SqlResultStore(conn),
         outbox=SqlOutboxStore(conn, published),
         outputs=SqlOutputStore(conn),
+        trees=SqlTreeStore(conn),
     )
 
 

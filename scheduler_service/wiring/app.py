@@ -230,6 +230,7 @@ class SchedulerApp:
                 daily_job_quota_per_user=settings.limits.daily_job_quota_per_user,
                 max_snapshot_bytes=settings.limits.max_snapshot_bytes,
                 off_peak_deadline_s=settings.off_peak_deadline_s,
+                tree=settings.limits.trees,
             ),
             handoff=dispatcher.offer_within,
             budget=settings.budget,
@@ -237,6 +238,7 @@ class SchedulerApp:
             create_batch_max=settings.create_batch_max,
             clock=db_clock.now,
         )
+        wakeups.children_ended = jobs.trees.children_ended
         reports = runtime.reports
         polls = PollSessions(
             dispatcher,

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scheduler_service.core.trees import TreeLimits
+
 __all__ = [
     "DatabaseSettings",
     "DispatchSettings",
@@ -80,6 +82,7 @@ class LimitSettings:
     max_retry_after_ms: int
     max_waived_attempts: int
     max_receive_message_bytes: int
+    trees: TreeLimits
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,6 +22,7 @@ from scheduler_service.core.peak_hours import DEEPSEEK_PEAK_HOURS, PeakHours
 from scheduler_service.core.prices import DEFAULT_PRICES, PriceTable
 from scheduler_service.core.provider_ids import ProviderUserIds, key_length_problem
 from scheduler_service.core.retry_policy import MAX_WAIVED_ATTEMPTS
+from scheduler_service.core.trees import TreeLimits
 from scheduler_service.wiring.setting_groups import (
     DatabaseSettings,
     DispatchSettings,
@@ -108,6 +109,13 @@ class SchedulerSettings(BaseSettings):
     tls_client_ca: str = ""
     #: Per-user limits on CreateJob: jobs queued or running at once, and jobs created per UTC day.
     max_active_jobs_per_user: int = Field(default=100, ge=1)
+    #: Job trees: levels below a root, children per parent, the most a create may ask for as
+    #: ``max_parallel``, and the items (quiz questions) one model call writes before a job of
+    #: a type that splits is split into children.
+    tree_max_depth: int = Field(default=3, ge=1, le=10)
+    tree_max_children: int = Field(default=1_000, ge=1, le=100_000)
+    tree_max_parallel: int = Field(default=100, ge=1)
+    quiz_questions_per_call: int = Field(default=10, ge=1, le=50)
     #: Jobs of one user running at once across the fleet (0: no cap); dispatch leaves the rest
     #: queued. Per-user overrides: ``user=N`` pairs, comma-separated (``nightly-batch=5``).
     max_running_per_user: int = Field(default=0, ge=0)
@@ -391,6 +399,12 @@ class SchedulerSettings(BaseSettings):
             max_retry_after_ms=round(self.max_retry_after_s * 1000),
             max_waived_attempts=self.max_waived_attempts,
             max_receive_message_bytes=self.max_receive_message_bytes,
+            trees=TreeLimits(
+                max_depth=self.tree_max_depth,
+                max_children=self.tree_max_children,
+                max_parallel=self.tree_max_parallel,
+                split_items_per_call=self.quiz_questions_per_call,
+            ),
         )
 
     @property

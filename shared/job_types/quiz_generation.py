@@ -40,21 +40,63 @@ class QuizParams(Params):
     questionTypes: list[QuestionType] = Field(
         default_factory=lambda: list[QuestionType](["single_choice"]), min_length=1
     )
+    #: The knowledge points (of the snapshot's) the questions are about; empty: any.
+    knowledgePointIds: list[str] = Field(default_factory=list, max_length=500)
+
+
+def split_quiz(
+    snapshot: dict[str, Any], params: dict[str, Any], per_call: int
+) -> list[dict[str, Any]]:
+    """A quiz of more questions than one call should write: children of at most ``per_call``
+    questions each, the knowledge points (the params' or the snapshot's) dealt out over them."""
+    count = int(params.get("count", 5))
+    if per_call <= 0 or count <= per_call:
+        return []
+    children = -(-count // per_call)
+    points = list(params.get("knowledgePointIds") or []) or [
+        str(point["id"]) for point in snapshot.get("knowledgePoints") or [] if "id" in point
+    ]
+    return [
+        {
+            **params,
+            "count": count // children + (1 if index < count % children else 0),
+            "knowledgePointIds": (points[index::children] or [points[index % len(points)]])
+            if points
+            else [],
+        }
+        for index in range(children)
+    ]
+
+
+def join_quiz(outputs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The children's questions as one set, each question once (by type and stem)."""
+    seen: set[tuple[str, str]] = set()
+    questions = []
+    for output in outputs:
+        for question in output.get("questions", []):
+            key = (str(question.get("questionType")), " ".join(str(question["stem"]).split()))
+            if key not in seen:
+                seen.add(key)
+                questions.append(question)
+    return {"questions": questions[:50]}
 
 
 def sample_output(snapshot: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """A schema-valid output built from the inputs: what the scripted model answers."""
     title = (snapshot.get("material") or {}).get("title", "the material")
     count = int(params.get("count", 5))
+    points = list(params.get("knowledgePointIds") or [])
     return {
         "questions": [
             {
                 "questionType": "single_choice",
-                "stem": f"Question {n + 1} about {title}?",
+                "stem": f"Question {n + 1} about {title}"
+                + (f" ({points[n % len(points)]})?" if points else "?"),
                 "choices": [{"key": k, "text": f"Option {k}"} for k in "ABCD"],
                 "answer": "A",
                 "explanation": "Option A is what the material says.",
                 "difficulty": "medium",
+                **({"knowledgePointId": points[n % len(points)]} if points else {}),
             }
             for n in range(count)
         ]
@@ -74,8 +116,12 @@ SPEC = JobTypeSpec(
     snapshot=LearningSnapshot,
     params=QuizParams,
     output=QuizGenerationOutput,
+    split=split_quiz,
+    join=join_quiz,
     instructions=(
         "Write quiz questions about the material, as many as params.count asks for, at the "
-        "requested difficulty. Give choices for choice questions and the correct answer."
+        "requested difficulty, about the knowledge points params.knowledgePointIds names (any "
+        "when it is empty), each question's knowledgePointId set to the one it tests. Give "
+        "choices for choice questions and the correct answer."
     ),
 )

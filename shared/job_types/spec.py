@@ -11,11 +11,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-__all__ = ["JobTypeSpec", "Messages", "Sample", "render_v1"]
+__all__ = ["JobTypeSpec", "Join", "Messages", "Sample", "Split", "render_v1"]
 
 Messages = list[dict[str, str]]
 #: A schema-valid output built from a job's snapshot and params.
 Sample = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
+#: A job's children's params, from its snapshot, its params and the most items one call should
+#: write; an empty list: the job runs as one call.
+Split = Callable[[dict[str, Any], dict[str, Any], int], list[dict[str, Any]]]
+#: The parent's output from its children's outputs, in the children's order (pure data).
+Join = Callable[[list[dict[str, Any]]], dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +56,14 @@ class JobTypeSpec:
     #: A schema-valid output built from the inputs: what the scripted model answers for this
     #: type (``make run``, the tests), and an example of the output for callers.
     sample: Sample | None = None
+    #: How a job of this type splits into children of the same type (created with it), and how
+    #: their outputs join into its own, in the scheduler (docs/architecture.md, *Job trees*).
+    split: Split | None = None
+    join: Join | None = None
+    #: A parent's default bound on its children running at once (0: none).
+    max_parallel: int = 0
+    #: ``all_done``: the share of children that must succeed for the parent to succeed.
+    join_min_share: float = 0.5
 
 
 def render_v1(

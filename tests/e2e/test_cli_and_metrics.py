@@ -8,6 +8,7 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -64,6 +65,29 @@ def test_cli_create_watch_get_list_cancel(stack: Stack) -> None:
     assert bad_token.returncode == 6
     usage = aijob(stack, "create")
     assert usage.returncode == 2
+
+
+def test_cli_builds_a_tree_and_prints_it_with_its_cost(stack: Stack, tmp_path: Path) -> None:
+    """A parent and its children in one CreateJobs call ("#0": the call's first item), so the
+    parent waits for them from its first moment."""
+    lines = [{"jobType": "synthetic_echo", "maxParallel": 1, "snapshot": {"n": "parent"}}]
+    lines += [
+        {"jobType": "synthetic_echo", "parentJobId": "#0", "snapshot": {"n": n}} for n in range(2)
+    ]
+    file = tmp_path / "tree.jsonl"
+    file.write_text("\n".join(json.dumps(line) for line in lines))
+    created = aijob(stack, "--json", "create-many", str(file))
+    assert created.returncode == 0, created.stderr
+    parent_id = json.loads(created.stdout)[0]["job"]["jobId"]
+    children = aijob(stack, "--json", "list", "--parent", parent_id)
+    assert len(json.loads(children.stdout)["jobs"]) == 2
+    assert aijob(stack, "watch", parent_id).returncode == 0
+    tree = aijob(stack, "tree", parent_id)
+    assert tree.returncode == 0, tree.stderr
+    shown = tree.stdout.splitlines()
+    assert shown[0].startswith(parent_id) and "succeeded" in shown[0]
+    assert all(line.startswith("  ") and "succeeded" in line for line in shown[1:3])
+    assert shown[3].startswith("3 jobs;") and "cost" in shown[3]
 
 
 def test_cli_watch_output_prints_the_text_as_it_is_written(stack: Stack) -> None:

@@ -43,6 +43,7 @@ from scheduler_service.core.transitions import (
     Now,
     Param,
     Plus,
+    PlusParam,
     explain_miss,
 )
 from scheduler_service.ports import JobReads, JobStore, JobSweeps, NewJobRows
@@ -259,6 +260,8 @@ class FakeJobStore(FakeTables, JobStore):
                         raise KeyError(name)
                 case Plus(amount=amount):
                     updates[column] = row[column] + amount
+                case PlusParam(name=name):
+                    updates[column] = row[column] + params[name]
                 case KeepOrNow():
                     updates[column] = row[column] or self.now
                 case _:
@@ -342,6 +345,14 @@ class FakeJobStore(FakeTables, JobStore):
             promptVersion=job.prompt_version,
             outputSchemaVersion=job.output_schema_version,
             lastHeartbeatAt=None,
+            triggerType=job.trigger_type,
+            parentJobId=job.parent_job_id,
+            rootJobId=job.root_job_id,
+            treeDepth=job.tree_depth,
+            maxParallel=job.max_parallel,
+            joinPolicy=job.join_policy,
+            childrenTotal=0,
+            childrenOpen=0,
         )
         self.state.jobs[job.job_id] = row
 

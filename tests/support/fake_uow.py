@@ -22,6 +22,7 @@ from tests.support.fake_accounts import (
 from tests.support.fake_outputs import FakeOutputStore
 from tests.support.fake_state import FakeClock, FakeEvent, FakeState, FakeTables
 from tests.support.fake_stores import FakeJobReads, FakeJobStore, FakeJobSweeps
+from tests.support.fake_trees import FakeTreeStore
 
 __all__ = ["FakeClock", "FakeEvent", "FakeState", "FakeUnitOfWork"]
 
@@ -61,6 +62,7 @@ class FakeUnitOfWork:
             results=on(FakeResultStore),
             outbox=on(FakeOutboxStore),
             outputs=on(FakeOutputStore),
+            trees=FakeTreeStore(),
         )
 
     async def run(self, work: Callable[[Transaction], Awaitable[T]]) -> T:

@@ -42,6 +42,13 @@ EXPECTED_TRANSITIONS = {
     (S.RUNNING, S.FAILED),
     (S.RUNNING, S.QUEUED),
     (S.RUNNING, S.CANCELLED),
+    # Job trees: a parent takes children and waits; its children's ends join it.
+    (S.QUEUED, S.WAITING),
+    (S.WAITING, S.WAITING),
+    (S.WAITING, S.SUCCEEDED),
+    (S.WAITING, S.FAILED),
+    (S.WAITING, S.QUEUED),
+    (S.WAITING, S.CANCELLED),
 }
 
 
@@ -104,6 +111,7 @@ def test_legacy_status_maps_both_ways() -> None:
     assert LEGACY_STATUS_OF == {
         S.QUEUED: "pending",
         S.RUNNING: "processing",
+        S.WAITING: "processing",
         S.SUCCEEDED: "completed",
         S.FAILED: "failed",
         S.CANCELLED: "failed",
@@ -116,9 +124,10 @@ def test_legacy_status_maps_both_ways() -> None:
         "cancelled": S.CANCELLED,
         "cancel_requested": S.CANCELLED,
     }
-    # Every state except cancelled (legacy has none) round-trips through the legacy column.
+    # Every state except cancelled (legacy has none) and a waiting parent (legacy readers see it
+    # as processing) round-trips through the legacy column.
     for status in LifecycleStatus:
-        if status is not S.CANCELLED:
+        if status not in (S.CANCELLED, S.WAITING):
             assert lifecycle_of_legacy(legacy_status_of(status)) is status
     with pytest.raises(ValueError):
         lifecycle_of_legacy("expired")

@@ -45,6 +45,7 @@ class AiJob(Base):
         ),
         Index("idx_targetType_targetId", "targetType", "targetId"),
         Index("idx_parentJobId", "parentJobId"),
+        Index("idx_rootJobId", "rootJobId"),
         Index(
             "idx_userId_jobType_idempotencyKey", "userId", "jobType", "idempotencyKey", unique=True
         ),
@@ -90,6 +91,17 @@ class AiJob(Base):
     parentJobId: Mapped[str | None] = mapped_column(
         ID, ForeignKey("AiAnalysisJob.id", ondelete="SET NULL", name="fk_AiAnalysisJob_parentJobId")
     )
+    #: The tree's root (migration 0019); NULL on a root and on a job outside any tree.
+    rootJobId: Mapped[str | None] = mapped_column(ID)
+    #: 0 for a root, its parent's plus one for a child.
+    treeDepth: Mapped[int] = mapped_column(Integer, server_default="0")
+    #: A parent's bound on its children running at once (0: none) and its join policy.
+    maxParallel: Mapped[int] = mapped_column(Integer, server_default="0")
+    joinPolicy: Mapped[str | None] = mapped_column(String(16))
+    #: A parent's children, and those not ended yet: the last child to end brings it to 0, in
+    #: the transaction that joins the parent.
+    childrenTotal: Mapped[int] = mapped_column(Integer, server_default="0")
+    childrenOpen: Mapped[int] = mapped_column(Integer, server_default="0")
     idempotencyKey: Mapped[str | None] = mapped_column(String(255))
     retriedFromJobId: Mapped[str | None] = mapped_column(String(255))
 

@@ -222,7 +222,7 @@ class ModelKeyStats(_message.Message):
     def __init__(self, limit: _Optional[_Union[ModelLimit, _Mapping]] = ..., in_flight: _Optional[int] = ..., effective_concurrency: _Optional[int] = ..., paused_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., rate_limited_total: _Optional[int] = ..., rate_limited_last_minute: _Optional[int] = ..., cost_today_micros: _Optional[int] = ...) -> None: ...
 
 class AdminListJobsRequest(_message.Message):
-    __slots__ = ("job_type", "lifecycle_status", "queue_name", "user_id", "created_after", "created_before", "page_size", "page_token", "error_code")
+    __slots__ = ("job_type", "lifecycle_status", "queue_name", "user_id", "created_after", "created_before", "page_size", "page_token", "error_code", "parent_job_id")
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     LIFECYCLE_STATUS_FIELD_NUMBER: _ClassVar[int]
     QUEUE_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -232,6 +232,7 @@ class AdminListJobsRequest(_message.Message):
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    PARENT_JOB_ID_FIELD_NUMBER: _ClassVar[int]
     job_type: str
     lifecycle_status: str
     queue_name: str
@@ -241,7 +242,8 @@ class AdminListJobsRequest(_message.Message):
     page_size: int
     page_token: str
     error_code: str
-    def __init__(self, job_type: _Optional[str] = ..., lifecycle_status: _Optional[str] = ..., queue_name: _Optional[str] = ..., user_id: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., error_code: _Optional[str] = ...) -> None: ...
+    parent_job_id: str
+    def __init__(self, job_type: _Optional[str] = ..., lifecycle_status: _Optional[str] = ..., queue_name: _Optional[str] = ..., user_id: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., error_code: _Optional[str] = ..., parent_job_id: _Optional[str] = ...) -> None: ...
 
 class RetryJobRequest(_message.Message):
     __slots__ = ("job_id",)

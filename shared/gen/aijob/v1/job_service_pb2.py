@@ -28,7 +28,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from google.rpc import status_pb2 as google_dot_rpc_dot_status__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61ijob/v1/job_service.proto\x12\x08\x61ijob.v1\x1a\x14\x61ijob/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\x15\n\x13ListJobTypesRequest\"<\n\x14ListJobTypesResponse\x12$\n\tjob_types\x18\x01 \x03(\x0b\x32\x11.aijob.v1.JobType\"\xe7\x02\n\x07JobType\x12\x10\n\x08job_type\x18\x01 \x01(\t\x12\r\n\x05label\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x12\n\nqueue_name\x18\x04 \x01(\t\x12\x18\n\x10\x64\x65\x66\x61ult_priority\x18\x05 \x01(\x05\x12\x12\n\ntimeout_ms\x18\x06 \x01(\x05\x12\x14\n\x0cmax_attempts\x18\x07 \x01(\x05\x12\x17\n\x0f\x62\x61\x63koff_base_ms\x18\x08 \x01(\x05\x12\x12\n\nmodel_name\x18\t \x01(\t\x12\x16\n\x0e\x61llowed_models\x18\n \x03(\t\x12\x18\n\x10\x63redential_modes\x18\x0b \x03(\t\x12\x19\n\x11max_output_tokens\x18\x0c \x01(\x05\x12\x1c\n\x14snapshot_schema_json\x18\r \x01(\t\x12\x1a\n\x12params_schema_json\x18\x0e \x01(\t\x12\x1a\n\x12output_schema_json\x18\x0f \x01(\t\"L\n\x18PutUserCredentialRequest\x12\x10\n\x08provider\x18\x01 \x01(\t\x12\x0f\n\x07\x61pi_key\x18\x02 \x01(\t\x12\r\n\x05label\x18\x03 \x01(\t\"@\n\x19PutUserCredentialResponse\x12\x15\n\rcredential_id\x18\x01 \x01(\t\x12\x0c\n\x04hint\x18\x02 \x01(\t\"\x1c\n\x1aListUserCredentialsRequest\"L\n\x1bListUserCredentialsResponse\x12-\n\x0b\x63redentials\x18\x01 \x03(\x0b\x32\x18.aijob.v1.UserCredential\"\x86\x01\n\x0eUserCredential\x12\x15\n\rcredential_id\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\x0c\n\x04hint\x18\x03 \x01(\t\x12\r\n\x05label\x18\x04 \x01(\t\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"4\n\x1b\x44\x65leteUserCredentialRequest\x12\x15\n\rcredential_id\x18\x01 \x01(\t\"5\n\x1c\x44\x65leteUserCredentialResponse\x12\x15\n\rcredential_id\x18\x01 \x01(\t\"\xa1\x03\n\x10\x43reateJobRequest\x12\x10\n\x08job_type\x18\x01 \x01(\t\x12\x13\n\x0btarget_type\x18\x02 \x01(\t\x12\x11\n\ttarget_id\x18\x03 \x01(\t\x12)\n\x08snapshot\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\'\n\x06params\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fidempotency_key\x18\x06 \x01(\t\x12\x15\n\x08priority\x18\x07 \x01(\x05H\x00\x88\x01\x01\x12\x17\n\x0f\x63redential_mode\x18\x08 \x01(\t\x12\x15\n\rcredential_id\x18\t \x01(\t\x12,\n\x08\x64\x65\x61\x64line\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05model\x18\x0b \x01(\t\x12\x15\n\rsnapshot_json\x18\x0c \x01(\t\x12\x13\n\x0bparams_json\x18\r \x01(\t\x12)\n\x0b\x63ost_policy\x18\x0e \x01(\x0e\x32\x14.aijob.v1.CostPolicyB\x0b\n\t_priority\"@\n\x11\x43reateJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.aijob.v1.Job\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"<\n\x11\x43reateJobsRequest\x12\'\n\x05items\x18\x01 \x03(\x0b\x32\x18.aijob.v1.CreateJobsItem\"J\n\x0e\x43reateJobsItem\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\'\n\x03job\x18\x02 \x01(\x0b\x32\x1a.aijob.v1.CreateJobRequest\"A\n\x12\x43reateJobsResponse\x12+\n\x07results\x18\x01 \x03(\x0b\x32\x1a.aijob.v1.CreateJobsResult\"c\n\x10\x43reateJobsResult\x12\"\n\x06status\x18\x01 \x01(\x0b\x32\x12.google.rpc.Status\x12\x1a\n\x03job\x18\x02 \x01(\x0b\x32\r.aijob.v1.Job\x12\x0f\n\x07\x63reated\x18\x03 \x01(\x08\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"@\n\x11\x43\x61ncelJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.aijob.v1.Job\x12\x0f\n\x07outcome\x18\x02 \x01(\t\";\n\x13StreamOutputRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x14\n\x0c\x61\x66ter_offset\x18\x02 \x01(\x04\"!\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"d\n\x0fListJobsRequest\x12\x10\n\x08job_type\x18\x01 \x01(\t\x12\x18\n\x10lifecycle_status\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"H\n\x10ListJobsResponse\x12\x1b\n\x04jobs\x18\x01 \x03(\x0b\x32\r.aijob.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"E\n\x16SubscribeEventsRequest\x12\x13\n\x0b\x65vent_types\x18\x01 \x03(\t\x12\x16\n\x0e\x61\x66ter_event_id\x18\x02 \x01(\t2\x99\x07\n\nJobService\x12\x44\n\tCreateJob\x12\x1a.aijob.v1.CreateJobRequest\x1a\x1b.aijob.v1.CreateJobResponse\x12G\n\nCreateJobs\x12\x1b.aijob.v1.CreateJobsRequest\x1a\x1c.aijob.v1.CreateJobsResponse\x12\x30\n\x06GetJob\x12\x17.aijob.v1.GetJobRequest\x1a\r.aijob.v1.Job\x12\x44\n\tCancelJob\x12\x1a.aijob.v1.CancelJobRequest\x1a\x1b.aijob.v1.CancelJobResponse\x12\x36\n\x08WatchJob\x12\x19.aijob.v1.WatchJobRequest\x1a\r.aijob.v1.Job0\x01\x12\x46\n\x0cStreamOutput\x12\x1d.aijob.v1.StreamOutputRequest\x1a\x15.aijob.v1.OutputChunk0\x01\x12\x41\n\x08ListJobs\x12\x19.aijob.v1.ListJobsRequest\x1a\x1a.aijob.v1.ListJobsResponse\x12I\n\x0fSubscribeEvents\x12 .aijob.v1.SubscribeEventsRequest\x1a\x12.aijob.v1.JobEvent0\x01\x12M\n\x0cListJobTypes\x12\x1d.aijob.v1.ListJobTypesRequest\x1a\x1e.aijob.v1.ListJobTypesResponse\x12\\\n\x11PutUserCredential\x12\".aijob.v1.PutUserCredentialRequest\x1a#.aijob.v1.PutUserCredentialResponse\x12\x62\n\x13ListUserCredentials\x12$.aijob.v1.ListUserCredentialsRequest\x1a%.aijob.v1.ListUserCredentialsResponse\x12\x65\n\x14\x44\x65leteUserCredential\x12%.aijob.v1.DeleteUserCredentialRequest\x1a&.aijob.v1.DeleteUserCredentialResponseB\x80\x01\n\x0c\x64\x65v.aijob.v1B\x0fJobServiceProtoP\x01Z5github.com/aijob/aijob-engine/gen/go/aijob/v1;aijobv1\xa2\x02\x03\x41XX\xaa\x02\x08\x41ijob.V1\xca\x02\x08\x41ijob\\V1\xea\x02\tAijob::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61ijob/v1/job_service.proto\x12\x08\x61ijob.v1\x1a\x14\x61ijob/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\x15\n\x13ListJobTypesRequest\"<\n\x14ListJobTypesResponse\x12$\n\tjob_types\x18\x01 \x03(\x0b\x32\x11.aijob.v1.JobType\"\xe7\x02\n\x07JobType\x12\x10\n\x08job_type\x18\x01 \x01(\t\x12\r\n\x05label\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x12\n\nqueue_name\x18\x04 \x01(\t\x12\x18\n\x10\x64\x65\x66\x61ult_priority\x18\x05 \x01(\x05\x12\x12\n\ntimeout_ms\x18\x06 \x01(\x05\x12\x14\n\x0cmax_attempts\x18\x07 \x01(\x05\x12\x17\n\x0f\x62\x61\x63koff_base_ms\x18\x08 \x01(\x05\x12\x12\n\nmodel_name\x18\t \x01(\t\x12\x16\n\x0e\x61llowed_models\x18\n \x03(\t\x12\x18\n\x10\x63redential_modes\x18\x0b \x03(\t\x12\x19\n\x11max_output_tokens\x18\x0c \x01(\x05\x12\x1c\n\x14snapshot_schema_json\x18\r \x01(\t\x12\x1a\n\x12params_schema_json\x18\x0e \x01(\t\x12\x1a\n\x12output_schema_json\x18\x0f \x01(\t\"L\n\x18PutUserCredentialRequest\x12\x10\n\x08provider\x18\x01 \x01(\t\x12\x0f\n\x07\x61pi_key\x18\x02 \x01(\t\x12\r\n\x05label\x18\x03 \x01(\t\"@\n\x19PutUserCredentialResponse\x12\x15\n\rcredential_id\x18\x01 \x01(\t\x12\x0c\n\x04hint\x18\x02 \x01(\t\"\x1c\n\x1aListUserCredentialsRequest\"L\n\x1bListUserCredentialsResponse\x12-\n\x0b\x63redentials\x18\x01 \x03(\x0b\x32\x18.aijob.v1.UserCredential\"\x86\x01\n\x0eUserCredential\x12\x15\n\rcredential_id\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\x0c\n\x04hint\x18\x03 \x01(\t\x12\r\n\x05label\x18\x04 \x01(\t\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"4\n\x1b\x44\x65leteUserCredentialRequest\x12\x15\n\rcredential_id\x18\x01 \x01(\t\"5\n\x1c\x44\x65leteUserCredentialResponse\x12\x15\n\rcredential_id\x18\x01 \x01(\t\"\xf9\x03\n\x10\x43reateJobRequest\x12\x10\n\x08job_type\x18\x01 \x01(\t\x12\x13\n\x0btarget_type\x18\x02 \x01(\t\x12\x11\n\ttarget_id\x18\x03 \x01(\t\x12)\n\x08snapshot\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\'\n\x06params\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fidempotency_key\x18\x06 \x01(\t\x12\x15\n\x08priority\x18\x07 \x01(\x05H\x00\x88\x01\x01\x12\x17\n\x0f\x63redential_mode\x18\x08 \x01(\t\x12\x15\n\rcredential_id\x18\t \x01(\t\x12,\n\x08\x64\x65\x61\x64line\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05model\x18\x0b \x01(\t\x12\x15\n\rsnapshot_json\x18\x0c \x01(\t\x12\x13\n\x0bparams_json\x18\r \x01(\t\x12)\n\x0b\x63ost_policy\x18\x0e \x01(\x0e\x32\x14.aijob.v1.CostPolicy\x12\x15\n\rparent_job_id\x18\x0f \x01(\t\x12\x14\n\x0cmax_parallel\x18\x10 \x01(\x05\x12)\n\x0bjoin_policy\x18\x11 \x01(\x0e\x32\x14.aijob.v1.JoinPolicyB\x0b\n\t_priority\"@\n\x11\x43reateJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.aijob.v1.Job\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"<\n\x11\x43reateJobsRequest\x12\'\n\x05items\x18\x01 \x03(\x0b\x32\x18.aijob.v1.CreateJobsItem\"J\n\x0e\x43reateJobsItem\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\'\n\x03job\x18\x02 \x01(\x0b\x32\x1a.aijob.v1.CreateJobRequest\"A\n\x12\x43reateJobsResponse\x12+\n\x07results\x18\x01 \x03(\x0b\x32\x1a.aijob.v1.CreateJobsResult\"c\n\x10\x43reateJobsResult\x12\"\n\x06status\x18\x01 \x01(\x0b\x32\x12.google.rpc.Status\x12\x1a\n\x03job\x18\x02 \x01(\x0b\x32\r.aijob.v1.Job\x12\x0f\n\x07\x63reated\x18\x03 \x01(\x08\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"@\n\x11\x43\x61ncelJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.aijob.v1.Job\x12\x0f\n\x07outcome\x18\x02 \x01(\t\";\n\x13StreamOutputRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x14\n\x0c\x61\x66ter_offset\x18\x02 \x01(\x04\"!\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"{\n\x0fListJobsRequest\x12\x10\n\x08job_type\x18\x01 \x01(\t\x12\x18\n\x10lifecycle_status\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\x12\x15\n\rparent_job_id\x18\x05 \x01(\t\"#\n\x11GetJobTreeRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x9c\x01\n\x12GetJobTreeResponse\x12!\n\x05nodes\x18\x01 \x03(\x0b\x32\x12.aijob.v1.TreeNode\x12\x15\n\rprompt_tokens\x18\x02 \x01(\x03\x12\x19\n\x11\x63ompletion_tokens\x18\x03 \x01(\x03\x12\x1c\n\x14\x63\x61\x63hed_prompt_tokens\x18\x04 \x01(\x03\x12\x13\n\x0b\x63ost_micros\x18\x05 \x01(\x03\"t\n\x08TreeNode\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x15\n\rparent_job_id\x18\x02 \x01(\t\x12\x10\n\x08job_type\x18\x03 \x01(\t\x12\x18\n\x10lifecycle_status\x18\x04 \x01(\t\x12\x15\n\rattempt_count\x18\x05 \x01(\x05\"H\n\x10ListJobsResponse\x12\x1b\n\x04jobs\x18\x01 \x03(\x0b\x32\r.aijob.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"E\n\x16SubscribeEventsRequest\x12\x13\n\x0b\x65vent_types\x18\x01 \x03(\t\x12\x16\n\x0e\x61\x66ter_event_id\x18\x02 \x01(\t*`\n\nJoinPolicy\x12\x1b\n\x17JOIN_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n\x17JOIN_POLICY_ALL_SUCCESS\x10\x01\x12\x18\n\x14JOIN_POLICY_ALL_DONE\x10\x02\x32\xe2\x07\n\nJobService\x12\x44\n\tCreateJob\x12\x1a.aijob.v1.CreateJobRequest\x1a\x1b.aijob.v1.CreateJobResponse\x12G\n\nCreateJobs\x12\x1b.aijob.v1.CreateJobsRequest\x1a\x1c.aijob.v1.CreateJobsResponse\x12\x30\n\x06GetJob\x12\x17.aijob.v1.GetJobRequest\x1a\r.aijob.v1.Job\x12\x44\n\tCancelJob\x12\x1a.aijob.v1.CancelJobRequest\x1a\x1b.aijob.v1.CancelJobResponse\x12\x36\n\x08WatchJob\x12\x19.aijob.v1.WatchJobRequest\x1a\r.aijob.v1.Job0\x01\x12\x46\n\x0cStreamOutput\x12\x1d.aijob.v1.StreamOutputRequest\x1a\x15.aijob.v1.OutputChunk0\x01\x12\x41\n\x08ListJobs\x12\x19.aijob.v1.ListJobsRequest\x1a\x1a.aijob.v1.ListJobsResponse\x12G\n\nGetJobTree\x12\x1b.aijob.v1.GetJobTreeRequest\x1a\x1c.aijob.v1.GetJobTreeResponse\x12I\n\x0fSubscribeEvents\x12 .aijob.v1.SubscribeEventsRequest\x1a\x12.aijob.v1.JobEvent0\x01\x12M\n\x0cListJobTypes\x12\x1d.aijob.v1.ListJobTypesRequest\x1a\x1e.aijob.v1.ListJobTypesResponse\x12\\\n\x11PutUserCredential\x12\".aijob.v1.PutUserCredentialRequest\x1a#.aijob.v1.PutUserCredentialResponse\x12\x62\n\x13ListUserCredentials\x12$.aijob.v1.ListUserCredentialsRequest\x1a%.aijob.v1.ListUserCredentialsResponse\x12\x65\n\x14\x44\x65leteUserCredential\x12%.aijob.v1.DeleteUserCredentialRequest\x1a&.aijob.v1.DeleteUserCredentialResponseB\x80\x01\n\x0c\x64\x65v.aijob.v1B\x0fJobServiceProtoP\x01Z5github.com/aijob/aijob-engine/gen/go/aijob/v1;aijobv1\xa2\x02\x03\x41XX\xaa\x02\x08\x41ijob.V1\xca\x02\x08\x41ijob\\V1\xea\x02\tAijob::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,6 +36,8 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'aijob.v1.job_service_pb2', 
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\014dev.aijob.v1B\017JobServiceProtoP\001Z5github.com/aijob/aijob-engine/gen/go/aijob/v1;aijobv1\242\002\003AXX\252\002\010Aijob.V1\312\002\010Aijob\\V1\352\002\tAijob::V1'
+  _globals['_JOINPOLICY']._serialized_start=2790
+  _globals['_JOINPOLICY']._serialized_end=2886
   _globals['_LISTJOBTYPESREQUEST']._serialized_start=150
   _globals['_LISTJOBTYPESREQUEST']._serialized_end=171
   _globals['_LISTJOBTYPESRESPONSE']._serialized_start=173
@@ -57,33 +59,39 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DELETEUSERCREDENTIALRESPONSE']._serialized_start=1040
   _globals['_DELETEUSERCREDENTIALRESPONSE']._serialized_end=1093
   _globals['_CREATEJOBREQUEST']._serialized_start=1096
-  _globals['_CREATEJOBREQUEST']._serialized_end=1513
-  _globals['_CREATEJOBRESPONSE']._serialized_start=1515
-  _globals['_CREATEJOBRESPONSE']._serialized_end=1579
-  _globals['_CREATEJOBSREQUEST']._serialized_start=1581
-  _globals['_CREATEJOBSREQUEST']._serialized_end=1641
-  _globals['_CREATEJOBSITEM']._serialized_start=1643
-  _globals['_CREATEJOBSITEM']._serialized_end=1717
-  _globals['_CREATEJOBSRESPONSE']._serialized_start=1719
-  _globals['_CREATEJOBSRESPONSE']._serialized_end=1784
-  _globals['_CREATEJOBSRESULT']._serialized_start=1786
-  _globals['_CREATEJOBSRESULT']._serialized_end=1885
-  _globals['_GETJOBREQUEST']._serialized_start=1887
-  _globals['_GETJOBREQUEST']._serialized_end=1918
-  _globals['_CANCELJOBREQUEST']._serialized_start=1920
-  _globals['_CANCELJOBREQUEST']._serialized_end=1954
-  _globals['_CANCELJOBRESPONSE']._serialized_start=1956
-  _globals['_CANCELJOBRESPONSE']._serialized_end=2020
-  _globals['_STREAMOUTPUTREQUEST']._serialized_start=2022
-  _globals['_STREAMOUTPUTREQUEST']._serialized_end=2081
-  _globals['_WATCHJOBREQUEST']._serialized_start=2083
-  _globals['_WATCHJOBREQUEST']._serialized_end=2116
-  _globals['_LISTJOBSREQUEST']._serialized_start=2118
-  _globals['_LISTJOBSREQUEST']._serialized_end=2218
-  _globals['_LISTJOBSRESPONSE']._serialized_start=2220
-  _globals['_LISTJOBSRESPONSE']._serialized_end=2292
-  _globals['_SUBSCRIBEEVENTSREQUEST']._serialized_start=2294
-  _globals['_SUBSCRIBEEVENTSREQUEST']._serialized_end=2363
-  _globals['_JOBSERVICE']._serialized_start=2366
-  _globals['_JOBSERVICE']._serialized_end=3287
+  _globals['_CREATEJOBREQUEST']._serialized_end=1601
+  _globals['_CREATEJOBRESPONSE']._serialized_start=1603
+  _globals['_CREATEJOBRESPONSE']._serialized_end=1667
+  _globals['_CREATEJOBSREQUEST']._serialized_start=1669
+  _globals['_CREATEJOBSREQUEST']._serialized_end=1729
+  _globals['_CREATEJOBSITEM']._serialized_start=1731
+  _globals['_CREATEJOBSITEM']._serialized_end=1805
+  _globals['_CREATEJOBSRESPONSE']._serialized_start=1807
+  _globals['_CREATEJOBSRESPONSE']._serialized_end=1872
+  _globals['_CREATEJOBSRESULT']._serialized_start=1874
+  _globals['_CREATEJOBSRESULT']._serialized_end=1973
+  _globals['_GETJOBREQUEST']._serialized_start=1975
+  _globals['_GETJOBREQUEST']._serialized_end=2006
+  _globals['_CANCELJOBREQUEST']._serialized_start=2008
+  _globals['_CANCELJOBREQUEST']._serialized_end=2042
+  _globals['_CANCELJOBRESPONSE']._serialized_start=2044
+  _globals['_CANCELJOBRESPONSE']._serialized_end=2108
+  _globals['_STREAMOUTPUTREQUEST']._serialized_start=2110
+  _globals['_STREAMOUTPUTREQUEST']._serialized_end=2169
+  _globals['_WATCHJOBREQUEST']._serialized_start=2171
+  _globals['_WATCHJOBREQUEST']._serialized_end=2204
+  _globals['_LISTJOBSREQUEST']._serialized_start=2206
+  _globals['_LISTJOBSREQUEST']._serialized_end=2329
+  _globals['_GETJOBTREEREQUEST']._serialized_start=2331
+  _globals['_GETJOBTREEREQUEST']._serialized_end=2366
+  _globals['_GETJOBTREERESPONSE']._serialized_start=2369
+  _globals['_GETJOBTREERESPONSE']._serialized_end=2525
+  _globals['_TREENODE']._serialized_start=2527
+  _globals['_TREENODE']._serialized_end=2643
+  _globals['_LISTJOBSRESPONSE']._serialized_start=2645
+  _globals['_LISTJOBSRESPONSE']._serialized_end=2717
+  _globals['_SUBSCRIBEEVENTSREQUEST']._serialized_start=2719
+  _globals['_SUBSCRIBEEVENTSREQUEST']._serialized_end=2788
+  _globals['_JOBSERVICE']._serialized_start=2889
+  _globals['_JOBSERVICE']._serialized_end=3883
 # @@protoc_insertion_point(module_scope)

@@ -5,12 +5,22 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.rpc import status_pb2 as _status_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class JoinPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JOIN_POLICY_UNSPECIFIED: _ClassVar[JoinPolicy]
+    JOIN_POLICY_ALL_SUCCESS: _ClassVar[JoinPolicy]
+    JOIN_POLICY_ALL_DONE: _ClassVar[JoinPolicy]
+JOIN_POLICY_UNSPECIFIED: JoinPolicy
+JOIN_POLICY_ALL_SUCCESS: JoinPolicy
+JOIN_POLICY_ALL_DONE: JoinPolicy
 
 class ListJobTypesRequest(_message.Message):
     __slots__ = ()
@@ -111,7 +121,7 @@ class DeleteUserCredentialResponse(_message.Message):
     def __init__(self, credential_id: _Optional[str] = ...) -> None: ...
 
 class CreateJobRequest(_message.Message):
-    __slots__ = ("job_type", "target_type", "target_id", "snapshot", "params", "idempotency_key", "priority", "credential_mode", "credential_id", "deadline", "model", "snapshot_json", "params_json", "cost_policy")
+    __slots__ = ("job_type", "target_type", "target_id", "snapshot", "params", "idempotency_key", "priority", "credential_mode", "credential_id", "deadline", "model", "snapshot_json", "params_json", "cost_policy", "parent_job_id", "max_parallel", "join_policy")
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     TARGET_TYPE_FIELD_NUMBER: _ClassVar[int]
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
@@ -126,6 +136,9 @@ class CreateJobRequest(_message.Message):
     SNAPSHOT_JSON_FIELD_NUMBER: _ClassVar[int]
     PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
     COST_POLICY_FIELD_NUMBER: _ClassVar[int]
+    PARENT_JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    JOIN_POLICY_FIELD_NUMBER: _ClassVar[int]
     job_type: str
     target_type: str
     target_id: str
@@ -140,7 +153,10 @@ class CreateJobRequest(_message.Message):
     snapshot_json: str
     params_json: str
     cost_policy: _types_pb2.CostPolicy
-    def __init__(self, job_type: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., snapshot: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ..., credential_mode: _Optional[str] = ..., credential_id: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model: _Optional[str] = ..., snapshot_json: _Optional[str] = ..., params_json: _Optional[str] = ..., cost_policy: _Optional[_Union[_types_pb2.CostPolicy, str]] = ...) -> None: ...
+    parent_job_id: str
+    max_parallel: int
+    join_policy: JoinPolicy
+    def __init__(self, job_type: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., snapshot: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ..., credential_mode: _Optional[str] = ..., credential_id: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model: _Optional[str] = ..., snapshot_json: _Optional[str] = ..., params_json: _Optional[str] = ..., cost_policy: _Optional[_Union[_types_pb2.CostPolicy, str]] = ..., parent_job_id: _Optional[str] = ..., max_parallel: _Optional[int] = ..., join_policy: _Optional[_Union[JoinPolicy, str]] = ...) -> None: ...
 
 class CreateJobResponse(_message.Message):
     __slots__ = ("job", "created")
@@ -215,16 +231,52 @@ class WatchJobRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("job_type", "lifecycle_status", "page_size", "page_token")
+    __slots__ = ("job_type", "lifecycle_status", "page_size", "page_token", "parent_job_id")
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     LIFECYCLE_STATUS_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PARENT_JOB_ID_FIELD_NUMBER: _ClassVar[int]
     job_type: str
     lifecycle_status: str
     page_size: int
     page_token: str
-    def __init__(self, job_type: _Optional[str] = ..., lifecycle_status: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    parent_job_id: str
+    def __init__(self, job_type: _Optional[str] = ..., lifecycle_status: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., parent_job_id: _Optional[str] = ...) -> None: ...
+
+class GetJobTreeRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class GetJobTreeResponse(_message.Message):
+    __slots__ = ("nodes", "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "cost_micros")
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CACHED_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COST_MICROS_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[TreeNode]
+    prompt_tokens: int
+    completion_tokens: int
+    cached_prompt_tokens: int
+    cost_micros: int
+    def __init__(self, nodes: _Optional[_Iterable[_Union[TreeNode, _Mapping]]] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cached_prompt_tokens: _Optional[int] = ..., cost_micros: _Optional[int] = ...) -> None: ...
+
+class TreeNode(_message.Message):
+    __slots__ = ("job_id", "parent_job_id", "job_type", "lifecycle_status", "attempt_count")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    LIFECYCLE_STATUS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    parent_job_id: str
+    job_type: str
+    lifecycle_status: str
+    attempt_count: int
+    def __init__(self, job_id: _Optional[str] = ..., parent_job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lifecycle_status: _Optional[str] = ..., attempt_count: _Optional[int] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token")

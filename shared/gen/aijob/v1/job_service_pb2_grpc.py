@@ -72,6 +72,11 @@ class JobServiceStub:
                 request_serializer=aijob_dot_v1_dot_job__service__pb2.ListJobsRequest.SerializeToString,
                 response_deserializer=aijob_dot_v1_dot_job__service__pb2.ListJobsResponse.FromString,
                 _registered_method=True)
+        self.GetJobTree = channel.unary_unary(
+                '/aijob.v1.JobService/GetJobTree',
+                request_serializer=aijob_dot_v1_dot_job__service__pb2.GetJobTreeRequest.SerializeToString,
+                response_deserializer=aijob_dot_v1_dot_job__service__pb2.GetJobTreeResponse.FromString,
+                _registered_method=True)
         self.SubscribeEvents = channel.unary_stream(
                 '/aijob.v1.JobService/SubscribeEvents',
                 request_serializer=aijob_dot_v1_dot_job__service__pb2.SubscribeEventsRequest.SerializeToString,
@@ -157,6 +162,14 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetJobTree(self, request, context):
+        """GetJobTree returns a job's tree (its root and every descendant) with the model usage of
+        every node's attempts rolled up, failed and cancelled nodes included.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SubscribeEvents(self, request, context):
         """SubscribeEvents streams job events, resumable after the last event id seen.
         """
@@ -233,6 +246,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.ListJobs,
                     request_deserializer=aijob_dot_v1_dot_job__service__pb2.ListJobsRequest.FromString,
                     response_serializer=aijob_dot_v1_dot_job__service__pb2.ListJobsResponse.SerializeToString,
+            ),
+            'GetJobTree': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetJobTree,
+                    request_deserializer=aijob_dot_v1_dot_job__service__pb2.GetJobTreeRequest.FromString,
+                    response_serializer=aijob_dot_v1_dot_job__service__pb2.GetJobTreeResponse.SerializeToString,
             ),
             'SubscribeEvents': grpc.unary_stream_rpc_method_handler(
                     servicer.SubscribeEvents,
@@ -451,6 +469,33 @@ class JobService:
             '/aijob.v1.JobService/ListJobs',
             aijob_dot_v1_dot_job__service__pb2.ListJobsRequest.SerializeToString,
             aijob_dot_v1_dot_job__service__pb2.ListJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetJobTree(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/aijob.v1.JobService/GetJobTree',
+            aijob_dot_v1_dot_job__service__pb2.GetJobTreeRequest.SerializeToString,
+            aijob_dot_v1_dot_job__service__pb2.GetJobTreeResponse.FromString,
             options,
             channel_credentials,
             insecure,

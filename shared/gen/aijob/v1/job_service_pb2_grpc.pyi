@@ -56,6 +56,10 @@ class JobServiceStub:
     """
     ListJobs: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.ListJobsRequest, _job_service_pb2.ListJobsResponse]
     """ListJobs pages through the user's jobs, newest first."""
+    GetJobTree: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.GetJobTreeRequest, _job_service_pb2.GetJobTreeResponse]
+    """GetJobTree returns a job's tree (its root and every descendant) with the model usage of
+    every node's attempts rolled up, failed and cancelled nodes included.
+    """
     SubscribeEvents: _grpc.UnaryStreamMultiCallable[_job_service_pb2.SubscribeEventsRequest, _types_pb2.JobEvent]
     """SubscribeEvents streams job events, resumable after the last event id seen."""
     ListJobTypes: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.ListJobTypesRequest, _job_service_pb2.ListJobTypesResponse]
@@ -101,6 +105,10 @@ class JobServiceAsyncStub(JobServiceStub):
     """
     ListJobs: _aio.UnaryUnaryMultiCallable[_job_service_pb2.ListJobsRequest, _job_service_pb2.ListJobsResponse]  # type: ignore[assignment]
     """ListJobs pages through the user's jobs, newest first."""
+    GetJobTree: _aio.UnaryUnaryMultiCallable[_job_service_pb2.GetJobTreeRequest, _job_service_pb2.GetJobTreeResponse]  # type: ignore[assignment]
+    """GetJobTree returns a job's tree (its root and every descendant) with the model usage of
+    every node's attempts rolled up, failed and cancelled nodes included.
+    """
     SubscribeEvents: _aio.UnaryStreamMultiCallable[_job_service_pb2.SubscribeEventsRequest, _types_pb2.JobEvent]  # type: ignore[assignment]
     """SubscribeEvents streams job events, resumable after the last event id seen."""
     ListJobTypes: _aio.UnaryUnaryMultiCallable[_job_service_pb2.ListJobTypesRequest, _job_service_pb2.ListJobTypesResponse]  # type: ignore[assignment]
@@ -185,6 +193,16 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_job_service_pb2.ListJobsResponse, _abc.Awaitable[_job_service_pb2.ListJobsResponse]]:
         """ListJobs pages through the user's jobs, newest first."""
+
+    @_abc_1.abstractmethod
+    def GetJobTree(
+        self,
+        request: _job_service_pb2.GetJobTreeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.GetJobTreeResponse, _abc.Awaitable[_job_service_pb2.GetJobTreeResponse]]:
+        """GetJobTree returns a job's tree (its root and every descendant) with the model usage of
+        every node's attempts rolled up, failed and cancelled nodes included.
+        """
 
     @_abc_1.abstractmethod
     def SubscribeEvents(

@@ -22,7 +22,7 @@ COST_POLICY_IMMEDIATE: CostPolicy
 COST_POLICY_OFF_PEAK: CostPolicy
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "job_type", "lifecycle_status", "queue_name", "priority", "progress", "attempt_count", "max_attempts", "user_id", "target_type", "target_id", "created_at", "started_at", "finished_at", "error_code", "public_error_message", "internal_error_message", "retried_from_job_id", "result", "cancel_requested_at", "available_at", "deadline_at", "waived_attempts", "model_name", "model_provider", "cost_policy", "deferred_until")
+    __slots__ = ("job_id", "job_type", "lifecycle_status", "queue_name", "priority", "progress", "attempt_count", "max_attempts", "user_id", "target_type", "target_id", "created_at", "started_at", "finished_at", "error_code", "public_error_message", "internal_error_message", "retried_from_job_id", "result", "cancel_requested_at", "available_at", "deadline_at", "waived_attempts", "model_name", "model_provider", "cost_policy", "deferred_until", "parent_job_id", "root_job_id", "children")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     LIFECYCLE_STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +50,9 @@ class Job(_message.Message):
     MODEL_PROVIDER_FIELD_NUMBER: _ClassVar[int]
     COST_POLICY_FIELD_NUMBER: _ClassVar[int]
     DEFERRED_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    PARENT_JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ROOT_JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    CHILDREN_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_type: str
     lifecycle_status: str
@@ -77,7 +80,26 @@ class Job(_message.Message):
     model_provider: str
     cost_policy: CostPolicy
     deferred_until: _timestamp_pb2.Timestamp
-    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lifecycle_status: _Optional[str] = ..., queue_name: _Optional[str] = ..., priority: _Optional[int] = ..., progress: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., user_id: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error_code: _Optional[str] = ..., public_error_message: _Optional[str] = ..., internal_error_message: _Optional[str] = ..., retried_from_job_id: _Optional[str] = ..., result: _Optional[_Union[JobResult, _Mapping]] = ..., cancel_requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., available_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadline_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waived_attempts: _Optional[int] = ..., model_name: _Optional[str] = ..., model_provider: _Optional[str] = ..., cost_policy: _Optional[_Union[CostPolicy, str]] = ..., deferred_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    parent_job_id: str
+    root_job_id: str
+    children: ChildCounts
+    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lifecycle_status: _Optional[str] = ..., queue_name: _Optional[str] = ..., priority: _Optional[int] = ..., progress: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., user_id: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error_code: _Optional[str] = ..., public_error_message: _Optional[str] = ..., internal_error_message: _Optional[str] = ..., retried_from_job_id: _Optional[str] = ..., result: _Optional[_Union[JobResult, _Mapping]] = ..., cancel_requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., available_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadline_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waived_attempts: _Optional[int] = ..., model_name: _Optional[str] = ..., model_provider: _Optional[str] = ..., cost_policy: _Optional[_Union[CostPolicy, str]] = ..., deferred_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., parent_job_id: _Optional[str] = ..., root_job_id: _Optional[str] = ..., children: _Optional[_Union[ChildCounts, _Mapping]] = ...) -> None: ...
+
+class ChildCounts(_message.Message):
+    __slots__ = ("queued", "running", "waiting", "succeeded", "failed", "cancelled")
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    queued: int
+    running: int
+    waiting: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    def __init__(self, queued: _Optional[int] = ..., running: _Optional[int] = ..., waiting: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ...) -> None: ...
 
 class JobResult(_message.Message):
     __slots__ = ("artifact_count", "artifacts", "output_hash", "output_json")
