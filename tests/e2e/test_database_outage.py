@@ -157,6 +157,7 @@ def _every_rpc_request(job_id: str) -> dict[str, Message]:
             ]
         ),
         "JobService/GetJob": job_pb.GetJobRequest(job_id=job_id),
+        "JobService/GetJobTree": job_pb.GetJobTreeRequest(job_id=job_id),
         "JobService/CancelJob": job_pb.CancelJobRequest(job_id=job_id),
         "JobService/WatchJob": job_pb.WatchJobRequest(job_id=job_id),
         "JobService/ListJobs": job_pb.ListJobsRequest(),
