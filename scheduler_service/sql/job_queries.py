@@ -63,6 +63,7 @@ _snapshots = cast(Table, AiJobSnapshot.__table__)
 _gates = cast(Table, AiUserJobGate.__table__)
 _artifacts = cast(Table, AiJobArtifact.__table__)
 _Q, _R = LifecycleStatus.QUEUED.value, LifecycleStatus.RUNNING.value
+_W = LifecycleStatus.WAITING.value
 
 _mine = _c.userId == bindparam("b_user")
 _ACTIVE_AND_TODAY = select(
@@ -164,11 +165,17 @@ async def read_job(conn: AsyncConnection, job_id: str) -> JobRecord | None:
 
 
 _USERS: BindParameter[list[str]] = bindparam("b_users", expanding=True)
-#: Each user's queued-or-running count and created-today count ("a" and "t" rows) and their
-#: gate's fair-dispatch place ("p" rows, for users with a place), in one read.
+#: Each user's active count and created-today count ("a" and "t" rows) and their gate's
+#: fair-dispatch place ("p" rows, for users with a place), in one read. A tree is active once,
+#: as its root (queued, running or waiting on its children); its children are not counted.
 _ACTIVE_TODAY_AND_PLACES_BY_USER = union_all(
     select(literal("a").label("kind"), _c.userId, func.count().label("n"))
-    .where(_c.userId.in_(_USERS), _c.lifecycleStatus.in_([_Q, _R]), sql.engine_owned())
+    .where(
+        _c.userId.in_(_USERS),
+        _c.lifecycleStatus.in_([_Q, _R, _W]),
+        _c.parentJobId.is_(None),
+        sql.engine_owned(),
+    )
     .group_by(_c.userId),
     select(literal("t").label("kind"), _c.userId, func.count().label("n"))
     .where(_c.userId.in_(_USERS), _c.createdAt >= db_today(), sql.engine_owned())
@@ -182,8 +189,8 @@ _ACTIVE_TODAY_AND_PLACES_BY_USER = union_all(
 async def active_today_and_places_of(
     conn: AsyncConnection, user_ids: Collection[str]
 ) -> tuple[dict[str, tuple[int, int]], dict[str, int]]:
-    """Several users' queued-or-running and created-today counts (two grouped counts on the
-    per-user indexes) and their gates' fair-dispatch places, in one round trip."""
+    """Several users' active and created-today counts (two grouped counts on the per-user
+    indexes) and their gates' fair-dispatch places, in one round trip."""
     users = sorted(user_ids)
     found = await conn.execute(_ACTIVE_TODAY_AND_PLACES_BY_USER, {"b_users": users})
     counts = {(str(kind), str(user)): int(n) for kind, user, n in found}
@@ -231,7 +238,8 @@ async def job_id_by_key(conn: AsyncConnection, user_id: str, job_type: str, key:
 
 
 async def active_and_today(conn: AsyncConnection, user_id: str) -> tuple[int, int]:
-    """The user's queued-or-running jobs, and the jobs they created today (database day)."""
+    """The user's active jobs (a tree once, as its root), and the jobs they created today
+    (database day)."""
     active, today = (await conn.execute(_ACTIVE_AND_TODAY, {"b_user": user_id})).one()
     return int(active), int(today)
 

@@ -363,3 +363,39 @@ async def test_a_retried_split_joins_the_kept_results_with_the_new_ones(
     assert {job_id for job_id, _ in rows} == {retried.job_id}
     assert sorted(point for _, point in rows) == ["kp-a"] * 10 + ["kp-b"] * 10
     assert (await jobs.get(retried.job_id)).children == types_pb2.ChildCounts(succeeded=1)
+
+
+async def test_the_last_two_children_ending_at_once_on_two_replicas_join_once(
+    mysql_url: str, start_scheduler: SchedulerFactory
+) -> None:
+    """Each of a parent's two children is leased on its own replica, and their results come in
+    together: the parent's row serializes the two ends, so it is joined once."""
+    replicas = [await start_scheduler(mysql_url) for _ in range(2)]
+    jobs = JobClient(replicas[0].channel)
+    parent = (await jobs.create()).job_id
+    await _children(jobs, parent, 2)
+    runtimes = [ClientRuntime(r.channel, f"rt-{n}", slots=1) for n, r in enumerate(replicas)]
+    for runtime in runtimes:
+        await runtime.connect()
+    try:
+        leases = [await runtime.next_lease() for runtime in runtimes]
+        await asyncio.gather(
+            *(
+                rt.submit(lease, echo_output(lease))
+                for rt, lease in zip(runtimes, leases, strict=True)
+            )
+        )
+    finally:
+        for runtime in runtimes:
+            await runtime.close()
+    job = await jobs.get(parent)
+    assert (job.lifecycle_status, job.children) == ("queued", types_pb2.ChildCounts(succeeded=2))
+    assert (await job_row(replicas[1].app.engine, parent))["childrenOpen"] == 0
+    runtime = ClientRuntime(replicas[1].channel, "rt-parent", slots=1)
+
+    async def finish(rt: ClientRuntime, lease: types_pb2.Lease) -> None:
+        await rt.submit(lease, echo_output(lease))
+
+    async with working([runtime], finish):
+        await _ends(replicas[0], parent, "succeeded")
+    assert (await events(replicas[0].app.engine, parent)).count("ai.job.completed") == 1

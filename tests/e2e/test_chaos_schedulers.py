@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import re
-import signal
-import subprocess
 import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
 import pytest
 
-from devtools.harness.procs import free_port, launch_scheduler, wait_until_serving
+from devtools.harness.procs import free_port
 from devtools.harness.runtime_client import JobClient
 from tests.support.ledger import (
     assert_every_job_once,
@@ -27,57 +23,10 @@ from tests.support.ledger import (
     wait_until_published,
     wait_until_succeeded,
 )
+from tests.support.replicas import Replica
 from tests.support.runtime_procs import Launcher
 
 pytestmark = pytest.mark.mysql
-
-#: Short leases so that work held by a dead replica's runtimes comes back within the test.
-REPLICA_ENV = {
-    "AIJOB_LEASE_TTL_S": "3",
-    "AIJOB_LEASE_GRACE_S": "1",
-    "AIJOB_REAPER_INTERVAL_S": "0.5",
-}
-
-
-@dataclass
-class Replica:
-    url: str
-    log_dir: Path
-    name: str
-    address: str = field(default_factory=lambda: f"127.0.0.1:{free_port()}")
-    process: subprocess.Popen[bytes] | None = None
-    starts: int = 0
-
-    def start(self) -> None:
-        self.start_with()
-
-    def start_with(self, **env: str) -> None:
-        self.starts += 1
-        log = self.log_dir / f"{self.name}-{self.starts}.log"
-        self.process = launch_scheduler(self.url, self.address, log, **REPLICA_ENV, **env)
-        wait_until_serving(self.address)
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=30)
-
-    def stop(self) -> None:
-        """SIGTERM, and the graceful stop must end with exit code 0."""
-        assert self.process is not None
-        self.process.terminate()
-        assert self.process.wait(timeout=60) == 0
-
-
-@pytest.fixture
-def replicas(mysql_url: str, tmp_path: Path) -> Iterator[list[Replica]]:
-    pair = [Replica(mysql_url, tmp_path, f"scheduler-{i}") for i in range(2)]
-    for replica in pair:
-        replica.start()
-    yield pair
-    for replica in pair:
-        if replica.process is not None and replica.process.poll() is None:
-            replica.stop()
 
 
 async def _create(replicas: list[Replica], total: int) -> None:
