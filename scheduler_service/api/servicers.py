@@ -218,7 +218,9 @@ class JobServicer(job_grpc.JobServiceServicer):
             ):
                 terminal = record.is_terminal
                 artifacts = await hub.artifacts(record.id) if terminal else None
-                yield self._messages.of(record, artifacts)
+                # A parent's updates carry its children's counts, as GetJob's answer does.
+                children = await self._jobs.trees.child_counts(record)
+                yield self._messages.of(record, artifacts, children=children)
 
     async def StreamOutput(
         self, request: job_pb.StreamOutputRequest, context: Context

@@ -399,3 +399,37 @@ async def test_the_last_two_children_ending_at_once_on_two_replicas_join_once(
     async with working([runtime], finish):
         await _ends(replicas[0], parent, "succeeded")
     assert (await events(replicas[0].app.engine, parent)).count("ai.job.completed") == 1
+
+
+async def test_watching_a_parent_shows_the_share_of_children_done(
+    scheduler: RunningScheduler,
+) -> None:
+    jobs = JobClient(scheduler.channel)
+    parent = (await jobs.create()).job_id
+    await _children(jobs, parent, 4)
+    call = jobs.stub.WatchJob(job_pb.WatchJobRequest(job_id=parent), metadata=jobs.metadata)
+    updates = call.__aiter__()
+    first = await updates.__anext__()
+    assert (first.lifecycle_status, first.progress) == ("waiting", 0)
+    runtime = ClientRuntime(scheduler.channel, "rt-watch", slots=1)
+    await runtime.connect()
+    try:
+        for done in range(1, 4):
+            lease = await runtime.next_lease()
+            await runtime.submit(lease, echo_output(lease))
+            runtime.credit()
+            update = await updates.__anext__()
+            assert (update.lifecycle_status, update.progress) == ("waiting", 25 * done)
+        lease = await runtime.next_lease()
+        await runtime.submit(lease, echo_output(lease))
+        runtime.credit()
+        # The last child's end joins the parent: it is queued for its own call.
+        joined = await updates.__anext__()
+        assert joined.lifecycle_status == "queued" and joined.children.succeeded == 4
+        lease = await runtime.next_lease()
+        assert lease.job_id == parent
+        await runtime.submit(lease, echo_output(lease))
+        statuses = [update.lifecycle_status async for update in updates]
+        assert statuses[-1] == "succeeded"
+    finally:
+        await runtime.close()
