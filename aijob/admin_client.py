@@ -66,6 +66,10 @@ class AdminViewsClient(BaseClient):
         request = admin_pb.GetJobTimelineRequest(job_id=job_id)
         return await self._unary(self._stub.GetJobTimeline, request)
 
+    async def tree(self, job_id: str) -> job_pb.GetJobTreeResponse:
+        """The tree any job belongs to, root first, with its usage rolled up."""
+        return await self._unary(self._stub.GetJobTree, job_pb.GetJobTreeRequest(job_id=job_id))
+
     async def job_types(self) -> builtins.list[job_pb.JobType]:
         reply = await self._unary(self._stub.ListJobTypes, job_pb.ListJobTypesRequest())
         return list(reply.job_types)

@@ -18,6 +18,7 @@ from aijob.client import AdminClient, AijobError, PermissionDeniedError, Unauthe
 from aijob.console.render import Renderer
 from aijob.console.session import TOKEN, Guard, SignInLimit
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
+from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.gen.aijob.v1 import types_pb2
 
 __all__ = ["Views"]
@@ -134,8 +135,14 @@ class Views:
             [("event", e) for e in timeline.events] + [("attempt", a) for a in timeline.attempts],
             key=lambda row: _seconds(row[1]),
         )
+        in_tree = bool(job.parent_job_id) or any(
+            getattr(job.children, status) for status in _CHILD_STATUSES
+        )
+        tree = await self._call(request, lambda admin: admin.tree(job_id)) if in_tree else None
         return {
             "job": job,
+            "tree": tree,
+            "tree_rows": _tree_rows(tree) if tree is not None else [],
             "rows": rows,
             "snapshot": _pretty(timeline.snapshot_json),
             "params": _pretty(timeline.params_json),
@@ -323,6 +330,25 @@ def _int(form: dict[str, str], name: str) -> int:
         return max(0, int(form.get(name) or 0))
     except ValueError:
         raise web.HTTPBadRequest(text=f"{name}: a whole number") from None
+
+
+_CHILD_STATUSES = ("queued", "running", "waiting", "succeeded", "failed", "cancelled")
+
+
+def _tree_rows(tree: job_pb.GetJobTreeResponse) -> list[tuple[int, job_pb.TreeNode]]:
+    """The tree's nodes depth first, each with its depth (the root at 0)."""
+    below: dict[str, list[job_pb.TreeNode]] = {}
+    for node in tree.nodes:
+        below.setdefault(node.parent_job_id, []).append(node)
+    ids = {node.job_id for node in tree.nodes}
+    roots = [node for node in tree.nodes if node.parent_job_id not in ids]
+    rows: list[tuple[int, job_pb.TreeNode]] = []
+    stack = [(0, node) for node in reversed(roots)]
+    while stack:
+        depth, node = stack.pop()
+        rows.append((depth, node))
+        stack.extend((depth + 1, child) for child in reversed(below.get(node.job_id, [])))
+    return rows
 
 
 def _pretty(text: str) -> str:

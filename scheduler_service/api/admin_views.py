@@ -93,6 +93,11 @@ class AdminViews(admin_grpc.AdminServiceServicer):
             record, artifacts, internal=_may_read_internal(), children=children
         )
 
+    async def GetJobTree(
+        self, request: job_pb.GetJobTreeRequest, context: Context
+    ) -> job_pb.GetJobTreeResponse:
+        return convert.job_tree(await self._use.jobs.trees.tree(None, request.job_id))
+
     async def GetJobTimeline(
         self, request: admin_pb.GetJobTimelineRequest, context: Context
     ) -> admin_pb.JobTimeline:

@@ -68,6 +68,7 @@ VIEWER_METHODS = frozenset(
         "GetUserUsage",
         "ListAuditEntries",
         "GetJobTimeline",
+        "GetJobTree",
         "ListJobTypes",
     }
 )

@@ -242,6 +242,11 @@ async def test_get_job_tree_rolls_usage_up_over_every_node(scheduler: RunningSch
         admin_pb.AdminListJobsRequest(parent_job_id=parent), metadata=bearer(ADMIN_TOKEN)
     )
     assert sorted(j.job_id for j in listed.jobs) == sorted(children)
+    # Operators read any user's tree (viewers too: tests/api/test_roles_and_audit.py).
+    seen = await admin.GetJobTree(
+        job_pb.GetJobTreeRequest(job_id=parent), metadata=bearer(ADMIN_TOKEN)
+    )
+    assert seen == tree
 
 
 async def test_children_created_together_join_once(scheduler: RunningScheduler) -> None:

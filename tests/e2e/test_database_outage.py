@@ -172,6 +172,7 @@ def _every_rpc_request(job_id: str) -> dict[str, Message]:
         "AdminService/ListAuditEntries": admin_pb.ListAuditEntriesRequest(),
         "AdminService/CancelJob": job_pb.CancelJobRequest(job_id=job_id),
         "AdminService/GetJobTimeline": admin_pb.GetJobTimelineRequest(job_id=job_id),
+        "AdminService/GetJobTree": job_pb.GetJobTreeRequest(job_id=job_id),
         "JobService/StreamOutput": job_pb.StreamOutputRequest(job_id=job_id),
         "AdminService/PutModelLimit": admin_pb.PutModelLimitRequest(
             limit=admin_pb.ModelLimit(

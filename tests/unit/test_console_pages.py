@@ -21,6 +21,7 @@ from aijob.console.render import Renderer
 from aijob.console.session import COOKIE, Guard, security_headers
 from aijob.console.views import Views
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
+from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.gen.aijob.v1 import types_pb2
 
 TOKEN = "admin-token-for-the-page-tests"
@@ -40,7 +41,33 @@ class StubAdmin:
         )
 
     async def get(self, job_id: str) -> types_pb2.Job:
+        if job_id.startswith("tree-"):
+            parent = "" if job_id == "tree-root" else "tree-root"
+            children = types_pb2.ChildCounts(running=1, succeeded=1) if not parent else None
+            return types_pb2.Job(
+                job_id=job_id,
+                lifecycle_status="waiting",
+                parent_job_id=parent,
+                root_job_id="tree-root",
+                children=children,
+            )
         return types_pb2.Job(job_id=job_id, lifecycle_status="failed", error_code="X")
+
+    async def tree(self, job_id: str) -> job_pb.GetJobTreeResponse:
+        def node(job_id: str, parent: str, status: str) -> job_pb.TreeNode:
+            return job_pb.TreeNode(
+                job_id=job_id, parent_job_id=parent, job_type="t", lifecycle_status=status
+            )
+
+        return job_pb.GetJobTreeResponse(
+            nodes=[
+                node("tree-root", "", "waiting"),
+                node("tree-a", "tree-root", "waiting"),
+                node("tree-b", "tree-root", "succeeded"),
+                node("tree-a1", "tree-a", "running"),
+            ],
+            cost_micros=1_234_500,
+        )
 
     async def timeline(self, job_id: str) -> admin_pb.JobTimeline:
         return admin_pb.JobTimeline(snapshot_json='{"text": "<script>alert(1)</script>"}')
@@ -111,3 +138,20 @@ async def test_text_from_the_scheduler_is_escaped_and_pages_are_locked_down(
     assert "&lt;b&gt;t&lt;/b&gt;" in await overview.text()
     policy = overview.headers["Content-Security-Policy"]
     assert "script-src 'self'" in policy and "frame-ancestors 'none'" in policy
+
+
+async def test_a_job_page_in_a_tree_shows_every_node_linked_and_the_total_cost(
+    console: tuple[TestClient[Any, Any], StubAdmin],
+) -> None:
+    client, admin = console
+    cookies = {COOKIE: admin.session}
+    for page in ("tree-root", "tree-a1"):
+        body = await (await client.get(f"/jobs/{page}", cookies=cookies)).text()
+        table = body[body.index('<table id="tree">') :]
+        table = table[: table.index("</table>")]
+        links = re.findall(r'<td class="depth-(\d)"><a href="/jobs/([\w-]+)">', table)
+        # Depth first, each under its parent.
+        assert links == [("0", "tree-root"), ("1", "tree-a"), ("2", "tree-a1"), ("1", "tree-b")]
+        assert '<strong id="tree-cost">$1.234500</strong>' in body
+    # A job outside any tree has no tree section.
+    assert 'id="tree"' not in await (await client.get("/jobs/j-1", cookies=cookies)).text()

@@ -112,6 +112,11 @@ class AdminServiceStub:
                 request_serializer=aijob_dot_v1_dot_admin__service__pb2.GetJobTimelineRequest.SerializeToString,
                 response_deserializer=aijob_dot_v1_dot_admin__service__pb2.JobTimeline.FromString,
                 _registered_method=True)
+        self.GetJobTree = channel.unary_unary(
+                '/aijob.v1.AdminService/GetJobTree',
+                request_serializer=aijob_dot_v1_dot_job__service__pb2.GetJobTreeRequest.SerializeToString,
+                response_deserializer=aijob_dot_v1_dot_job__service__pb2.GetJobTreeResponse.FromString,
+                _registered_method=True)
         self.ListJobTypes = channel.unary_unary(
                 '/aijob.v1.AdminService/ListJobTypes',
                 request_serializer=aijob_dot_v1_dot_job__service__pb2.ListJobTypesRequest.SerializeToString,
@@ -242,6 +247,14 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetJobTree(self, request, context):
+        """GetJobTree returns the tree any job belongs to, as JobService.GetJobTree does for the
+        caller's own: every node, and the usage of all their attempts. A viewer token may read it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListJobTypes(self, request, context):
         """ListJobTypes describes every job type, as JobService.ListJobTypes does. A viewer token may
         read it.
@@ -327,6 +340,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.GetJobTimeline,
                     request_deserializer=aijob_dot_v1_dot_admin__service__pb2.GetJobTimelineRequest.FromString,
                     response_serializer=aijob_dot_v1_dot_admin__service__pb2.JobTimeline.SerializeToString,
+            ),
+            'GetJobTree': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetJobTree,
+                    request_deserializer=aijob_dot_v1_dot_job__service__pb2.GetJobTreeRequest.FromString,
+                    response_serializer=aijob_dot_v1_dot_job__service__pb2.GetJobTreeResponse.SerializeToString,
             ),
             'ListJobTypes': grpc.unary_unary_rpc_method_handler(
                     servicer.ListJobTypes,
@@ -740,6 +758,33 @@ class AdminService:
             '/aijob.v1.AdminService/GetJobTimeline',
             aijob_dot_v1_dot_admin__service__pb2.GetJobTimelineRequest.SerializeToString,
             aijob_dot_v1_dot_admin__service__pb2.JobTimeline.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetJobTree(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/aijob.v1.AdminService/GetJobTree',
+            aijob_dot_v1_dot_job__service__pb2.GetJobTreeRequest.SerializeToString,
+            aijob_dot_v1_dot_job__service__pb2.GetJobTreeResponse.FromString,
             options,
             channel_credentials,
             insecure,

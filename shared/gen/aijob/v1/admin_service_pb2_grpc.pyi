@@ -87,6 +87,10 @@ class AdminServiceStub:
     model usage (runtime, tokens, cost, error code), with the job's snapshot and parameters. A
     viewer token may read it.
     """
+    GetJobTree: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.GetJobTreeRequest, _job_service_pb2.GetJobTreeResponse]
+    """GetJobTree returns the tree any job belongs to, as JobService.GetJobTree does for the
+    caller's own: every node, and the usage of all their attempts. A viewer token may read it.
+    """
     ListJobTypes: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.ListJobTypesRequest, _job_service_pb2.ListJobTypesResponse]
     """ListJobTypes describes every job type, as JobService.ListJobTypes does. A viewer token may
     read it.
@@ -148,6 +152,10 @@ class AdminServiceAsyncStub(AdminServiceStub):
     """GetJobTimeline lists what happened to one job, oldest first: its events and each attempt's
     model usage (runtime, tokens, cost, error code), with the job's snapshot and parameters. A
     viewer token may read it.
+    """
+    GetJobTree: _aio.UnaryUnaryMultiCallable[_job_service_pb2.GetJobTreeRequest, _job_service_pb2.GetJobTreeResponse]  # type: ignore[assignment]
+    """GetJobTree returns the tree any job belongs to, as JobService.GetJobTree does for the
+    caller's own: every node, and the usage of all their attempts. A viewer token may read it.
     """
     ListJobTypes: _aio.UnaryUnaryMultiCallable[_job_service_pb2.ListJobTypesRequest, _job_service_pb2.ListJobTypesResponse]  # type: ignore[assignment]
     """ListJobTypes describes every job type, as JobService.ListJobTypes does. A viewer token may
@@ -297,6 +305,16 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         """GetJobTimeline lists what happened to one job, oldest first: its events and each attempt's
         model usage (runtime, tokens, cost, error code), with the job's snapshot and parameters. A
         viewer token may read it.
+        """
+
+    @_abc_1.abstractmethod
+    def GetJobTree(
+        self,
+        request: _job_service_pb2.GetJobTreeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.GetJobTreeResponse, _abc.Awaitable[_job_service_pb2.GetJobTreeResponse]]:
+        """GetJobTree returns the tree any job belongs to, as JobService.GetJobTree does for the
+        caller's own: every node, and the usage of all their attempts. A viewer token may read it.
         """
 
     @_abc_1.abstractmethod
