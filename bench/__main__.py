@@ -1,10 +1,12 @@
 """``make bench``: every figure of docs/performance.md in one run, one table, and
 ``bench/results/latest.json``.
 
-Order: the MariaDB ceiling and our drain (AIJOB_BENCH_JOBS, default 5000), the peer and its
-PostgreSQL ceiling (same N), the protocol floor (AIJOB_BENCH_FLOOR_JOBS, default 20000), latency
-(AIJOB_BENCH_LATENCY_JOBS, default 1000), then the scale runs
-(AIJOB_BENCH_SCALE_JOBS per drain, default 1000) and the idle streams.
+Order (PHASES): the MariaDB ceiling and our drain (AIJOB_BENCH_JOBS, default 5000), the peer and
+its PostgreSQL ceiling (same N), the protocol floor (AIJOB_BENCH_FLOOR_JOBS, default 20000), one
+statement's cost, latency (AIJOB_BENCH_LATENCY_JOBS, default 1000), the scale runs
+(AIJOB_BENCH_SCALE_JOBS per drain, default 1000) and the idle streams, in-flight leases, the API
+at scale, the model storms, cheap hours, output streams, job trees against flat jobs
+(AIJOB_BENCH_TREES trees of 10 children, default 100) and the Galera cluster.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from bench import (
     sizes,
     statement_cost,
     throughput,
+    trees,
 )
 
 RESULTS = Path(__file__).parent / "results"
@@ -184,6 +187,19 @@ def table(f: Figures) -> str:
         ),
         _row("  scheduler CPU", f["subscribe_idle_cpu_percent"], "% core", "goal <= 5"),
         _row("drain with AIJOB_WORKERS=2, 4 x 32", f["workers_2_jobs_per_s"], "jobs/s"),
+        _row(
+            f"trees: {trees.TREES} x {trees.CHILDREN} children / {trees.TREES * trees.CHILDREN}"
+            " flat jobs",
+            f.get("tree_drain_vs_flat"),
+            "",
+            "goal >= 0.8",
+        ),
+        _row(
+            "  last child -> parent succeeded p99",
+            f.get("tree_fan_in_p99_ms"),
+            "ms",
+            "goal <= 50",
+        ),
         _row("throttle storm: jobs (250 + 2 x 25 users, 120/min)", f["llm_jobs"], ""),
         _row("  failed", f["llm_failed"], "", "goal 0"),
         _row("  429s / model calls", f["llm_rate_limited_share"], "", "goal <= 0.05"),
@@ -262,6 +278,7 @@ PHASES: dict[str, Phase] = {
     "llm_overload": llm_overload.main,
     "cost": cost.main,
     "outputs": outputs.main,
+    "trees": trees.main,
     "galera": galera.main,
 }
 #: ``make bench-smoke`` runs the phases in these lanes at once, each lane a process of its own
@@ -270,7 +287,7 @@ PHASES: dict[str, Phase] = {
 SMOKE_LANES = (
     ("galera", "llm_overload"),
     ("throughput", "peer", "protocol_floor", "lease_latency", "scale", "inflight"),
-    ("api_scale", "llm_storm", "cost", "outputs", "statement_cost"),
+    ("api_scale", "llm_storm", "cost", "outputs", "statement_cost", "trees"),
 )
 
 

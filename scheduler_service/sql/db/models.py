@@ -56,8 +56,8 @@ class AiJob(Base):
         # The reaper: running jobs by lease deadline, queued jobs by start deadline.
         Index("idx_lifecycleStatus_lockUntil", "lifecycleStatus", "lockUntil"),
         Index("idx_lifecycleStatus_deadlineAt", "lifecycleStatus", "deadlineAt"),
-        # CreateJob's per-user counts (active jobs, jobs created today) and a user's listing.
-        Index("idx_userId_lifecycleStatus", "userId", "lifecycleStatus"),
+        # CreateJob's per-user counts (active roots, jobs created today) and a user's listing.
+        Index("idx_userId_lifecycleStatus_parentJobId", "userId", "lifecycleStatus", "parentJobId"),
         Index("idx_userId_createdAt", "userId", "createdAt"),
         Index("uq_resultIdempotencyKey", "resultIdempotencyKey", unique=True),
         # The contract step's quiet period and the intake of adopted types (migration 0013).
