@@ -12,6 +12,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 
+from aijob.trees import depth_first
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.gen.aijob.v1 import types_pb2
@@ -52,16 +53,14 @@ def job_details(job: types_pb2.Job) -> str:
 
 
 def tree_lines(tree: job_pb.GetJobTreeResponse) -> str:
-    """The tree indented by level, each node's status and attempts, then the whole tree's
-    usage and cost."""
-    depth: dict[str, int] = {}
-    lines = []
-    for node in tree.nodes:
-        depth[node.job_id] = depth.get(node.parent_job_id, -1) + 1 if node.parent_job_id else 0
-        lines.append(
-            f"{'  ' * depth[node.job_id]}{node.job_id}  {node.job_type:<24} "
-            f"{node.lifecycle_status:<9} attempts {node.attempt_count}"
-        )
+    """The tree depth first, indented by level, each node's status, attempts and the code it
+    ended with, then the whole tree's usage and cost."""
+    lines = [
+        f"{'  ' * depth}{node.job_id}  {node.job_type:<24} "
+        f"{node.lifecycle_status:<9} attempts {node.attempt_count}"
+        + (f"  {node.error_code}" if node.error_code else "")
+        for depth, node in depth_first(tree)
+    ]
     lines.append(
         f"{len(tree.nodes)} jobs; tokens {tree.prompt_tokens} prompt "
         f"({tree.cached_prompt_tokens} cached) + {tree.completion_tokens} completion; "

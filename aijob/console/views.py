@@ -17,8 +17,8 @@ from google.protobuf import timestamp_pb2
 from aijob.client import AdminClient, AijobError, PermissionDeniedError, UnauthenticatedError
 from aijob.console.render import Renderer
 from aijob.console.session import TOKEN, Guard, SignInLimit
+from aijob.trees import depth_first
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
-from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.gen.aijob.v1 import types_pb2
 
 __all__ = ["Views"]
@@ -142,7 +142,7 @@ class Views:
         return {
             "job": job,
             "tree": tree,
-            "tree_rows": _tree_rows(tree) if tree is not None else [],
+            "tree_rows": depth_first(tree) if tree is not None else [],
             "rows": rows,
             "snapshot": _pretty(timeline.snapshot_json),
             "params": _pretty(timeline.params_json),
@@ -333,22 +333,6 @@ def _int(form: dict[str, str], name: str) -> int:
 
 
 _CHILD_STATUSES = ("queued", "running", "waiting", "succeeded", "failed", "cancelled")
-
-
-def _tree_rows(tree: job_pb.GetJobTreeResponse) -> list[tuple[int, job_pb.TreeNode]]:
-    """The tree's nodes depth first, each with its depth (the root at 0)."""
-    below: dict[str, list[job_pb.TreeNode]] = {}
-    for node in tree.nodes:
-        below.setdefault(node.parent_job_id, []).append(node)
-    ids = {node.job_id for node in tree.nodes}
-    roots = [node for node in tree.nodes if node.parent_job_id not in ids]
-    rows: list[tuple[int, job_pb.TreeNode]] = []
-    stack = [(0, node) for node in reversed(roots)]
-    while stack:
-        depth, node = stack.pop()
-        rows.append((depth, node))
-        stack.extend((depth + 1, child) for child in reversed(below.get(node.job_id, [])))
-    return rows
 
 
 def _pretty(text: str) -> str:

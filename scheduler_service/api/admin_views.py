@@ -88,7 +88,7 @@ class AdminViews(admin_grpc.AdminServiceServicer):
 
     async def GetJob(self, request: job_pb.GetJobRequest, context: Context) -> types_pb.Job:
         record, artifacts = await self._use.jobs.get_any(request.job_id)
-        children = await self._use.jobs.trees.child_counts(record)
+        children = await self._use.jobs.trees.children_of(record)
         return self._messages.of(
             record, artifacts, internal=_may_read_internal(), children=children
         )

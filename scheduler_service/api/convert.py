@@ -17,6 +17,7 @@ from scheduler_service.core.job_catalog import JobTypeInfo
 from scheduler_service.core.log_throttle import LogThrottle
 from scheduler_service.core.records import ArtifactRow, JobRecord, LeasePayload
 from scheduler_service.core.state_machine import LifecycleStatus
+from scheduler_service.core.trees import ChildSummary
 from scheduler_service.core.usage import Usage
 from scheduler_service.services.trees import JobTree
 from shared.error_codes import ErrorCode
@@ -278,7 +279,7 @@ def job(
     *,
     internal: bool = False,
     deferred_until: datetime | None = None,
-    children: dict[str, int] | None = None,
+    children: ChildSummary | None = None,
 ) -> types_pb2.Job:
     message = types_pb2.Job(
         job_id=record.id,
@@ -310,7 +311,7 @@ def job(
         root_job_id=record.rootJobId or record.id,
     )
     if children is not None:
-        message.children.CopyFrom(child_counts(children))
+        message.children.CopyFrom(child_counts(children.counts))
     if record.lifecycleStatus is LifecycleStatus.QUEUED:
         message.available_at.CopyFrom(timestamp(record.availableAt) or timestamp_pb2.Timestamp())
     if artifacts is not None and record.lifecycleStatus is LifecycleStatus.SUCCEEDED:
@@ -325,6 +326,10 @@ def job(
                 output_json=json.dumps(record.validatedOutput, ensure_ascii=False)
                 if record.validatedOutput is not None
                 else "",
+                failed_children=[
+                    types_pb2.FailedChild(job_id=job_id, error_code=code)
+                    for job_id, code in (children.unsuccessful if children else ())
+                ],
             )
         )
     return message
@@ -340,6 +345,7 @@ def job_tree(tree: JobTree) -> job_service_pb2.GetJobTreeResponse:
                 job_type=n.job_type,
                 lifecycle_status=n.lifecycle_status,
                 attempt_count=n.attempt_count,
+                error_code=n.error_code or "",
             )
             for n in tree.nodes
         ],

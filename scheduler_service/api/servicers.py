@@ -25,6 +25,7 @@ from scheduler_service.core.job_registry import JobRegistry
 from scheduler_service.core.records import ArtifactRow, JobRecord
 from scheduler_service.core.state_machine import LifecycleStatus
 from scheduler_service.core.stream_caps import StreamCap
+from scheduler_service.core.trees import ChildSummary
 from scheduler_service.services.jobs import MAX_BULK_CREATE, Created, JobService
 from scheduler_service.services.output_hub import OutputHub
 from scheduler_service.services.watch_hub import WatchHub
@@ -103,7 +104,7 @@ class JobMessages:
         artifacts: list[ArtifactRow] | None = None,
         *,
         internal: bool = False,
-        children: dict[str, int] | None = None,
+        children: ChildSummary | None = None,
     ) -> types_pb.Job:
         waits = self.cheap_hours().deferred_until(
             record.costPolicy,
@@ -193,7 +194,7 @@ class JobServicer(job_grpc.JobServiceServicer):
 
     async def GetJob(self, request: job_pb.GetJobRequest, context: Context) -> types_pb.Job:
         record, artifacts = await self._jobs.get(_user_id(context), request.job_id)
-        children = await self._jobs.trees.child_counts(record)
+        children = await self._jobs.trees.children_of(record)
         return self._messages.of(record, artifacts, children=children)
 
     async def GetJobTree(
@@ -219,7 +220,7 @@ class JobServicer(job_grpc.JobServiceServicer):
                 terminal = record.is_terminal
                 artifacts = await hub.artifacts(record.id) if terminal else None
                 # A parent's updates carry its children's counts, as GetJob's answer does.
-                children = await self._jobs.trees.child_counts(record)
+                children = await self._jobs.trees.children_of(record)
                 yield self._messages.of(record, artifacts, children=children)
 
     async def StreamOutput(

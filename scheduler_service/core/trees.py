@@ -21,6 +21,7 @@ __all__ = [
     "RETRY_TRIGGER",
     "SPLIT_TRIGGER",
     "ChildOutcome",
+    "ChildSummary",
     "JoinDecision",
     "JoinPolicy",
     "ParentClosedError",
@@ -138,6 +139,15 @@ class ChildOutcome:
     output: Any
     #: Created by its parent's split (its output joins into the parent's).
     split: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ChildSummary:
+    """A parent's children by lifecycle status and, once it succeeded without them all (under
+    ``all_done``), those that failed or were cancelled, with their codes."""
+
+    counts: dict[str, int]
+    unsuccessful: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

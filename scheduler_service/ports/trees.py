@@ -19,6 +19,7 @@ class TreeNodeRow:
     job_type: str
     lifecycle_status: str
     attempt_count: int
+    error_code: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,10 @@ class TreeStore(ABC):
     @abstractmethod
     async def child_counts(self, parent_job_id: str) -> dict[str, int]:
         """The parent's children by lifecycle status."""
+
+    @abstractmethod
+    async def unsuccessful_children(self, parent_job_id: str) -> list[tuple[str, str]]:
+        """The parent's failed and cancelled children, in creation order, with their codes."""
 
     @abstractmethod
     async def nodes(self, root_job_id: str) -> list[TreeNodeRow]:

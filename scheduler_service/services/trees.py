@@ -31,6 +31,7 @@ from scheduler_service.core.tree_writes import (
 )
 from scheduler_service.core.trees import (
     ChildOutcome,
+    ChildSummary,
     JoinPolicy,
     decide_join,
     join_policy_of,
@@ -239,11 +240,22 @@ class Trees:
             raise JobNotFoundError(job_id)
         return tree
 
-    async def child_counts(self, job: JobRecord) -> dict[str, int] | None:
-        """A parent's children by status; None for a job with none."""
+    async def children_of(self, job: JobRecord) -> ChildSummary | None:
+        """A parent's children by status (and, when it succeeded without them all, those that
+        did not, with their codes); None for a job with none."""
         if job.childrenTotal == 0:
             return None
-        return await self._uow.read(lambda tx: tx.trees.child_counts(job.id))
+
+        async def read(tx: Transaction) -> ChildSummary:
+            counts = await tx.trees.child_counts(job.id)
+            short = counts.get(LifecycleStatus.FAILED.value, 0) + counts.get(
+                LifecycleStatus.CANCELLED.value, 0
+            )
+            if job.lifecycleStatus is not LifecycleStatus.SUCCEEDED or not short:
+                return ChildSummary(counts)
+            return ChildSummary(counts, tuple(await tx.trees.unsuccessful_children(job.id)))
+
+        return await self._uow.read(read)
 
 
 _TERMINAL_VALUES = frozenset(

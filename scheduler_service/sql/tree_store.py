@@ -38,8 +38,16 @@ _CHILDREN = (
     .order_by(_c.createdAt, _c.id)
 )
 _COUNTS = select(_c.lifecycleStatus, func.count()).where(_of_parent).group_by(_c.lifecycleStatus)
+_UNSUCCESSFUL = (
+    select(_c.id, _c.errorCode)
+    .where(
+        _of_parent,
+        _c.lifecycleStatus.in_([LifecycleStatus.FAILED.value, LifecycleStatus.CANCELLED.value]),
+    )
+    .order_by(_c.createdAt, _c.id)
+)
 _NODES = (
-    select(_c.id, _c.parentJobId, _c.jobType, _c.lifecycleStatus, _c.attemptCount)
+    select(_c.id, _c.parentJobId, _c.jobType, _c.lifecycleStatus, _c.attemptCount, _c.errorCode)
     .where(or_(_c.id == bindparam("b_root"), _c.rootJobId == bindparam("b_root")))
     .order_by(_c.treeDepth, _c.createdAt, _c.id)
 )
@@ -101,10 +109,21 @@ class SqlTreeStore(TreeStore):
         rows = await self._conn.execute(_COUNTS, {"b_parent": parent_job_id})
         return {str(status): int(count) for status, count in rows}
 
+    async def unsuccessful_children(self, parent_job_id: str) -> list[tuple[str, str]]:
+        rows = await self._conn.execute(_UNSUCCESSFUL, {"b_parent": parent_job_id})
+        return [(r.id, r.errorCode or "") for r in rows]
+
     async def nodes(self, root_job_id: str) -> list[TreeNodeRow]:
         rows = await self._conn.execute(_NODES, {"b_root": root_job_id})
         return [
-            TreeNodeRow(r.id, r.parentJobId, r.jobType, r.lifecycleStatus, int(r.attemptCount))
+            TreeNodeRow(
+                r.id,
+                r.parentJobId,
+                r.jobType,
+                r.lifecycleStatus,
+                int(r.attemptCount),
+                r.errorCode,
+            )
             for r in rows
         ]
 

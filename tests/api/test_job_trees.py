@@ -158,7 +158,21 @@ async def test_all_done_ends_the_parent_with_what_succeeded(scheduler: RunningSc
 
     async with working([runtime], finish):
         await _ends(scheduler, parent, "succeeded")
-    assert (await jobs.get(parent)).children == types_pb2.ChildCounts(succeeded=2, failed=1)
+    done = await jobs.get(parent)
+    assert done.children == types_pb2.ChildCounts(succeeded=2, failed=1)
+    # Its result names the child that failed, and the code it failed with.
+    assert list(done.result.failed_children) == [
+        types_pb2.FailedChild(job_id=children[1], error_code="INVALID_SNAPSHOT")
+    ]
+    tree = await jobs.stub.GetJobTree(
+        job_pb.GetJobTreeRequest(job_id=parent), metadata=jobs.metadata
+    )
+    assert {n.job_id: n.error_code for n in tree.nodes} == {
+        parent: "",
+        children[0]: "",
+        children[1]: "INVALID_SNAPSHOT",
+        children[2]: "",
+    }
 
 
 async def test_max_parallel_is_never_exceeded(scheduler: RunningScheduler) -> None:

@@ -28,6 +28,9 @@ class FakeTreeStore(TreeStore):
     async def child_counts(self, parent_job_id: str) -> dict[str, int]:
         raise self._sql_only()
 
+    async def unsuccessful_children(self, parent_job_id: str) -> list[tuple[str, str]]:
+        raise self._sql_only()
+
     async def nodes(self, root_job_id: str) -> list[TreeNodeRow]:
         raise self._sql_only()
 

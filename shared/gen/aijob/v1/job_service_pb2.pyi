@@ -265,18 +265,20 @@ class GetJobTreeResponse(_message.Message):
     def __init__(self, nodes: _Optional[_Iterable[_Union[TreeNode, _Mapping]]] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cached_prompt_tokens: _Optional[int] = ..., cost_micros: _Optional[int] = ...) -> None: ...
 
 class TreeNode(_message.Message):
-    __slots__ = ("job_id", "parent_job_id", "job_type", "lifecycle_status", "attempt_count")
+    __slots__ = ("job_id", "parent_job_id", "job_type", "lifecycle_status", "attempt_count", "error_code")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     LIFECYCLE_STATUS_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     parent_job_id: str
     job_type: str
     lifecycle_status: str
     attempt_count: int
-    def __init__(self, job_id: _Optional[str] = ..., parent_job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lifecycle_status: _Optional[str] = ..., attempt_count: _Optional[int] = ...) -> None: ...
+    error_code: str
+    def __init__(self, job_id: _Optional[str] = ..., parent_job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lifecycle_status: _Optional[str] = ..., attempt_count: _Optional[int] = ..., error_code: _Optional[str] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token")

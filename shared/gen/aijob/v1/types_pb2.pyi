@@ -102,16 +102,26 @@ class ChildCounts(_message.Message):
     def __init__(self, queued: _Optional[int] = ..., running: _Optional[int] = ..., waiting: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ...) -> None: ...
 
 class JobResult(_message.Message):
-    __slots__ = ("artifact_count", "artifacts", "output_hash", "output_json")
+    __slots__ = ("artifact_count", "artifacts", "output_hash", "output_json", "failed_children")
     ARTIFACT_COUNT_FIELD_NUMBER: _ClassVar[int]
     ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_HASH_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_JSON_FIELD_NUMBER: _ClassVar[int]
+    FAILED_CHILDREN_FIELD_NUMBER: _ClassVar[int]
     artifact_count: int
     artifacts: _containers.RepeatedCompositeFieldContainer[ArtifactRef]
     output_hash: str
     output_json: str
-    def __init__(self, artifact_count: _Optional[int] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., output_hash: _Optional[str] = ..., output_json: _Optional[str] = ...) -> None: ...
+    failed_children: _containers.RepeatedCompositeFieldContainer[FailedChild]
+    def __init__(self, artifact_count: _Optional[int] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., output_hash: _Optional[str] = ..., output_json: _Optional[str] = ..., failed_children: _Optional[_Iterable[_Union[FailedChild, _Mapping]]] = ...) -> None: ...
+
+class FailedChild(_message.Message):
+    __slots__ = ("job_id", "error_code")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    error_code: str
+    def __init__(self, job_id: _Optional[str] = ..., error_code: _Optional[str] = ...) -> None: ...
 
 class ArtifactRef(_message.Message):
     __slots__ = ("artifact_type", "artifact_id")
