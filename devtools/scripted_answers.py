@@ -36,10 +36,10 @@ def forget_answer(job_type: str) -> None:
 
 def answer_for(messages: list[dict[str, Any]]) -> dict[str, Any]:
     """The schema-valid answer for the job the prompt describes."""
-    system = next((m.get("content", "") for m in messages if m.get("role") == "system"), "")
-    user = next((m.get("content", "") for m in messages if m.get("role") == "user"), "")
-    match = _JOB_TYPE.search(system)
-    blocks = _FENCED.findall(user)
+    # Either layout (shared/job_types/spec.py): the snapshot's block before the params'.
+    text = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") != "assistant")
+    match = _JOB_TYPE.search(text)
+    blocks = _FENCED.findall(text)
     snapshot = json.loads(blocks[0]) if blocks else {}
     params = json.loads(blocks[1]) if len(blocks) > 1 else {}
     job_type = match.group(1) if match else "synthetic_echo"

@@ -14,6 +14,8 @@ client's error paths for real:
     401, 403     the key is refused                  context   400: context length exceeded
     malformed    content that is not JSON            schema    JSON that breaks the job's schema
     length       cut off, finish_reason "length"     fenced    the JSON inside a ```json fence
+    blank        whitespace only, finish "stop" (JSON Output's answer when it could not write JSON)
+    think:MS     a thinking call waits MS milliseconds between its reasoning and its answer
     404          model not found                     402       insufficient balance
     400          400 "Unsupported parameter ... in this context" (not a context-length error)
     422          invalid parameters
@@ -33,8 +35,16 @@ blank line every ``--keepalive-s``, a streaming one ``: keep-alive`` comments â€
 held longer than ``--overload-hold-s`` ends with a 503 error (as the status when nothing was sent
 yet, else as the body or the stream's last event, the way a provider that already said 200 can).
 ``"stream": true`` is answered as server-sent events (with a usage chunk when
-``stream_options.include_usage``). A prompt answered before hits the context cache: its whole
-64-token blocks are reported as cached prompt tokens.
+``stream_options.include_usage``).
+
+Thinking, as DeepSeek answers today: on by default at effort ``high``; a request's ``thinking``
+``{"type": "disabled"}`` turns it off, its ``reasoning_effort`` (``low``, ``high``, ``max``) sets
+the effort. A thinking call writes ``reasoning_content`` first (64, 256 or 1,024 tokens by
+effort), counted as completion tokens (``completion_tokens_details.reasoning_tokens``) and
+against ``max_tokens``. The context cache follows DeepSeek's rule per ``user_id``
+(devtools/scripted_cache.py): hits are reported in whole 64-token blocks as
+``prompt_cache_hit_tokens`` (and ``prompt_cache_miss_tokens``). ``state.prompts`` and
+``state.efforts`` record each request's prompt and effort (``""``: off).
 
 ``GET /control/stats``: ``requests``, ``rate_limited``, ``max_concurrent`` (calls in progress at
 once, at most), ``in_progress``, ``held`` (calls ever held open), ``holding`` (held now),
@@ -76,7 +86,10 @@ from devtools.scripted_replies import (
     content_for,
     pauses_for,
     prefix_of,
+    reasoning_for,
+    reasoning_pieces,
     stream_chunks,
+    thinking_of,
     usage_of,
 )
 from devtools.scripted_state import USER_ID, AccountLimits, Overload, ScriptedState, key_label
@@ -288,18 +301,28 @@ class _Handler(BaseHTTPRequestHandler):
             }
             self._send(400, {"error": error})
             return
-        content, finish = content_for(name, messages, request.get("max_tokens"))
+        state = self.server.state
+        effort = thinking_of(request)
+        state.saw_request(prompt, effort)
+        reasoning = reasoning_for(effort)
+        content, finish = content_for(name, messages, request.get("max_tokens"), reasoning)
         model = request.get("model", MODEL)
-        usage = usage_of(prompt, content, cached=self.server.state.cached(prompt))
+        user = str(request.get("user_id") or "")
+        hit = state.cache.hit_chars(user, prompt)
+        state.cache.store(user, prompt, content)
+        usage = usage_of(prompt, content, hit_chars=hit, reasoning=reasoning)
         if request.get("stream"):
             wanted = bool((request.get("stream_options") or {}).get("include_usage"))
             pieces = 20 if name == "drip" else max(1, math.ceil(len(content) / 64))
-            events = stream_chunks(model, content, finish, usage if wanted else None, pieces)
-            self._stream(events, headers, pauses_for(name, argument, len(events)))
+            events = stream_chunks(
+                model, content, finish, usage if wanted else None, pieces, reasoning=reasoning
+            )
+            thoughts = len(reasoning_pieces(reasoning))
+            self._stream(events, headers, pauses_for(name, argument, len(events), thoughts))
             return
         self.answered()
-        self.server.state.wrote(len(content))
-        self._send(200, completion_body(model, content, finish, usage), headers)
+        state.wrote(len(content))
+        self._send(200, completion_body(model, content, finish, usage, reasoning), headers)
 
     def _stream(
         self, events: list[dict[str, Any]], headers: dict[str, str], pauses: list[float]

@@ -1,5 +1,6 @@
-"""The scripted model's replies: usage counts (with cached prompt tokens), the content a fault
-asks for, and the pieces a streamed answer is sent in."""
+"""The scripted model's replies: usage counts (cache hits and misses, reasoning tokens), the
+content a fault asks for, the reasoning a thinking call writes first, and the pieces a streamed
+answer is sent in."""
 
 from __future__ import annotations
 
@@ -10,16 +11,39 @@ import uuid
 from typing import Any
 
 from devtools.scripted_answers import answer_for
+from devtools.scripted_cache import hit_tokens
 
-CACHE_BLOCK = 64
+#: Reasoning tokens a thinking call writes before its answer, per effort (DeepSeek's default
+#: effort is ``high``).
+REASONING_TOKENS = {"low": 64, "high": 256, "max": 1024}
+_THOUGHT = "Let me work through the learner's data step by step. "
 
 
-def usage_of(prompt: str, content: str, *, cached: bool) -> dict[str, Any]:
-    """Token counts (a quarter of the characters). A prompt seen before hits the context cache
-    for its whole blocks, reported both as DeepSeek does (``prompt_cache_hit_tokens``,
-    ``prompt_cache_miss_tokens``) and as OpenAI does (``prompt_tokens_details``)."""
-    prompt_tokens, completion_tokens = max(1, len(prompt) // 4), max(1, len(content) // 4)
-    hit = prompt_tokens // CACHE_BLOCK * CACHE_BLOCK if cached else 0
+def thinking_of(request: dict[str, Any]) -> str:
+    """The effort a request thinks with, as DeepSeek reads it: on (``high``) unless its
+    ``thinking`` says ``disabled``; ``""`` when off."""
+    thinking = request.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") == "disabled":
+        return ""
+    effort = request.get("reasoning_effort")
+    return effort if effort in REASONING_TOKENS else "high"
+
+
+def reasoning_for(effort: str) -> str:
+    """The reasoning text a call at ``effort`` writes (four characters a token)."""
+    chars = 4 * REASONING_TOKENS.get(effort, 0)
+    return (_THOUGHT * (chars // len(_THOUGHT) + 1))[:chars]
+
+
+def usage_of(prompt: str, content: str, *, hit_chars: int, reasoning: str = "") -> dict[str, Any]:
+    """Token counts (a quarter of the characters): the prompt's cache hits in whole blocks,
+    reported both as DeepSeek does (``prompt_cache_hit_tokens``, ``prompt_cache_miss_tokens``)
+    and as OpenAI does (``prompt_tokens_details``); reasoning tokens are completion tokens
+    (``completion_tokens_details.reasoning_tokens``)."""
+    prompt_tokens = max(1, len(prompt) // 4)
+    thought = len(reasoning) // 4
+    completion_tokens = max(1, len(content) // 4) + thought
+    hit = hit_tokens(hit_chars, prompt_tokens)
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
@@ -27,6 +51,7 @@ def usage_of(prompt: str, content: str, *, cached: bool) -> dict[str, Any]:
         "prompt_cache_hit_tokens": hit,
         "prompt_cache_miss_tokens": prompt_tokens - hit,
         "prompt_tokens_details": {"cached_tokens": hit},
+        "completion_tokens_details": {"reasoning_tokens": thought},
     }
 
 
@@ -38,9 +63,12 @@ def prefix_of(messages: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def content_for(fault: str, messages: list[dict[str, Any]], cap: Any) -> tuple[str, str]:
-    """The answer's text and finish reason, as the fault shapes it; cut at ``max_tokens``. With
-    a prefix (chat prefix completion), the rest of the scripted answer after it."""
+def content_for(
+    fault: str, messages: list[dict[str, Any]], cap: Any, reasoning: str = ""
+) -> tuple[str, str]:
+    """The answer's text and finish reason, as the fault shapes it; cut at ``max_tokens``, which
+    the reasoning written first counts against. With a prefix (chat prefix completion), the rest
+    of the scripted answer after it."""
     content = json.dumps(answer_for(messages), ensure_ascii=False)
     prefix = prefix_of(messages)
     if prefix is not None:
@@ -54,18 +82,24 @@ def content_for(fault: str, messages: list[dict[str, Any]], cap: Any) -> tuple[s
         content, finish = content[: len(content) // 2], "length"
     elif fault == "fenced":
         content = f"```json\n{content}\n```"
-    if isinstance(cap, int) and cap > 0 and len(content) // 4 > cap:
-        content, finish = content[: cap * 4], "length"  # cut at the cap, as providers do
+    elif fault == "blank":
+        content = "  \n\n  "  # JSON Output's answer when the model could not write JSON
+    room = cap - len(reasoning) // 4 if isinstance(cap, int) and cap > 0 else None
+    if room is not None and len(content) // 4 > room:
+        content, finish = content[: max(0, room) * 4], "length"  # cut at the cap, as providers do
     return content, finish
 
 
-def pauses_for(fault: str, argument: str, count: int) -> list[float]:
+def pauses_for(fault: str, argument: str, count: int, thoughts: int = 0) -> list[float]:
     """Seconds before each event: ``drip`` spreads its time over the content pieces (events 1
     to count - 2: the role comes first, the finish and usage last), ``stall`` waits once after
-    the first piece."""
+    the first piece, ``think`` once between the last of ``thoughts`` reasoning pieces and the
+    first content piece."""
     pauses = [0.0] * count
     seconds = int(argument or "1000") / 1000
-    if fault == "drip":
+    if fault == "think" and count > thoughts + 1:
+        pauses[thoughts + 1] = seconds
+    elif fault == "drip":
         pieces = range(1, max(2, count - 2))
         for index in pieces:
             pauses[index] = seconds / len(pieces)
@@ -75,10 +109,17 @@ def pauses_for(fault: str, argument: str, count: int) -> list[float]:
 
 
 def stream_chunks(
-    model: str, content: str, finish: str, usage: dict[str, Any] | None, pieces: int = 1
+    model: str,
+    content: str,
+    finish: str,
+    usage: dict[str, Any] | None,
+    pieces: int = 1,
+    *,
+    reasoning: str = "",
 ) -> list[dict[str, Any]]:
-    """The answer as chat.completion.chunk events: the role, the content in pieces, the finish,
-    and the usage when asked for."""
+    """The answer as chat.completion.chunk events: the role, the reasoning in pieces (a thinking
+    call's ``reasoning_content``), the content in pieces, the finish, and the usage when asked
+    for."""
     base = {
         "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
         "object": "chat.completion.chunk",
@@ -95,6 +136,7 @@ def stream_chunks(
     size = max(1, math.ceil(len(content) / pieces))
     parts = [content[i : i + size] for i in range(0, len(content), size)] or [""]
     events = [chunk({"role": "assistant", "content": ""})]
+    events += [chunk({"reasoning_content": part}) for part in reasoning_pieces(reasoning)]
     events += [chunk({"content": part}) for part in parts]
     events.append(chunk({}, finish))
     if usage is not None:
@@ -102,7 +144,14 @@ def stream_chunks(
     return events
 
 
-def completion_body(model: str, content: str, finish: str, usage: dict[str, Any]) -> dict[str, Any]:
+def reasoning_pieces(reasoning: str) -> list[str]:
+    """The reasoning as streamed: 256 characters a piece."""
+    return [reasoning[i : i + 256] for i in range(0, len(reasoning), 256)]
+
+
+def completion_body(
+    model: str, content: str, finish: str, usage: dict[str, Any], reasoning: str = ""
+) -> dict[str, Any]:
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
         "object": "chat.completion",
@@ -111,7 +160,11 @@ def completion_body(model: str, content: str, finish: str, usage: dict[str, Any]
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": content},
+                "message": {
+                    "role": "assistant",
+                    "content": content,
+                    **({"reasoning_content": reasoning} if reasoning else {}),
+                },
                 "finish_reason": finish,
             }
         ],

@@ -3,7 +3,6 @@ the calls in progress and held, the faults queued, and the counts ``GET /control
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 import threading
@@ -11,6 +10,7 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any
 
+from devtools.scripted_cache import ContextCache
 from devtools.scripted_limits import KeyLimits, ProviderLimits
 
 __all__ = ["USER_ID", "AccountLimits", "Overload", "ScriptedState", "key_label"]
@@ -74,8 +74,11 @@ class ScriptedState:
         self.in_progress = 0
         #: Calls held open right now, waiting for a place.
         self.holding = 0
-        #: Digests of the prompts answered: a repeat hits the context cache.
-        self.prompts: set[bytes] = set()
+        #: The context cache, per user_id (DeepSeek's rule: devtools/scripted_cache.py).
+        self.cache = ContextCache()
+        #: Each request's prompt and effort ("": thinking off), in arrival order.
+        self.prompts: list[str] = []
+        self.efforts: list[str] = []
         self.keys: dict[str, Counter[str]] = {}
 
     def enter_account(self, user_id: str) -> bool:
@@ -187,13 +190,11 @@ class ScriptedState:
             stats["call_completion_tokens"] = list(self.call_completion_tokens)
             return stats
 
-    def cached(self, prompt: str) -> bool:
-        """Whether the prompt was seen before (its prefix is in the context cache); it is now."""
-        digest = hashlib.sha256(prompt.encode()).digest()
+    def saw_request(self, prompt: str, effort: str) -> None:
         with self.lock:
-            seen = digest in self.prompts
-            self.prompts.add(digest)
-            return seen
+            self.prompts.append(prompt)
+            self.efforts.append(effort)
+            self.counts[f"thinking:{effort or 'off'}"] += 1
 
     def next_fault(self, prompt: str) -> str:
         marker = _MARKER.search(prompt)

@@ -3,8 +3,10 @@ Markdown fence some models add taken off), and the job's prompt and schema looke
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +25,9 @@ __all__ = [
     "cached_tokens",
     "output_schema",
     "prompt_of",
+    "reasoning_tokens",
     "unfenced",
+    "unstalled",
     "validated",
 ]
 
@@ -40,8 +44,12 @@ class ModelAnswer:
     parts: list[str] = field(default_factory=list)
     finish_reason: str | None = None
     usage: Any = None
+    #: When the first token came, reasoning or answer: a model that thinks first is working,
+    #: not congested (liveness, stall detection and the time-to-first-token signal read it).
     first_token_s: float | None = None
     chars: int = 0
+    #: Characters of reasoning seen (never part of the answer: not hashed, streamed or stored).
+    reasoning_chars: int = 0
 
     def resume_from(self, prefix: str) -> None:
         """The answer continues ``prefix`` (an earlier attempt's text): it starts with it."""
@@ -56,7 +64,14 @@ class ModelAnswer:
             self.usage = chunk.usage
         added = ""
         for choice in chunk.choices or ():
-            text = choice.delta.content if choice.delta is not None else None
+            delta = choice.delta
+            # DeepSeek's thinking mode streams ``reasoning_content`` before any content.
+            thought = getattr(delta, "reasoning_content", None) if delta is not None else None
+            if thought:
+                if self.first_token_s is None:
+                    self.first_token_s = elapsed_s
+                self.reasoning_chars += len(thought)
+            text = delta.content if delta is not None else None
             if text:
                 if self.first_token_s is None:
                     self.first_token_s = elapsed_s
@@ -77,6 +92,36 @@ class ModelAnswer:
     @property
     def content(self) -> str:
         return "".join(self.parts)
+
+
+async def unstalled(chunks: Any, answer: ModelAnswer, stall_s: float) -> AsyncIterator[Any]:
+    """The stream's chunks; once tokens flow (reasoning or answer), a gap longer than
+    ``stall_s`` is a stalled answer (before the first token, a provider may hold the call: the
+    job's timeout bounds that wait)."""
+    iterator = chunks.__aiter__()
+    while True:
+        try:
+            if answer.first_token_s is None:
+                chunk = await iterator.__anext__()
+            else:
+                async with asyncio.timeout(stall_s):
+                    chunk = await iterator.__anext__()
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise JobFailure(
+                ErrorCode.MODEL_TIMEOUT,
+                "The model stopped answering.",
+                f"no token for {stall_s:g} s after the first",
+            ) from None
+        yield chunk
+
+
+def reasoning_tokens(usage: Any) -> int:
+    """Completion tokens the model spent reasoning (``completion_tokens_details``)."""
+    details = getattr(usage, "completion_tokens_details", None)
+    spent = getattr(details, "reasoning_tokens", None) if details is not None else None
+    return int(spent) if isinstance(spent, int) and spent > 0 else 0
 
 
 def cached_tokens(usage: Any) -> int:

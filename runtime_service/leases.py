@@ -53,6 +53,9 @@ class LeaseInput:
     resume_output: str = field(default="", repr=False)
     #: The scheduler takes the answer's text as it is written (OutputChunk reports).
     stream_output: bool = False
+    #: How much the model thinks (shared/reasoning.py): always said to the provider, whose
+    #: default is to think.
+    reasoning_effort: str = "off"
 
 
 @dataclass
@@ -68,6 +71,8 @@ class CallUsage:
     time_to_first_token_ms: int | None = None
     #: Prompt tokens the provider served from its context cache.
     cached_prompt_tokens: int = 0
+    #: Of the completion tokens, those the model spent reasoning.
+    reasoning_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -30,6 +30,7 @@ from runtime_service.answers import (
     output_schema,
     prompt_of,
     unfenced,
+    unstalled,
     validated,
 )
 from runtime_service.failures import JobFailure, failure_from_openai
@@ -49,6 +50,7 @@ from runtime_service.usage import saw_limits, with_call
 from shared import tracing
 from shared.canonical_json import canonical_json
 from shared.error_codes import ErrorCode
+from shared.job_types.reasoning import OFF, thinking_options
 from shared.redaction import scrub_secrets
 
 __all__ = [
@@ -82,6 +84,8 @@ class _Running:
     provider_user_id: str = ""
     #: The answer's text on its way to the scheduler, for types that stream it.
     chunks: OutputChunks | None = None
+    #: How much the model thinks, on every call of the attempt (repairs too).
+    reasoning_effort: str = OFF
 
 
 #: Why a job stopped when it was cancelled from outside, as the failure reported for it.
@@ -163,7 +167,10 @@ class JobRunner:
 
     async def _attempt(self, lease: LeaseInput) -> str:
         key = (lease.job_id, lease.attempt_no)
-        running = _Running(provider_user_id=lease.provider_user_id if self._send_user_id else "")
+        running = _Running(
+            provider_user_id=lease.provider_user_id if self._send_user_id else "",
+            reasoning_effort=lease.reasoning_effort,
+        )
         # Created inside the attempt's span: the task's context carries it to the model call.
         work = asyncio.ensure_future(self._execute(lease, running))
         running.task = work
@@ -416,9 +423,12 @@ class JobRunner:
         answer = ModelAnswer(model)
         cap = lease.max_output_tokens if lease is not None else 0
         extra: dict[str, Any] = {"max_tokens": cap} if cap > 0 else {}
+        # Neither is an OpenAI parameter: DeepSeek reads them from the body (extra_body). The
+        # thinking toggle is always sent, since the provider's default is to think.
+        body: dict[str, Any] = thinking_options(running.reasoning_effort)
         if running.provider_user_id:
-            # Not an OpenAI parameter: DeepSeek reads it from the body (its docs: extra_body).
-            extra["extra_body"] = {"user_id": running.provider_user_id}
+            body["user_id"] = running.provider_user_id
+        extra["extra_body"] = body
         prefix = lease.resume_output if lease is not None else ""
         if prefix:
             # Chat prefix completion (DeepSeek's beta): the answer goes on from the text the
@@ -439,7 +449,7 @@ class JobRunner:
             )
             stream = raw.parse()
             try:
-                async for chunk in self._unstalled(stream, answer):
+                async for chunk in unstalled(stream, answer, self._stall_s):
                     text = answer.take(chunk, time.perf_counter() - started)
                     if lease is not None:
                         running.progress = max(
@@ -466,29 +476,14 @@ class JobRunner:
                 "The model's answer was cut off.",
                 "finish_reason=length",
             )
+        if not answer.content.strip():
+            # JSON Output's answer when the model could not write JSON: a new call may.
+            raise JobFailure(
+                ErrorCode.MODEL_BLANK_ANSWER,
+                "The model gave a blank answer.",
+                f"whitespace only, finish_reason={answer.finish_reason}",
+            )
         return answer.content
-
-    async def _unstalled(self, chunks: Any, answer: ModelAnswer) -> AsyncIterator[Any]:
-        """The stream's chunks; once tokens flow, a gap longer than ``stall_s`` is a stalled
-        answer (before the first token, a provider may hold the call: the job's timeout bounds
-        that wait)."""
-        iterator = chunks.__aiter__()
-        while True:
-            try:
-                if answer.first_token_s is None:
-                    chunk = await iterator.__anext__()
-                else:
-                    async with asyncio.timeout(self._stall_s):
-                        chunk = await iterator.__anext__()
-            except StopAsyncIteration:
-                return
-            except TimeoutError:
-                raise JobFailure(
-                    ErrorCode.MODEL_TIMEOUT,
-                    "The model stopped answering.",
-                    f"no token for {self._stall_s:g} s after the first",
-                ) from None
-            yield chunk
 
     def _add_usage(
         self, running: _Running, completion: ModelAnswer, elapsed_s: float, model: str

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from shared.job_types import spec_of
-from shared.job_types.spec import Messages, render_v1
+from shared.job_types.spec import PROMPT_LAYOUTS, Messages
 
 __all__ = ["Prompt", "UnknownPromptError", "build_prompt", "repair_messages"]
 
@@ -34,9 +34,10 @@ def build_prompt(
     schema: type[BaseModel],
 ) -> Prompt:
     spec = spec_of(key)
-    if spec is None or (version or "v1") != spec.version:
+    layout = PROMPT_LAYOUTS.get(version or "v1")
+    if spec is None or layout is None:
         raise UnknownPromptError(f"no prompt template {key!r} version {version!r}")
-    return Prompt(key, spec.version, render_v1(spec, snapshot, params, schema))
+    return Prompt(key, version or "v1", layout(spec, snapshot, params, schema))
 
 
 def repair_messages(prompt: Prompt, bad_answer: str, problems: str) -> Messages:

@@ -20,6 +20,7 @@ from shared.canonical_json import output_hash
 from shared.error_codes import ErrorCode
 from shared.gen.aijob.v1 import runtime_service_pb2 as rt
 from shared.gen.aijob.v1 import runtime_service_pb2_grpc, types_pb2
+from shared.job_types.reasoning import OFF
 from shared.status_details import error_from_status, error_reason, status_reason
 
 __all__ = ["GrpcSchedulerClient", "lease_input"]
@@ -32,6 +33,14 @@ CALL_TIMEOUT_S = 30.0
 #: report that did commit answers LEASE_LOST the second time.
 REPORT_RETRY_S = 60.0
 _TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+
+
+#: The lease's effort as the provider is told it; unset (a scheduler that predates it): off.
+_EFFORTS = {
+    types_pb2.REASONING_EFFORT_LOW: "low",
+    types_pb2.REASONING_EFFORT_HIGH: "high",
+    types_pb2.REASONING_EFFORT_MAX: "max",
+}
 
 
 def lease_input(lease: types_pb2.Lease) -> LeaseInput:
@@ -53,6 +62,7 @@ def lease_input(lease: types_pb2.Lease) -> LeaseInput:
         provider_user_id=lease.provider_user_id,
         resume_output=lease.resume_output,
         stream_output=lease.stream_output,
+        reasoning_effort=_EFFORTS.get(lease.reasoning_effort, OFF),
     )
 
 
@@ -66,6 +76,7 @@ def _usage(usage: CallUsage | None) -> types_pb2.Usage | None:
         latency_ms=usage.latency_ms,
         cost_micros=usage.cost_micros,
         cached_prompt_tokens=usage.cached_prompt_tokens,
+        reasoning_tokens=usage.reasoning_tokens,
     )
     if usage.time_to_first_token_ms is not None:
         message.time_to_first_token_ms = usage.time_to_first_token_ms

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from runtime_service import metrics
-from runtime_service.answers import ModelAnswer, cached_tokens
+from runtime_service.answers import ModelAnswer, cached_tokens, reasoning_tokens
 from runtime_service.leases import CallUsage, ModelConfig
 from runtime_service.rate_limits import rate_limit_headers
 
@@ -34,6 +34,7 @@ def with_call(
         usage.prompt_tokens += completion.usage.prompt_tokens
         usage.completion_tokens += completion.usage.completion_tokens
         usage.cached_prompt_tokens += cached_tokens(completion.usage)
+        usage.reasoning_tokens += reasoning_tokens(completion.usage)
     usage.latency_ms += round(elapsed_s * 1000)
     cost = (
         usage.prompt_tokens * config.price_prompt_per_mtok_micros

@@ -40,6 +40,9 @@ class ErrorCode(StrEnum):
     MODEL_BAD_REQUEST = "MODEL_BAD_REQUEST"
     #: 402: the account behind the key has no balance left.
     MODEL_INSUFFICIENT_BALANCE = "MODEL_INSUFFICIENT_BALANCE"
+    #: The answer was whitespace only and finished normally: DeepSeek's JSON Output answers so
+    #: when the model could not produce JSON. Retried as a new call, never repaired.
+    MODEL_BLANK_ANSWER = "MODEL_BLANK_ANSWER"
     CANCELLED = "CANCELLED"
     RUNTIME_SHUTDOWN = "RUNTIME_SHUTDOWN"
     # Lifecycle outcomes decided by the scheduler.
@@ -103,6 +106,7 @@ _RETRYABLE = {
     ErrorCode.VALIDATION_FAILED,
     ErrorCode.VALIDATION_UNPARSEABLE,
     ErrorCode.RUNTIME_SHUTDOWN,
+    ErrorCode.MODEL_BLANK_ANSWER,
 }
 
 _SPECS: dict[ErrorCode, ErrorSpec] = {

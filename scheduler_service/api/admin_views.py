@@ -188,6 +188,8 @@ class AdminViews(admin_grpc.AdminServiceServicer):
             peak_cost_micros=total.peak_cost_micros,
             off_peak_cost_micros=total.off_peak_cost_micros,
             saved_cost_micros=total.saved_cost_micros,
+            reasoning_tokens=total.reasoning_tokens,
+            cache_hit_share=total.cache_hit_share,
             from_date=report.first_day.isoformat(),
             to_date=report.last_day.isoformat(),
             model_keys=[

@@ -82,6 +82,7 @@ def create_command(request: job_service_pb2.CreateJobRequest, user_id: str) -> C
         parent_job_id=request.parent_job_id,
         max_parallel=request.max_parallel,
         join_policy=join_policy(request.join_policy),
+        reasoning_effort=reasoning_effort(request.reasoning_effort),
     )
 
 
@@ -161,6 +162,9 @@ def _lease(payload: LeasePayload) -> types_pb2.Lease:
         provider_user_id=payload.provider_user_id,
         resume_output=payload.resume_output,
         stream_output=payload.stream_output,
+        reasoning_effort=_ENUM_OF_EFFORT.get(
+            payload.reasoning_effort, types_pb2.REASONING_EFFORT_OFF
+        ),
     )
 
 
@@ -185,6 +189,8 @@ def job_type(info: JobTypeInfo) -> job_service_pb2.JobType:
         snapshot_schema_json=json.dumps(info.input_schema, ensure_ascii=False),
         params_schema_json=json.dumps(info.params_schema, ensure_ascii=False),
         output_schema_json=json.dumps(info.output_schema, ensure_ascii=False),
+        reasoning_effort=_ENUM_OF_EFFORT[d.reasoning],
+        allowed_reasoning_efforts=[_ENUM_OF_EFFORT[e] for e in d.reasoning_allowed],
     )
 
 
@@ -219,6 +225,7 @@ def _usage(message: types_pb2.Usage) -> Usage:
         cached_prompt_tokens=min(
             max(0, message.cached_prompt_tokens), max(0, message.prompt_tokens)
         ),
+        reasoning_tokens=min(max(0, message.reasoning_tokens), max(0, message.completion_tokens)),
     )
 
 
@@ -244,6 +251,27 @@ _ENUM_OF_POLICY = {
     IMMEDIATE: types_pb2.COST_POLICY_IMMEDIATE,
     OFF_PEAK: types_pb2.COST_POLICY_OFF_PEAK,
 }
+
+
+_EFFORT_OF_ENUM: dict[types_pb2.ReasoningEffort, str] = {
+    types_pb2.REASONING_EFFORT_UNSPECIFIED: "",
+    types_pb2.REASONING_EFFORT_OFF: "off",
+    types_pb2.REASONING_EFFORT_LOW: "low",
+    types_pb2.REASONING_EFFORT_HIGH: "high",
+    types_pb2.REASONING_EFFORT_MAX: "max",
+}
+_ENUM_OF_EFFORT: dict[str, types_pb2.ReasoningEffort] = {
+    effort: value for value, effort in _EFFORT_OF_ENUM.items() if effort
+}
+
+
+def reasoning_effort(value: types_pb2.ReasoningEffort) -> str:
+    """A create's reasoning effort ("" takes the job type's default)."""
+    if value not in _EFFORT_OF_ENUM:
+        raise InvalidRequestError(
+            "reasoning_effort is not a known effort", field="reasoning_effort"
+        )
+    return _EFFORT_OF_ENUM[value]
 
 
 _JOIN_POLICY_OF_ENUM: dict[int, str] = {
@@ -309,6 +337,9 @@ def job(
         deferred_until=timestamp(deferred_until),
         parent_job_id=record.parentJobId or "",
         root_job_id=record.rootJobId or record.id,
+        reasoning_effort=_ENUM_OF_EFFORT.get(
+            record.reasoningEffort or "off", types_pb2.REASONING_EFFORT_OFF
+        ),
     )
     if children is not None:
         message.children.CopyFrom(child_counts(children.counts))

@@ -56,6 +56,8 @@ class CreateJobCommand:
     #: How the job came to be ("": a caller's create); a split's children and a retried tree's
     #: parent say so.
     trigger_type: str = ""
+    #: How much the model thinks ("": the job type's default).
+    reasoning_effort: str = ""
 
     def idempotency_key_tuple(self) -> tuple[str, str, str] | None:
         """(user, job type, key) when the create carries an idempotency key."""
@@ -73,9 +75,15 @@ class CreateJobCommand:
             del fields["model"]  # the default model: the fingerprint rows written before had
         if not self.cost_policy:
             del fields["cost_policy"]  # likewise the default cost policy
-        for tree_field in ("parent_job_id", "max_parallel", "join_policy", "trigger_type"):
+        for tree_field in (
+            "parent_job_id",
+            "max_parallel",
+            "join_policy",
+            "trigger_type",
+            "reasoning_effort",
+        ):
             if not fields[tree_field]:
-                del fields[tree_field]  # likewise a job outside any tree
+                del fields[tree_field]  # likewise a job outside any tree, the default effort
         return hashlib.sha256(canonical_json(fields)).hexdigest()
 
 

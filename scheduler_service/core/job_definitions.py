@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from shared.job_types import JOB_TYPES, JobTypeSpec
+from shared.job_types.reasoning import EFFORTS, OFF
 from shared.job_types.spec import Join, Split
 from shared.model_catalogue import ALIASES, DEFAULT_MODEL, PRO
 
@@ -114,6 +115,9 @@ class JobDefinition:
     #: the runtime streams the text of such types as it is written.
     resumes: bool = False
     tree: TreePolicy = field(default_factory=TreePolicy)
+    #: How much the model thinks by default (shared/reasoning.py), and what a create may ask.
+    reasoning: str = OFF
+    reasoning_allowed: tuple[str, ...] = EFFORTS
 
 
 # Queue defaults (docs/architecture.md, *Job types*): interactive — 2 attempts, backoff from 2 s;
@@ -143,12 +147,14 @@ def definition_of(spec: JobTypeSpec) -> JobDefinition:
         input=SchemaRef(spec.version),
         output=SchemaRef(spec.version),
         prompt_key=spec.job_type,
-        prompt_version=spec.version,
+        prompt_version=spec.prompt_version,
         projector=spec.projector,
         security=Security(content_safety_check=spec.content_safety_check),
         cost_policy=spec.cost_policy,
         resumes=spec.streams_output,
         tree=TreePolicy(spec.split, spec.join, spec.max_parallel, spec.join_min_share),
+        reasoning=spec.reasoning,
+        reasoning_allowed=spec.reasoning_allowed,
     )
 
 

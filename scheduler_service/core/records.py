@@ -84,6 +84,8 @@ class NewJob:
     snapshot_id: str | None = None
     deadline_at: datetime | None = None
     cost_policy: str = "immediate"
+    #: How much the model thinks (shared/reasoning.py): the type's default or the create's.
+    reasoning_effort: str = "off"
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +219,8 @@ class JobRecord:
     joinPolicy: str | None
     childrenTotal: int
     childrenOpen: int
+    #: None on rows written before jobs had an effort: off.
+    reasoningEffort: str | None = None
 
     @classmethod
     def from_mapping(cls, row: Mapping[str, Any]) -> JobRecord:
@@ -292,6 +296,8 @@ class LeasePayload:
     resume_output: str = field(default="", repr=False)
     #: The runtime sends the answer's text as it is written (the job type streams it).
     stream_output: bool = False
+    #: How much the model thinks (shared/reasoning.py).
+    reasoning_effort: str = "off"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

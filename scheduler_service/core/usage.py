@@ -34,6 +34,8 @@ class Usage:
     first_token_ms: int | None = None
     #: Prompt tokens the provider served from its context cache (billed lower).
     cached_prompt_tokens: int = 0
+    #: Of the completion tokens, those the model spent reasoning (billed as output).
+    reasoning_tokens: int = 0
     #: Set by the scheduler's price table: whether the call started in a peak window, and what
     #: its tokens cost at the peak rate (``peak_cost_micros - cost_micros`` is what waiting for
     #: the off-peak hours saved).
@@ -48,6 +50,7 @@ class Usage:
             prompt_tokens=min(self.prompt_tokens, MAX_CALL_TOKENS),
             completion_tokens=min(self.completion_tokens, MAX_CALL_TOKENS),
             cached_prompt_tokens=min(self.cached_prompt_tokens, MAX_CALL_TOKENS),
+            reasoning_tokens=min(self.reasoning_tokens, MAX_CALL_TOKENS),
             latency_ms=min(self.latency_ms, MAX_CALL_MILLIS),
             first_token_ms=None
             if self.first_token_ms is None
@@ -69,6 +72,12 @@ class UsageLine:
     peak_cost_micros: int = 0
     off_peak_cost_micros: int = 0
     saved_cost_micros: int = 0
+    reasoning_tokens: int = 0
+
+    @property
+    def cache_hit_share(self) -> float:
+        """The share of prompt tokens served from the provider's cache (0 with none)."""
+        return self.cached_prompt_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
 
 #: One reported model call: the job, its attempt, the usage, and the attempt's error code.

@@ -75,6 +75,13 @@ def new_job_of(
     policy = cmd.cost_policy or definition.cost_policy
     if policy not in POLICIES:
         raise InvalidRequestError("cost_policy is not a known policy", field="cost_policy")
+    effort = cmd.reasoning_effort or definition.reasoning
+    if effort not in definition.reasoning_allowed:
+        raise InvalidRequestError(
+            f"reasoning_effort {effort} is not allowed for this job type (allowed: "
+            f"{', '.join(definition.reasoning_allowed)})",
+            field="reasoning_effort",
+        )
     if cmd.join_policy not in ("", *JOIN_POLICIES):
         raise InvalidRequestError("join_policy is not a known policy", field="join_policy")
     if cmd.parent_job_id and not cmd.parent_job_id.startswith("#"):  # "#N": an item of the call
@@ -104,6 +111,7 @@ def new_job_of(
             credential_mode=mode,
             # Naming the default model is the same request as naming none.
             model="" if model == definition.model_name else model,
+            reasoning_effort="" if effort == definition.reasoning else effort,
             snapshot=snapshot.model_dump(mode="json"),
             params=params.model_dump(mode="json"),
         ).fingerprint(),
@@ -127,6 +135,7 @@ def new_job_of(
         trigger_type=cmd.trigger_type or "api",
         max_parallel=cmd.max_parallel or definition.tree.max_parallel,
         join_policy=cmd.join_policy or None,
+        reasoning_effort=effort,
     )
     return new_job, snapshot.model_dump(mode="json"), params.model_dump(mode="json")
 
@@ -166,5 +175,6 @@ def retry_command(
         retried_from_job_id=source.id,
         max_parallel=source.maxParallel,
         join_policy=source.joinPolicy or "",
+        reasoning_effort=source.reasoningEffort or "",
         **fields,
     )

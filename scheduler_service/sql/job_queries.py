@@ -42,6 +42,7 @@ from scheduler_service.sql import job_statements as sql
 from scheduler_service.sql.db.clock import db_now, db_today
 from scheduler_service.sql.db.hints import running_rows_by_index
 from scheduler_service.sql.db.models import AiJobArtifact, AiJobSnapshot, AiUserJobGate
+from shared.job_types.reasoning import OFF
 
 __all__ = [
     "active_and_today",
@@ -143,6 +144,7 @@ _PAYLOAD_COLUMNS = [
     _c.outputSchemaVersion,
     _c.maxOutputTokens,
     _c.traceParent,
+    _c.reasoningEffort,
     _snapshots.c.content,
     _snapshots.c.params,
 ]
@@ -357,6 +359,7 @@ def payload_of(grant: LeaseGrant, row: Any) -> LeasePayload:
         traceparent=row.traceParent or "",
         lease_token=grant.lease_token,
         user_id=row.userId,
+        reasoning_effort=row.reasoningEffort or OFF,
     )
 
 

@@ -385,6 +385,7 @@ def _insert_values(job: NewJob, fair_seq: int) -> dict[str, Any]:
         "treeDepth": job.tree_depth,
         "maxParallel": job.max_parallel,
         "joinPolicy": job.join_policy,
+        "reasoningEffort": job.reasoning_effort,
         "idempotencyKey": job.idempotency_key,
         "requestHash": job.request_hash,
         "retriedFromJobId": job.retried_from_job_id,

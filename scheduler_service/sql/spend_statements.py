@@ -271,6 +271,7 @@ def _totals() -> list[Any]:
         func.coalesce(func.sum(_usage.c.promptTokens), 0).label("prompt"),
         func.coalesce(func.sum(_usage.c.cachedPromptTokens), 0).label("cached"),
         func.coalesce(func.sum(_usage.c.completionTokens), 0).label("completion"),
+        func.coalesce(func.sum(_usage.c.reasoningTokens), 0).label("reasoning"),
         func.coalesce(func.sum(_usage.c.costMicros), 0).label("cost"),
         func.count(func.distinct(_usage.c.jobId)).label("jobs"),
         func.count().label("attempts"),
@@ -295,6 +296,7 @@ def _line(row: Any) -> UsageLine:
         peak_cost_micros=peak,
         off_peak_cost_micros=cost - peak,
         saved_cost_micros=int(row.at_peak_rate) - cost,
+        reasoning_tokens=int(row.reasoning),
     )
 
 
@@ -338,6 +340,7 @@ def _merged(first: UsageLine | None, second: UsageLine) -> UsageLine:
         first.peak_cost_micros + second.peak_cost_micros,
         first.off_peak_cost_micros + second.off_peak_cost_micros,
         first.saved_cost_micros + second.saved_cost_micros,
+        first.reasoning_tokens + second.reasoning_tokens,
     )
 
 

@@ -57,6 +57,7 @@ def _row(job: JobRecord, attempt_no: int, usage: Usage, error_code: str | None) 
         "promptVersion": job.promptVersion,
         "promptTokens": usage.prompt_tokens,
         "cachedPromptTokens": usage.cached_prompt_tokens,
+        "reasoningTokens": usage.reasoning_tokens,
         "completionTokens": usage.completion_tokens,
         "totalTokens": usage.prompt_tokens + usage.completion_tokens,
         "costMicros": usage.cost_micros,

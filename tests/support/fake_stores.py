@@ -106,6 +106,7 @@ class FakeJobReads(FakeTables, JobReads):
                     credential_id=row["credentialId"] or "",
                     output_schema_version=row["outputSchemaVersion"] or "",
                     lease_token=grant.lease_token,
+                    reasoning_effort=row["reasoningEffort"] or "off",
                 )
             )
         return payloads
@@ -351,6 +352,7 @@ class FakeJobStore(FakeTables, JobStore):
             treeDepth=job.tree_depth,
             maxParallel=job.max_parallel,
             joinPolicy=job.join_policy,
+            reasoningEffort=job.reasoning_effort,
             childrenTotal=0,
             childrenOpen=0,
         )

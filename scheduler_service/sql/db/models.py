@@ -102,6 +102,8 @@ class AiJob(Base):
     #: the transaction that joins the parent.
     childrenTotal: Mapped[int] = mapped_column(Integer, server_default="0")
     childrenOpen: Mapped[int] = mapped_column(Integer, server_default="0")
+    #: How much the model thinks (shared/reasoning.py; migration 0021); NULL: off.
+    reasoningEffort: Mapped[str | None] = mapped_column(String(8))
     idempotencyKey: Mapped[str | None] = mapped_column(String(255))
     retriedFromJobId: Mapped[str | None] = mapped_column(String(255))
 
@@ -278,6 +280,8 @@ class AiUsageLog(Base):
     firstTokenMs: Mapped[int | None] = mapped_column(Integer)
     #: Prompt tokens served from the provider's context cache (priced lower).
     cachedPromptTokens: Mapped[int] = mapped_column(Integer, server_default="0")
+    #: Of completionTokens, those spent reasoning (migration 0021).
+    reasoningTokens: Mapped[int] = mapped_column(Integer, server_default="0")
     errorCode: Mapped[str | None] = mapped_column(String(100))
     createdAt: Mapped[datetime] = mapped_column(Timestamp)
     # The window the call's attempt started in and its tokens at the peak rate (0014).

@@ -92,7 +92,7 @@ class GetUserUsageRequest(_message.Message):
     def __init__(self, user_id: _Optional[str] = ..., from_date: _Optional[str] = ..., to_date: _Optional[str] = ...) -> None: ...
 
 class GetUserUsageResponse(_message.Message):
-    __slots__ = ("prompt_tokens", "completion_tokens", "cost_micros", "jobs", "attempts", "cached_prompt_tokens", "from_date", "to_date", "model_keys", "daily_tokens_budget", "daily_cost_budget_micros", "tokens_today", "cost_today_micros", "peak_cost_micros", "off_peak_cost_micros", "saved_cost_micros")
+    __slots__ = ("prompt_tokens", "completion_tokens", "cost_micros", "jobs", "attempts", "cached_prompt_tokens", "from_date", "to_date", "model_keys", "daily_tokens_budget", "daily_cost_budget_micros", "tokens_today", "cost_today_micros", "peak_cost_micros", "off_peak_cost_micros", "saved_cost_micros", "reasoning_tokens", "cache_hit_share")
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     COST_MICROS_FIELD_NUMBER: _ClassVar[int]
@@ -109,6 +109,8 @@ class GetUserUsageResponse(_message.Message):
     PEAK_COST_MICROS_FIELD_NUMBER: _ClassVar[int]
     OFF_PEAK_COST_MICROS_FIELD_NUMBER: _ClassVar[int]
     SAVED_COST_MICROS_FIELD_NUMBER: _ClassVar[int]
+    REASONING_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CACHE_HIT_SHARE_FIELD_NUMBER: _ClassVar[int]
     prompt_tokens: int
     completion_tokens: int
     cost_micros: int
@@ -125,7 +127,9 @@ class GetUserUsageResponse(_message.Message):
     peak_cost_micros: int
     off_peak_cost_micros: int
     saved_cost_micros: int
-    def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cost_micros: _Optional[int] = ..., jobs: _Optional[int] = ..., attempts: _Optional[int] = ..., cached_prompt_tokens: _Optional[int] = ..., from_date: _Optional[str] = ..., to_date: _Optional[str] = ..., model_keys: _Optional[_Iterable[_Union[ModelKeyUsage, _Mapping]]] = ..., daily_tokens_budget: _Optional[int] = ..., daily_cost_budget_micros: _Optional[int] = ..., tokens_today: _Optional[int] = ..., cost_today_micros: _Optional[int] = ..., peak_cost_micros: _Optional[int] = ..., off_peak_cost_micros: _Optional[int] = ..., saved_cost_micros: _Optional[int] = ...) -> None: ...
+    reasoning_tokens: int
+    cache_hit_share: float
+    def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cost_micros: _Optional[int] = ..., jobs: _Optional[int] = ..., attempts: _Optional[int] = ..., cached_prompt_tokens: _Optional[int] = ..., from_date: _Optional[str] = ..., to_date: _Optional[str] = ..., model_keys: _Optional[_Iterable[_Union[ModelKeyUsage, _Mapping]]] = ..., daily_tokens_budget: _Optional[int] = ..., daily_cost_budget_micros: _Optional[int] = ..., tokens_today: _Optional[int] = ..., cost_today_micros: _Optional[int] = ..., peak_cost_micros: _Optional[int] = ..., off_peak_cost_micros: _Optional[int] = ..., saved_cost_micros: _Optional[int] = ..., reasoning_tokens: _Optional[int] = ..., cache_hit_share: _Optional[float] = ...) -> None: ...
 
 class ModelKeyUsage(_message.Message):
     __slots__ = ("provider", "model", "credential_scope", "prompt_tokens", "completion_tokens", "cost_micros", "jobs", "attempts", "cached_prompt_tokens")

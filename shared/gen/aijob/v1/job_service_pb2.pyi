@@ -33,7 +33,7 @@ class ListJobTypesResponse(_message.Message):
     def __init__(self, job_types: _Optional[_Iterable[_Union[JobType, _Mapping]]] = ...) -> None: ...
 
 class JobType(_message.Message):
-    __slots__ = ("job_type", "label", "description", "queue_name", "default_priority", "timeout_ms", "max_attempts", "backoff_base_ms", "model_name", "allowed_models", "credential_modes", "max_output_tokens", "snapshot_schema_json", "params_schema_json", "output_schema_json")
+    __slots__ = ("job_type", "label", "description", "queue_name", "default_priority", "timeout_ms", "max_attempts", "backoff_base_ms", "model_name", "allowed_models", "credential_modes", "max_output_tokens", "snapshot_schema_json", "params_schema_json", "output_schema_json", "reasoning_effort", "allowed_reasoning_efforts")
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +49,8 @@ class JobType(_message.Message):
     SNAPSHOT_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
     PARAMS_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
+    REASONING_EFFORT_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_REASONING_EFFORTS_FIELD_NUMBER: _ClassVar[int]
     job_type: str
     label: str
     description: str
@@ -64,7 +66,9 @@ class JobType(_message.Message):
     snapshot_schema_json: str
     params_schema_json: str
     output_schema_json: str
-    def __init__(self, job_type: _Optional[str] = ..., label: _Optional[str] = ..., description: _Optional[str] = ..., queue_name: _Optional[str] = ..., default_priority: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., backoff_base_ms: _Optional[int] = ..., model_name: _Optional[str] = ..., allowed_models: _Optional[_Iterable[str]] = ..., credential_modes: _Optional[_Iterable[str]] = ..., max_output_tokens: _Optional[int] = ..., snapshot_schema_json: _Optional[str] = ..., params_schema_json: _Optional[str] = ..., output_schema_json: _Optional[str] = ...) -> None: ...
+    reasoning_effort: _types_pb2.ReasoningEffort
+    allowed_reasoning_efforts: _containers.RepeatedScalarFieldContainer[_types_pb2.ReasoningEffort]
+    def __init__(self, job_type: _Optional[str] = ..., label: _Optional[str] = ..., description: _Optional[str] = ..., queue_name: _Optional[str] = ..., default_priority: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., backoff_base_ms: _Optional[int] = ..., model_name: _Optional[str] = ..., allowed_models: _Optional[_Iterable[str]] = ..., credential_modes: _Optional[_Iterable[str]] = ..., max_output_tokens: _Optional[int] = ..., snapshot_schema_json: _Optional[str] = ..., params_schema_json: _Optional[str] = ..., output_schema_json: _Optional[str] = ..., reasoning_effort: _Optional[_Union[_types_pb2.ReasoningEffort, str]] = ..., allowed_reasoning_efforts: _Optional[_Iterable[_Union[_types_pb2.ReasoningEffort, str]]] = ...) -> None: ...
 
 class PutUserCredentialRequest(_message.Message):
     __slots__ = ("provider", "api_key", "label")
@@ -121,7 +125,7 @@ class DeleteUserCredentialResponse(_message.Message):
     def __init__(self, credential_id: _Optional[str] = ...) -> None: ...
 
 class CreateJobRequest(_message.Message):
-    __slots__ = ("job_type", "target_type", "target_id", "snapshot", "params", "idempotency_key", "priority", "credential_mode", "credential_id", "deadline", "model", "snapshot_json", "params_json", "cost_policy", "parent_job_id", "max_parallel", "join_policy")
+    __slots__ = ("job_type", "target_type", "target_id", "snapshot", "params", "idempotency_key", "priority", "credential_mode", "credential_id", "deadline", "model", "snapshot_json", "params_json", "cost_policy", "parent_job_id", "max_parallel", "join_policy", "reasoning_effort")
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     TARGET_TYPE_FIELD_NUMBER: _ClassVar[int]
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
@@ -139,6 +143,7 @@ class CreateJobRequest(_message.Message):
     PARENT_JOB_ID_FIELD_NUMBER: _ClassVar[int]
     MAX_PARALLEL_FIELD_NUMBER: _ClassVar[int]
     JOIN_POLICY_FIELD_NUMBER: _ClassVar[int]
+    REASONING_EFFORT_FIELD_NUMBER: _ClassVar[int]
     job_type: str
     target_type: str
     target_id: str
@@ -156,7 +161,8 @@ class CreateJobRequest(_message.Message):
     parent_job_id: str
     max_parallel: int
     join_policy: JoinPolicy
-    def __init__(self, job_type: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., snapshot: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ..., credential_mode: _Optional[str] = ..., credential_id: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model: _Optional[str] = ..., snapshot_json: _Optional[str] = ..., params_json: _Optional[str] = ..., cost_policy: _Optional[_Union[_types_pb2.CostPolicy, str]] = ..., parent_job_id: _Optional[str] = ..., max_parallel: _Optional[int] = ..., join_policy: _Optional[_Union[JoinPolicy, str]] = ...) -> None: ...
+    reasoning_effort: _types_pb2.ReasoningEffort
+    def __init__(self, job_type: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., snapshot: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ..., credential_mode: _Optional[str] = ..., credential_id: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model: _Optional[str] = ..., snapshot_json: _Optional[str] = ..., params_json: _Optional[str] = ..., cost_policy: _Optional[_Union[_types_pb2.CostPolicy, str]] = ..., parent_job_id: _Optional[str] = ..., max_parallel: _Optional[int] = ..., join_policy: _Optional[_Union[JoinPolicy, str]] = ..., reasoning_effort: _Optional[_Union[_types_pb2.ReasoningEffort, str]] = ...) -> None: ...
 
 class CreateJobResponse(_message.Message):
     __slots__ = ("job", "created")

@@ -17,12 +17,25 @@ class CostPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     COST_POLICY_UNSPECIFIED: _ClassVar[CostPolicy]
     COST_POLICY_IMMEDIATE: _ClassVar[CostPolicy]
     COST_POLICY_OFF_PEAK: _ClassVar[CostPolicy]
+
+class ReasoningEffort(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REASONING_EFFORT_UNSPECIFIED: _ClassVar[ReasoningEffort]
+    REASONING_EFFORT_OFF: _ClassVar[ReasoningEffort]
+    REASONING_EFFORT_LOW: _ClassVar[ReasoningEffort]
+    REASONING_EFFORT_HIGH: _ClassVar[ReasoningEffort]
+    REASONING_EFFORT_MAX: _ClassVar[ReasoningEffort]
 COST_POLICY_UNSPECIFIED: CostPolicy
 COST_POLICY_IMMEDIATE: CostPolicy
 COST_POLICY_OFF_PEAK: CostPolicy
+REASONING_EFFORT_UNSPECIFIED: ReasoningEffort
+REASONING_EFFORT_OFF: ReasoningEffort
+REASONING_EFFORT_LOW: ReasoningEffort
+REASONING_EFFORT_HIGH: ReasoningEffort
+REASONING_EFFORT_MAX: ReasoningEffort
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "job_type", "lifecycle_status", "queue_name", "priority", "progress", "attempt_count", "max_attempts", "user_id", "target_type", "target_id", "created_at", "started_at", "finished_at", "error_code", "public_error_message", "internal_error_message", "retried_from_job_id", "result", "cancel_requested_at", "available_at", "deadline_at", "waived_attempts", "model_name", "model_provider", "cost_policy", "deferred_until", "parent_job_id", "root_job_id", "children")
+    __slots__ = ("job_id", "job_type", "lifecycle_status", "queue_name", "priority", "progress", "attempt_count", "max_attempts", "user_id", "target_type", "target_id", "created_at", "started_at", "finished_at", "error_code", "public_error_message", "internal_error_message", "retried_from_job_id", "result", "cancel_requested_at", "available_at", "deadline_at", "waived_attempts", "model_name", "model_provider", "cost_policy", "deferred_until", "parent_job_id", "root_job_id", "children", "reasoning_effort")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     LIFECYCLE_STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -53,6 +66,7 @@ class Job(_message.Message):
     PARENT_JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ROOT_JOB_ID_FIELD_NUMBER: _ClassVar[int]
     CHILDREN_FIELD_NUMBER: _ClassVar[int]
+    REASONING_EFFORT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_type: str
     lifecycle_status: str
@@ -83,7 +97,8 @@ class Job(_message.Message):
     parent_job_id: str
     root_job_id: str
     children: ChildCounts
-    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lifecycle_status: _Optional[str] = ..., queue_name: _Optional[str] = ..., priority: _Optional[int] = ..., progress: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., user_id: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error_code: _Optional[str] = ..., public_error_message: _Optional[str] = ..., internal_error_message: _Optional[str] = ..., retried_from_job_id: _Optional[str] = ..., result: _Optional[_Union[JobResult, _Mapping]] = ..., cancel_requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., available_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadline_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waived_attempts: _Optional[int] = ..., model_name: _Optional[str] = ..., model_provider: _Optional[str] = ..., cost_policy: _Optional[_Union[CostPolicy, str]] = ..., deferred_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., parent_job_id: _Optional[str] = ..., root_job_id: _Optional[str] = ..., children: _Optional[_Union[ChildCounts, _Mapping]] = ...) -> None: ...
+    reasoning_effort: ReasoningEffort
+    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lifecycle_status: _Optional[str] = ..., queue_name: _Optional[str] = ..., priority: _Optional[int] = ..., progress: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., user_id: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error_code: _Optional[str] = ..., public_error_message: _Optional[str] = ..., internal_error_message: _Optional[str] = ..., retried_from_job_id: _Optional[str] = ..., result: _Optional[_Union[JobResult, _Mapping]] = ..., cancel_requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., available_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadline_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waived_attempts: _Optional[int] = ..., model_name: _Optional[str] = ..., model_provider: _Optional[str] = ..., cost_policy: _Optional[_Union[CostPolicy, str]] = ..., deferred_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., parent_job_id: _Optional[str] = ..., root_job_id: _Optional[str] = ..., children: _Optional[_Union[ChildCounts, _Mapping]] = ..., reasoning_effort: _Optional[_Union[ReasoningEffort, str]] = ...) -> None: ...
 
 class ChildCounts(_message.Message):
     __slots__ = ("queued", "running", "waiting", "succeeded", "failed", "cancelled")
@@ -132,7 +147,7 @@ class ArtifactRef(_message.Message):
     def __init__(self, artifact_type: _Optional[str] = ..., artifact_id: _Optional[str] = ...) -> None: ...
 
 class Usage(_message.Message):
-    __slots__ = ("model_name", "prompt_tokens", "completion_tokens", "latency_ms", "cost_micros", "rate_limits", "time_to_first_token_ms", "cached_prompt_tokens")
+    __slots__ = ("model_name", "prompt_tokens", "completion_tokens", "latency_ms", "cost_micros", "rate_limits", "time_to_first_token_ms", "cached_prompt_tokens", "reasoning_tokens")
     MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -141,6 +156,7 @@ class Usage(_message.Message):
     RATE_LIMITS_FIELD_NUMBER: _ClassVar[int]
     TIME_TO_FIRST_TOKEN_MS_FIELD_NUMBER: _ClassVar[int]
     CACHED_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    REASONING_TOKENS_FIELD_NUMBER: _ClassVar[int]
     model_name: str
     prompt_tokens: int
     completion_tokens: int
@@ -149,7 +165,8 @@ class Usage(_message.Message):
     rate_limits: ProviderRateLimits
     time_to_first_token_ms: int
     cached_prompt_tokens: int
-    def __init__(self, model_name: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., latency_ms: _Optional[int] = ..., cost_micros: _Optional[int] = ..., rate_limits: _Optional[_Union[ProviderRateLimits, _Mapping]] = ..., time_to_first_token_ms: _Optional[int] = ..., cached_prompt_tokens: _Optional[int] = ...) -> None: ...
+    reasoning_tokens: int
+    def __init__(self, model_name: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., latency_ms: _Optional[int] = ..., cost_micros: _Optional[int] = ..., rate_limits: _Optional[_Union[ProviderRateLimits, _Mapping]] = ..., time_to_first_token_ms: _Optional[int] = ..., cached_prompt_tokens: _Optional[int] = ..., reasoning_tokens: _Optional[int] = ...) -> None: ...
 
 class ProviderRateLimits(_message.Message):
     __slots__ = ("limit_requests", "remaining_requests", "reset_requests", "limit_tokens", "remaining_tokens", "reset_tokens")
@@ -168,7 +185,7 @@ class ProviderRateLimits(_message.Message):
     def __init__(self, limit_requests: _Optional[int] = ..., remaining_requests: _Optional[int] = ..., reset_requests: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., limit_tokens: _Optional[int] = ..., remaining_tokens: _Optional[int] = ..., reset_tokens: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class Lease(_message.Message):
-    __slots__ = ("job_id", "job_type", "attempt_no", "lock_until", "timeout_ms", "snapshot", "params", "prompt_key", "prompt_version", "model_name", "credential_mode", "credential_id", "output_schema_version", "lease_token", "max_output_tokens", "traceparent", "provider_user_id", "resume_output", "stream_output")
+    __slots__ = ("job_id", "job_type", "attempt_no", "lock_until", "timeout_ms", "snapshot", "params", "prompt_key", "prompt_version", "model_name", "credential_mode", "credential_id", "output_schema_version", "lease_token", "max_output_tokens", "traceparent", "provider_user_id", "resume_output", "stream_output", "reasoning_effort")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_NO_FIELD_NUMBER: _ClassVar[int]
@@ -188,6 +205,7 @@ class Lease(_message.Message):
     PROVIDER_USER_ID_FIELD_NUMBER: _ClassVar[int]
     RESUME_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     STREAM_OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    REASONING_EFFORT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_type: str
     attempt_no: int
@@ -207,7 +225,8 @@ class Lease(_message.Message):
     provider_user_id: str
     resume_output: str
     stream_output: bool
-    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., attempt_no: _Optional[int] = ..., lock_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., timeout_ms: _Optional[int] = ..., snapshot: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., prompt_key: _Optional[str] = ..., prompt_version: _Optional[str] = ..., model_name: _Optional[str] = ..., credential_mode: _Optional[str] = ..., credential_id: _Optional[str] = ..., output_schema_version: _Optional[str] = ..., lease_token: _Optional[str] = ..., max_output_tokens: _Optional[int] = ..., traceparent: _Optional[str] = ..., provider_user_id: _Optional[str] = ..., resume_output: _Optional[str] = ..., stream_output: _Optional[bool] = ...) -> None: ...
+    reasoning_effort: ReasoningEffort
+    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., attempt_no: _Optional[int] = ..., lock_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., timeout_ms: _Optional[int] = ..., snapshot: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., prompt_key: _Optional[str] = ..., prompt_version: _Optional[str] = ..., model_name: _Optional[str] = ..., credential_mode: _Optional[str] = ..., credential_id: _Optional[str] = ..., output_schema_version: _Optional[str] = ..., lease_token: _Optional[str] = ..., max_output_tokens: _Optional[int] = ..., traceparent: _Optional[str] = ..., provider_user_id: _Optional[str] = ..., resume_output: _Optional[str] = ..., stream_output: _Optional[bool] = ..., reasoning_effort: _Optional[_Union[ReasoningEffort, str]] = ...) -> None: ...
 
 class OutputChunk(_message.Message):
     __slots__ = ("attempt_no", "offset", "text")
