@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 
-.PHONY: install run demo test test-fast lint proto breaking bench bench-smoke bench-llm bench-cost bench-outputs bench-galera bench-latency clean
+.PHONY: install run demo test test-fast lint proto breaking bench bench-smoke bench-llm bench-cost bench-tokens bench-outputs bench-galera bench-latency clean
 
 install: $(VENV)/.installed
 
@@ -64,6 +64,10 @@ bench-llm: install
 # Jobs that wait for the cheap hours: what background jobs cost across a peak window.
 bench-cost: install
 	$(PY) -m bench.cost
+
+# The token bill: a learner's work as a plain client calls DeepSeek and as the engine does.
+bench-tokens: install
+	$(PY) -m bench.tokens
 
 # Partial outputs: StreamOutput callers' database cost and a resumed attempt's tokens.
 bench-outputs: install

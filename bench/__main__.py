@@ -6,7 +6,8 @@ its PostgreSQL ceiling (same N), the protocol floor (AIJOB_BENCH_FLOOR_JOBS, def
 statement's cost, latency (AIJOB_BENCH_LATENCY_JOBS, default 1000), the scale runs
 (AIJOB_BENCH_SCALE_JOBS per drain, default 1000) and the idle streams, in-flight leases, the API
 at scale, the model storms, cheap hours, output streams, job trees against flat jobs
-(AIJOB_BENCH_TREES trees of 10 children, default 100) and the Galera cluster.
+(AIJOB_BENCH_TREES trees of 10 children, default 100), the token bill (AIJOB_BENCH_TOKEN_LEARNERS,
+default 12) and the Galera cluster.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from bench import (
     sizes,
     statement_cost,
     throughput,
+    tokens,
     trees,
 )
 
@@ -234,6 +236,20 @@ def table(f: Figures) -> str:
             "goal <= 1.2",
         ),
         _row(
+            f"token bill: {tokens.LEARNERS} learners' work, engine cost / a plain client's",
+            f.get("token_cost_vs_plain"),
+            "",
+            "goal <= 0.35",
+        ),
+        _row("  input tokens from the cache", f.get("cache_hit_share"), "", "goal >= 0.6"),
+        _row(
+            "  reasoning tokens per job (every type off)",
+            f.get("reasoning_tokens_per_job"),
+            "",
+            "goal 0",
+        ),
+        _row("  warm-up wait p95", f.get("warmup_wait_p95_ms"), "ms", "goal <= 2000"),
+        _row(
             f"{outputs.JOBS * outputs.CALLERS_PER_JOB} StreamOutput callers, {outputs.JOBS} jobs:"
             " DB statements/s",
             f.get("stream_output_db_statements_per_s"),
@@ -279,6 +295,7 @@ PHASES: dict[str, Phase] = {
     "cost": cost.main,
     "outputs": outputs.main,
     "trees": trees.main,
+    "tokens": tokens.main,
     "galera": galera.main,
 }
 #: ``make bench-smoke`` runs the phases in these lanes at once, each lane a process of its own
@@ -287,7 +304,7 @@ PHASES: dict[str, Phase] = {
 SMOKE_LANES = (
     ("galera", "llm_overload"),
     ("throughput", "peer", "protocol_floor", "lease_latency", "scale", "inflight"),
-    ("api_scale", "llm_storm", "cost", "outputs", "statement_cost", "trees"),
+    ("api_scale", "llm_storm", "cost", "outputs", "statement_cost", "trees", "tokens"),
 )
 
 

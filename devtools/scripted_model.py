@@ -39,12 +39,12 @@ yet, else as the body or the stream's last event, the way a provider that alread
 
 Thinking, as DeepSeek answers today: on by default at effort ``high``; a request's ``thinking``
 ``{"type": "disabled"}`` turns it off, its ``reasoning_effort`` (``low``, ``high``, ``max``) sets
-the effort. A thinking call writes ``reasoning_content`` first (64, 256 or 1,024 tokens by
-effort), counted as completion tokens (``completion_tokens_details.reasoning_tokens``) and
-against ``max_tokens``. The context cache follows DeepSeek's rule per ``user_id``
-(devtools/scripted_cache.py): hits are reported in whole 64-token blocks as
-``prompt_cache_hit_tokens`` (and ``prompt_cache_miss_tokens``). ``state.prompts`` and
-``state.efforts`` record each request's prompt and effort (``""``: off).
+the effort. A thinking call writes ``reasoning_content`` first (1, 3 or 6 tokens per token of its
+answer at ``low``, ``high``, ``max``), counted as completion tokens
+(``completion_tokens_details.reasoning_tokens``) and against ``max_tokens``. The context cache
+follows DeepSeek's rule per ``user_id`` (devtools/scripted_cache.py): hits are reported in
+whole 64-token blocks as ``prompt_cache_hit_tokens`` (and ``prompt_cache_miss_tokens``).
+``state.prompts`` and ``state.efforts`` record each request's prompt and effort (``""``: off).
 
 ``GET /control/stats``: ``requests``, ``rate_limited``, ``max_concurrent`` (calls in progress at
 once, at most), ``in_progress``, ``held`` (calls ever held open), ``holding`` (held now),
@@ -304,7 +304,7 @@ class _Handler(BaseHTTPRequestHandler):
         state = self.server.state
         effort = thinking_of(request)
         state.saw_request(prompt, effort)
-        reasoning = reasoning_for(effort)
+        reasoning = reasoning_for(effort, json.dumps(answer_for(messages), ensure_ascii=False))
         content, finish = content_for(name, messages, request.get("max_tokens"), reasoning)
         model = request.get("model", MODEL)
         user = str(request.get("user_id") or "")

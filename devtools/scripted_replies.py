@@ -13,9 +13,10 @@ from typing import Any
 from devtools.scripted_answers import answer_for
 from devtools.scripted_cache import hit_tokens
 
-#: Reasoning tokens a thinking call writes before its answer, per effort (DeepSeek's default
-#: effort is ``high``).
-REASONING_TOKENS = {"low": 64, "high": 256, "max": 1024}
+#: Reasoning tokens a thinking call writes before its answer, per answer token and effort
+#: (DeepSeek's default effort is ``high``: output tokens several times over); at least a cache
+#: block's worth of answer tokens is reasoned about.
+REASONING_PER_ANSWER_TOKEN = {"low": 1, "high": 3, "max": 6}
 _THOUGHT = "Let me work through the learner's data step by step. "
 
 
@@ -26,12 +27,14 @@ def thinking_of(request: dict[str, Any]) -> str:
     if isinstance(thinking, dict) and thinking.get("type") == "disabled":
         return ""
     effort = request.get("reasoning_effort")
-    return effort if effort in REASONING_TOKENS else "high"
+    return effort if effort in REASONING_PER_ANSWER_TOKEN else "high"
 
 
-def reasoning_for(effort: str) -> str:
-    """The reasoning text a call at ``effort`` writes (four characters a token)."""
-    chars = 4 * REASONING_TOKENS.get(effort, 0)
+def reasoning_for(effort: str, answer: str) -> str:
+    """The reasoning text a call at ``effort`` writes before ``answer`` (four characters a
+    token)."""
+    tokens = REASONING_PER_ANSWER_TOKEN.get(effort, 0) * max(64, len(answer) // 4)
+    chars = 4 * tokens
     return (_THOUGHT * (chars // len(_THOUGHT) + 1))[:chars]
 
 

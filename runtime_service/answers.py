@@ -23,6 +23,7 @@ __all__ = [
     "STREAM_PROGRESS",
     "ModelAnswer",
     "cached_tokens",
+    "finished",
     "output_schema",
     "prompt_of",
     "reasoning_tokens",
@@ -115,6 +116,24 @@ async def unstalled(chunks: Any, answer: ModelAnswer, stall_s: float) -> AsyncIt
                 f"no token for {stall_s:g} s after the first",
             ) from None
         yield chunk
+
+
+def finished(answer: ModelAnswer) -> str:
+    """The answer's text, once it ended well: not cut off at the token cap, not blank."""
+    if answer.finish_reason == "length":
+        raise JobFailure(
+            ErrorCode.MODEL_OUTPUT_TRUNCATED,
+            "The model's answer was cut off.",
+            "finish_reason=length",
+        )
+    if not answer.content.strip():
+        # JSON Output's answer when the model could not write JSON: a new call may.
+        raise JobFailure(
+            ErrorCode.MODEL_BLANK_ANSWER,
+            "The model gave a blank answer.",
+            f"whitespace only, finish_reason={answer.finish_reason}",
+        )
+    return answer.content
 
 
 def reasoning_tokens(usage: Any) -> int:

@@ -83,7 +83,9 @@ class HeartbeatReply:
 class SchedulerClient(Protocol):
     """What a job needs from the scheduler (the gRPC adapter, or a fake in tests)."""
 
-    async def heartbeat(self, lease: LeaseInput, progress: int) -> HeartbeatReply: ...
+    async def heartbeat(
+        self, lease: LeaseInput, progress: int, *, first_token: bool = False
+    ) -> HeartbeatReply: ...
 
     async def submit_result(
         self, lease: LeaseInput, output: Any, usage: CallUsage | None

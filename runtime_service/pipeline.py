@@ -8,6 +8,7 @@ to the scheduler (a result, a failure, or nothing when the lease was lost).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -27,6 +28,7 @@ from runtime_service.answers import (
     STREAM_PROGRESS,
     ModelAnswer,
     cached_tokens,
+    finished,
     output_schema,
     prompt_of,
     unfenced,
@@ -86,6 +88,9 @@ class _Running:
     chunks: OutputChunks | None = None
     #: How much the model thinks, on every call of the attempt (repairs too).
     reasoning_effort: str = OFF
+    #: Set when the attempt's first token arrives: the scheduler is told at once, so that
+    #: jobs waiting to share the prompt's prefix may go.
+    first_token: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 #: Why a job stopped when it was cancelled from outside, as the failure reported for it.
@@ -268,15 +273,21 @@ class JobRunner:
         """A heartbeat every ``heartbeat_s``, and sooner — at most once per
         ``progress_every_s`` — when progress moved, so a watcher sees an answer stream in."""
         loop = asyncio.get_running_loop()
-        sent, beat_at = 0, loop.time()
+        sent, beat_at, told = 0, loop.time(), False
         tick = min(self._heartbeat_s, self._progress_every_s)
         while True:
-            await asyncio.sleep(tick)
-            if running.progress == sent and loop.time() - beat_at < self._heartbeat_s:
+            if told:
+                await asyncio.sleep(tick)
+            else:  # the first token is told at once
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(running.first_token.wait(), tick)
+            first = running.first_token.is_set() and not told
+            if not first and running.progress == sent and loop.time() - beat_at < self._heartbeat_s:
                 continue
             sent, beat_at = running.progress, loop.time()
             try:
-                reply = await self._scheduler.heartbeat(lease, sent)
+                reply = await self._scheduler.heartbeat(lease, sent, first_token=first)
+                told = told or first
             except LeaseLost:
                 running.stop_reason = "lease_lost"
                 if running.task is not None:
@@ -451,6 +462,8 @@ class JobRunner:
             try:
                 async for chunk in unstalled(stream, answer, self._stall_s):
                     text = answer.take(chunk, time.perf_counter() - started)
+                    if answer.first_token_s is not None:
+                        running.first_token.set()
                     if lease is not None:
                         running.progress = max(
                             running.progress, answer.progress(cap or DEFAULT_OUTPUT_CAP)
@@ -470,20 +483,7 @@ class JobRunner:
             raise failure_from_openai(error) from None
         self._add_usage(running, answer, time.perf_counter() - started, model)
         saw_limits(running.usage, raw.headers)
-        if answer.finish_reason == "length":
-            raise JobFailure(
-                ErrorCode.MODEL_OUTPUT_TRUNCATED,
-                "The model's answer was cut off.",
-                "finish_reason=length",
-            )
-        if not answer.content.strip():
-            # JSON Output's answer when the model could not write JSON: a new call may.
-            raise JobFailure(
-                ErrorCode.MODEL_BLANK_ANSWER,
-                "The model gave a blank answer.",
-                f"whitespace only, finish_reason={answer.finish_reason}",
-            )
-        return answer.content
+        return finished(answer)
 
     def _add_usage(
         self, running: _Running, completion: ModelAnswer, elapsed_s: float, model: str

@@ -148,7 +148,9 @@ class GrpcSchedulerClient:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
 
-    async def heartbeat(self, lease: LeaseInput, progress: int) -> HeartbeatReply:
+    async def heartbeat(
+        self, lease: LeaseInput, progress: int, *, first_token: bool = False
+    ) -> HeartbeatReply:
         reply = await self._unary(
             self.stub.Heartbeat,
             rt.HeartbeatRequest(
@@ -157,6 +159,7 @@ class GrpcSchedulerClient:
                 runtime_instance_id=self.instance_id,
                 progress=progress,
                 lease_token=lease.lease_token,
+                first_token=first_token,
             ),
             "heartbeat",
         )

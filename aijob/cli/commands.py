@@ -44,6 +44,12 @@ JOIN_POLICIES = {
     "all_success": job_pb.JOIN_POLICY_ALL_SUCCESS,
     "all_done": job_pb.JOIN_POLICY_ALL_DONE,
 }
+REASONING = {
+    "off": types_pb2.REASONING_EFFORT_OFF,
+    "low": types_pb2.REASONING_EFFORT_LOW,
+    "high": types_pb2.REASONING_EFFORT_HIGH,
+    "max": types_pb2.REASONING_EFFORT_MAX,
+}
 MAX_BATCH = 500
 
 
@@ -95,6 +101,7 @@ class Cli:
             parent_job_id=a.parent,
             max_parallel=a.max_parallel,
             join_policy=JOIN_POLICIES.get(a.join_policy, job_pb.JOIN_POLICY_UNSPECIFIED),
+            reasoning_effort=REASONING.get(a.reasoning, types_pb2.REASONING_EFFORT_UNSPECIFIED),
         )
         json_format.ParseDict(a.snapshot, request.snapshot)
         json_format.ParseDict(a.params, request.params)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from aijob.cli.commands import COST_POLICIES, JOIN_POLICIES
+from aijob.cli.commands import COST_POLICIES, JOIN_POLICIES, REASONING
 from aijob.cli.exit_codes import HELP
 
 
@@ -58,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=sorted(JOIN_POLICIES),
         default="",
         help="as a parent: all_success (default) or all_done",
+    )
+    create.add_argument(
+        "--reasoning",
+        choices=list(REASONING),
+        default="",
+        help="how much the model thinks first (default: the job type's, in ListJobTypes)",
     )
     many = commands.add_parser(
         "create-many",

@@ -170,7 +170,9 @@ class ClientRuntime:
             self._reader.cancel()
             await asyncio.gather(self._reader, return_exceptions=True)
 
-    async def heartbeat(self, lease: types_pb2.Lease, progress: int = 50) -> rt.HeartbeatResponse:
+    async def heartbeat(
+        self, lease: types_pb2.Lease, progress: int = 50, *, first_token: bool = False
+    ) -> rt.HeartbeatResponse:
         return await self.stub.Heartbeat(
             rt.HeartbeatRequest(
                 job_id=lease.job_id,
@@ -178,6 +180,7 @@ class ClientRuntime:
                 runtime_instance_id=self.instance_id,
                 progress=progress,
                 lease_token=lease.lease_token,
+                first_token=first_token,
             ),
             metadata=self.metadata,
             timeout=WAIT_S,

@@ -81,6 +81,7 @@ def heartbeat_report(request: rt.HeartbeatRequest) -> HeartbeatReport:
         request.runtime_instance_id,
         request.progress,
         request.lease_token,
+        request.first_token,
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from scheduler_service.core.records import JobFilter
 from scheduler_service.core.trees import TreeLimits
+from scheduler_service.core.warmup import WarmupPolicy
 from shared.canonical_json import canonical_json
 
 __all__ = ["CreateJobCommand", "JobFilter", "JobLimits", "QueueStats"]
@@ -24,6 +25,8 @@ class JobLimits:
     off_peak_deadline_s: float = 6 * 3600
     #: Bounds of job trees.
     tree: TreeLimits = field(default_factory=TreeLimits)
+    #: Jobs sharing a prompt prefix wait for its first call to warm the provider's cache.
+    warmup: WarmupPolicy = field(default_factory=WarmupPolicy)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -86,6 +86,9 @@ class NewJob:
     cost_policy: str = "immediate"
     #: How much the model thinks (shared/reasoning.py): the type's default or the create's.
     reasoning_effort: str = "off"
+    #: What its prompt shares with its user's other jobs (a digest of the snapshot), for the
+    #: provider's cache: the first job of a prefix warms it (core/warmup.py); None: no wait.
+    prefix_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +224,7 @@ class JobRecord:
     childrenOpen: int
     #: None on rows written before jobs had an effort: off.
     reasoningEffort: str | None = None
+    prefixKey: str | None = None
 
     @classmethod
     def from_mapping(cls, row: Mapping[str, Any]) -> JobRecord:

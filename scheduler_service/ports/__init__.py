@@ -16,6 +16,7 @@ from scheduler_service.ports.stores import (
 )
 from scheduler_service.ports.transaction import Hook, Stores, Transaction, UnitOfWork, Wakeups
 from scheduler_service.ports.trees import TreeNodeRow, TreeStore, TreeUsage
+from scheduler_service.ports.warmups import WarmupStore
 
 __all__ = [
     "CredentialReveal",
@@ -38,4 +39,5 @@ __all__ = [
     "TreeUsage",
     "UnitOfWork",
     "Wakeups",
+    "WarmupStore",
 ]

@@ -29,6 +29,7 @@ from scheduler_service.ports.stores import (
     SpendStore,
 )
 from scheduler_service.ports.trees import TreeStore
+from scheduler_service.ports.warmups import WarmupStore
 
 __all__ = ["Hook", "Stores", "Transaction", "UnitOfWork", "Wakeups"]
 
@@ -86,6 +87,7 @@ class Stores:
     outbox: OutboxStore
     outputs: OutputStore
     trees: TreeStore
+    warmups: WarmupStore
 
 
 class Transaction:
@@ -110,6 +112,8 @@ class Transaction:
         self.outputs = stores.outputs
         #: A parent's children, held children, a whole tree.
         self.trees = stores.trees
+        #: Jobs that share a prompt prefix, held until its first call warms the cache.
+        self.warmups = stores.warmups
         self.wakeups = wakeups
         self.writable = writable
         self._after_commit: list[Hook] = []

@@ -90,6 +90,8 @@ class _Writes:
     chunks: list[ChunkRow] = field(default_factory=list)
     #: What the attempts of those chunks have stored, with them.
     stored: dict[tuple[str, int], Stored] = field(default_factory=dict)
+    #: (user, prompt prefix) groups a first token warmed: their held jobs may go.
+    warmed: set[tuple[str, str]] = field(default_factory=set)
 
 
 class GroupCommit:
@@ -185,6 +187,8 @@ class GroupCommit:
                     answers[index] = self._judge_result(job, prepared, writes)
                 elif isinstance(prepared, HeartbeatReport):
                     writes.beats[index] = _judge_beat(job, prepared, locked)
+                    if prepared.first_token and job is not None and job.prefixKey:
+                        writes.warmed.add((job.userId, job.prefixKey))
                 elif isinstance(prepared, ChunkReport):
                     answers[index] = self._judge_chunk(job, prepared, locked, stored, writes)
                 else:
@@ -293,6 +297,8 @@ class GroupCommit:
         for index, beat in writes.beats.items():
             answers[index] = extended[beat.job_id]
             tx.job_changed(beat.job_id)
+        if writes.warmed and (released := await tx.warmups.release(writes.warmed)):
+            tx.after_commit(functools.partial(tx.wakeups.dispatch, tuple(released)))
         if writes.traced and tracing.enabled():
             traced = list(writes.traced)
             tx.after_commit(lambda: trace_results(traced, started))

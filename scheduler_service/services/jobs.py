@@ -39,11 +39,12 @@ from scheduler_service.core.records import (
     WatchState,
 )
 from scheduler_service.core.state_machine import LifecycleStatus, parse_status
+from scheduler_service.core.warmup import followers
 from scheduler_service.ports import NewJobRows, Transaction, UnitOfWork
 from scheduler_service.services.admission import Admission
 from scheduler_service.services.gathering import Gathering
 from scheduler_service.services.new_jobs import new_job_of, retry_command, same_request
-from scheduler_service.services.tree_creates import TreeCreates
+from scheduler_service.services.tree_creates import TreeCreates, TreePlan
 from scheduler_service.services.trees import Trees
 
 __all__ = ["MAX_BULK_CREATE", "CreateResult", "Created", "Handoff", "JobService"]
@@ -153,6 +154,21 @@ class JobService:
                 alone.append(exc)
         return alone
 
+    async def _waiting(
+        self, tx: Transaction, plan: TreePlan, jobs: Sequence[NewJob]
+    ) -> tuple[set[str], list[str]]:
+        """The new jobs no runtime may take yet: parents that split, held children, and those
+        waiting for their prompt's prefix to warm (core/warmup.py), the last also apart."""
+        waiting = {*plan.held, *(parent for parent, _, _ in plan.new_parents)}
+        candidates = [j for j in jobs if j.prefix_key is not None and j.job_id not in waiting]
+        if not candidates:
+            return waiting, []
+        groups = {(j.user_id, str(j.prefix_key)) for j in candidates}
+        warming = followers(
+            candidates, await tx.warmups.warming(groups, self._limits.warmup.wait_s)
+        )
+        return waiting | set(warming), warming
+
     async def drain(self) -> None:
         """Finish the creates gathered or running (on shutdown)."""
         await self._creates.drain()
@@ -244,8 +260,8 @@ class JobService:
                 ]
             )
             # Offered in the claim's order (priority, then the users' fair places); a parent
-            # that splits and a held child wait.
-            waiting = {*plan.held, *(parent for parent, _, _ in plan.new_parents)}
+            # that splits, a held child and a job waiting for its prompt's prefix to warm wait.
+            waiting, warming = await self._waiting(tx, plan, [job for job, _, _ in rows_of])
             ranked = sorted(
                 (k for k in range(len(rows_of)) if rows_of[k][0].job_id not in waiting),
                 key=lambda k: (rows_of[k][0].priority, places[k]),
@@ -253,7 +269,8 @@ class JobService:
             leased = await self._hand_off_fresh(tx, [rows_of[k] for k in ranked])
             written = await tx.jobs.create_many(rows_of, places, leased=leased)
             await self._tree_creates.after_insert(tx, plan)
-            if plan.new_parents or plan.held:
+            await tx.warmups.hold(warming, self._limits.warmup.wait_s)
+            if plan.new_parents or plan.held or warming:
                 written = None  # the parents and held children moved since their insert
             # The reply's rows: as the insert wrote them, or read before commit on the same
             # connection (saves a checkout).

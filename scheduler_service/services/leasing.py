@@ -98,6 +98,11 @@ class Leasing:
         count_leases([grant])
         return self._named(payload)
 
+    def use_provider_user_ids(self, provider_user_ids: ProviderUserIds) -> None:
+        """Pseudonymise under this key from now on (the one the database keeps, found at
+        start when no key is configured)."""
+        self._provider_user_ids = provider_user_ids
+
     def _named(self, lease: LeasePayload) -> LeasePayload:
         """``lease`` with its user's pseudonym for the model provider."""
         if not self._provider_user_ids.enabled:

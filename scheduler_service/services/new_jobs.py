@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from scheduler_service.core import validation
-from scheduler_service.core.cheap_hours import OFF_PEAK, POLICIES
+from scheduler_service.core.cheap_hours import IMMEDIATE, OFF_PEAK, POLICIES
 from scheduler_service.core.commands import CreateJobCommand, JobLimits
 from scheduler_service.core.errors import IdempotencyKeyReusedError, InvalidRequestError
 from scheduler_service.core.ids import new_id
@@ -18,6 +18,7 @@ from scheduler_service.core.job_registry import JobRegistry
 from scheduler_service.core.model_keys import estimate_tokens
 from scheduler_service.core.records import JobRecord, NewJob
 from scheduler_service.core.trees import JoinPolicy
+from scheduler_service.core.warmup import prefix_key
 from shared.canonical_json import canonical_json
 from shared.error_codes import ErrorCode
 
@@ -91,6 +92,7 @@ def new_job_of(
             f"max_parallel must be 0 to {limits.tree.max_parallel} (AIJOB_TREE_MAX_PARALLEL)",
             field="max_parallel",
         )
+    stored_snapshot = snapshot.model_dump(mode="json")
     deadline = cmd.deadline
     if deadline is None and policy == OFF_PEAK and now is not None:
         deadline = now + timedelta(seconds=limits.off_peak_deadline_s)
@@ -112,7 +114,7 @@ def new_job_of(
             # Naming the default model is the same request as naming none.
             model="" if model == definition.model_name else model,
             reasoning_effort="" if effort == definition.reasoning else effort,
-            snapshot=snapshot.model_dump(mode="json"),
+            snapshot=stored_snapshot,
             params=params.model_dump(mode="json"),
         ).fingerprint(),
         credential_mode=mode,
@@ -136,8 +138,17 @@ def new_job_of(
         max_parallel=cmd.max_parallel or definition.tree.max_parallel,
         join_policy=cmd.join_policy or None,
         reasoning_effort=effort,
+        # Rendered only for a snapshot long enough to share (a cost on every create else).
+        prefix_key=prefix_key(
+            limits.warmup,
+            definition.prompt_version,
+            canonical_json(stored_snapshot),
+            explicit_immediate=cmd.cost_policy == IMMEDIATE,
+        )
+        if snapshot_bytes >= limits.warmup.min_snapshot_bytes
+        else None,
     )
-    return new_job, snapshot.model_dump(mode="json"), params.model_dump(mode="json")
+    return new_job, stored_snapshot, params.model_dump(mode="json")
 
 
 def same_request(existing: JobRecord, new_job: NewJob, cmd: CreateJobCommand) -> JobRecord:

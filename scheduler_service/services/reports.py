@@ -62,6 +62,8 @@ class HeartbeatReport:
     runtime_instance_id: str
     progress: int
     lease_token: str = field(default="", repr=False)
+    #: The attempt's first token arrived: its prompt's prefix is in the provider's cache.
+    first_token: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -182,6 +182,7 @@ class _FreshRow:
     outputSchemaVersion: str | None
     maxOutputTokens: int
     traceParent: str | None
+    reasoningEffort: str
 
     @classmethod
     def of(cls, job: NewJob, snapshot: dict[str, Any], params: dict[str, Any]) -> _FreshRow:
@@ -202,6 +203,7 @@ class _FreshRow:
             job.output_schema_version,
             job.max_output_tokens,
             job.trace_parent,
+            job.reasoning_effort,
         )
 
 

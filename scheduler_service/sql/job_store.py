@@ -386,6 +386,7 @@ def _insert_values(job: NewJob, fair_seq: int) -> dict[str, Any]:
         "maxParallel": job.max_parallel,
         "joinPolicy": job.join_policy,
         "reasoningEffort": job.reasoning_effort,
+        "prefixKey": job.prefix_key,
         "idempotencyKey": job.idempotency_key,
         "requestHash": job.request_hash,
         "retriedFromJobId": job.retried_from_job_id,

@@ -46,6 +46,7 @@ from scheduler_service.sql.output_store import SqlOutputStore
 from scheduler_service.sql.result_store import SqlResultStore
 from scheduler_service.sql.spend_store import SqlSpendStore
 from scheduler_service.sql.tree_store import SqlTreeStore
+from scheduler_service.sql.warmup_store import SqlWarmupStore
 
 __all__ = ["LeaseTimes", "SqlTransaction", "SqlUnitOfWork"]
 
@@ -92,6 +93,7 @@ def sql_stores(
         outbox=SqlOutboxStore(conn, published),
         outputs=SqlOutputStore(conn),
         trees=SqlTreeStore(conn),
+        warmups=SqlWarmupStore(conn),
     )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service.core.cheap_hours import CheapHours
@@ -22,6 +23,7 @@ from scheduler_service.core.events import EventType
 from scheduler_service.core.identity import InstanceOwners
 from scheduler_service.core.job_definitions import USER_KEY_MODE
 from scheduler_service.core.job_registry import JobRegistry, default_registry
+from scheduler_service.core.provider_ids import ProviderUserIds
 from scheduler_service.ports import Wakeups
 from scheduler_service.services import metrics
 from scheduler_service.services.billing import Billing
@@ -44,6 +46,7 @@ from scheduler_service.sql.credentials import CredentialCipher, CredentialStore
 from scheduler_service.sql.db.clock import DatabaseClock
 from scheduler_service.sql.db.engine import create_engine, is_sqlite
 from scheduler_service.sql.db.failover import WriterChoice, parse_nodes
+from scheduler_service.sql.engine_secrets import PROVIDER_USER_ID_KEY, engine_secret
 from scheduler_service.sql.event_log import EventHub
 from scheduler_service.sql.job_stats import live_queue_stats
 from scheduler_service.sql.legacy_adoption import LegacyAdoption
@@ -231,6 +234,7 @@ class SchedulerApp:
                 max_snapshot_bytes=settings.limits.max_snapshot_bytes,
                 off_peak_deadline_s=settings.off_peak_deadline_s,
                 tree=settings.limits.trees,
+                warmup=settings.limits.warmup,
             ),
             handoff=dispatcher.offer_within,
             budget=settings.budget,
@@ -324,9 +328,28 @@ class SchedulerApp:
         with contextlib.suppress(SchedulerError):
             await self.legacy.notice_schema()
             await self._sample_db_clock()
+        await self._provider_user_ids()
         self.loops = self._background()
         for loop in self.loops:
             loop.start()
+
+    async def _provider_user_ids(self) -> None:
+        """With pseudonyms on and no key configured, the key the database keeps (made by the
+        first replica to start): a deployment that forgot the secret still isolates its users
+        at the provider."""
+        settings = self.settings
+        if settings.provider_user_id != "on" or settings.provider_user_id_key.get_secret_value():
+            return
+        try:
+            key = await engine_secret(self.engine, PROVIDER_USER_ID_KEY)
+        except SQLAlchemyError:
+            log.warning(
+                "the provider user-id key could not be read; calls carry no user id until a "
+                "restart finds it",
+                extra={"action": "provider_user_id_key_unavailable"},
+            )
+            return
+        self.leasing.use_provider_user_ids(ProviderUserIds(key))
 
     async def stop(self) -> None:
         """Let the background loops finish what they are doing (a cancel in the middle of a

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduler_service.core.trees import TreeLimits
+from scheduler_service.core.warmup import WarmupPolicy
 
 __all__ = [
     "DatabaseSettings",
@@ -83,6 +84,7 @@ class LimitSettings:
     max_waived_attempts: int
     max_receive_message_bytes: int
     trees: TreeLimits
+    warmup: WarmupPolicy
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

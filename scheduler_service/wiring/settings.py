@@ -23,6 +23,7 @@ from scheduler_service.core.prices import DEFAULT_PRICES, PriceTable
 from scheduler_service.core.provider_ids import ProviderUserIds, key_length_problem
 from scheduler_service.core.retry_policy import MAX_WAIVED_ATTEMPTS
 from scheduler_service.core.trees import TreeLimits
+from scheduler_service.core.warmup import WarmupPolicy
 from scheduler_service.wiring.setting_groups import (
     DatabaseSettings,
     DispatchSettings,
@@ -116,6 +117,12 @@ class SchedulerSettings(BaseSettings):
     tree_max_children: int = Field(default=1_000, ge=1, le=100_000)
     tree_max_parallel: int = Field(default=100, ge=1)
     quiz_questions_per_call: int = Field(default=10, ge=1, le=50)
+    #: Warm before fan-out (core/warmup.py): jobs of a user whose prompts start with the same
+    #: snapshot wait at most this long (seconds; 0: never) for the first of them to get its
+    #: first token, so that the provider has stored the shared prefix; snapshots shorter than
+    #: the minimum (canonical JSON bytes) hold no prefix the provider would store.
+    warmup_s: float = Field(default=2.0, ge=0, le=60)
+    warmup_min_snapshot_bytes: int = Field(default=4096, ge=0)
     #: Jobs of one user running at once across the fleet (0: no cap); dispatch leaves the rest
     #: queued. Per-user overrides: ``user=N`` pairs, comma-separated (``nightly-batch=5``).
     max_running_per_user: int = Field(default=0, ge=0)
@@ -405,6 +412,7 @@ class SchedulerSettings(BaseSettings):
                 max_parallel=self.tree_max_parallel,
                 split_items_per_call=self.quiz_questions_per_call,
             ),
+            warmup=WarmupPolicy(self.warmup_s, self.warmup_min_snapshot_bytes),
         )
 
     @property

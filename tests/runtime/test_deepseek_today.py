@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from devtools.harness import tokens
-from devtools.harness.runtime_client import JobClient
+from devtools.harness.runtime_client import ClientRuntime, JobClient
 from devtools.harness.waiting import eventually
 from devtools.scripted_model import AccountLimits, ScriptedModelServer
 from scheduler_service.core.provider_ids import ProviderUserIds
@@ -23,7 +23,7 @@ from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
 from tests.runtime.conftest import RuntimeFactory
 from tests.support.db_checks import job_row
 from tests.support.fakes import running_model_server
-from tests.support.schedulers import RunningScheduler
+from tests.support.schedulers import RunningScheduler, SchedulerFactory
 
 PSEUDONYMS = ProviderUserIds(tokens.SETTINGS["provider_user_id_key"].encode())
 
@@ -130,3 +130,32 @@ def test_the_scripted_model_refuses_a_malformed_user_id() -> None:
         )
         stats = _stats(server)
         assert (stats["bad_user_id"], stats["user_ids"]) == (3, {"ok_user-1": 1})
+
+
+@pytest.mark.mysql
+async def test_with_no_key_set_every_replica_pseudonymises_under_one_key_the_database_keeps(
+    mysql_url: str, start_scheduler: SchedulerFactory
+) -> None:
+    """A deployment that forgot AIJOB_PROVIDER_USER_ID_KEY still isolates its users at the
+    provider: the first replica makes a key and keeps it in the database, the others read it."""
+    replicas = [await start_scheduler(mysql_url, provider_user_id_key="") for _ in range(2)]
+    names = []
+    for index, replica in enumerate(replicas):
+        await JobClient(replica.channel, "user-a").create()
+        runtime = ClientRuntime(replica.channel, f"rt-{index}", slots=1)
+        await runtime.connect()
+        try:
+            names.append((await runtime.next_lease()).provider_user_id)
+        finally:
+            await runtime.close()
+    assert len(names[0]) == 43 and names[0] == names[1]
+    assert names[0] != PSEUDONYMS.of("user-a")  # not the configured test key's
+    # Turned off, no user id goes out, stored key or not.
+    quiet = await start_scheduler(mysql_url, provider_user_id_key="", provider_user_id="off")
+    await JobClient(quiet.channel, "user-a").create()
+    runtime = ClientRuntime(quiet.channel, "rt-quiet", slots=1)
+    await runtime.connect()
+    try:
+        assert (await runtime.next_lease()).provider_user_id == ""
+    finally:
+        await runtime.close()

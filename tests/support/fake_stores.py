@@ -353,6 +353,7 @@ class FakeJobStore(FakeTables, JobStore):
             maxParallel=job.max_parallel,
             joinPolicy=job.join_policy,
             reasoningEffort=job.reasoning_effort,
+            prefixKey=job.prefix_key,
             childrenTotal=0,
             childrenOpen=0,
         )

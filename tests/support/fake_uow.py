@@ -23,6 +23,7 @@ from tests.support.fake_outputs import FakeOutputStore
 from tests.support.fake_state import FakeClock, FakeEvent, FakeState, FakeTables
 from tests.support.fake_stores import FakeJobReads, FakeJobStore, FakeJobSweeps
 from tests.support.fake_trees import FakeTreeStore
+from tests.support.fake_warmups import FakeWarmupStore
 
 __all__ = ["FakeClock", "FakeEvent", "FakeState", "FakeUnitOfWork"]
 
@@ -63,6 +64,7 @@ class FakeUnitOfWork:
             outbox=on(FakeOutboxStore),
             outputs=on(FakeOutputStore),
             trees=FakeTreeStore(),
+            warmups=on(FakeWarmupStore),
         )
 
     async def run(self, work: Callable[[Transaction], Awaitable[T]]) -> T:

@@ -18,12 +18,18 @@ class FakeScheduler:
     lease_lost: bool = False
     user_key: str = "sk-user-key"
     heartbeats: list[int] = field(default_factory=list)
+    #: Heartbeats that told of the attempt's first token.
+    first_tokens: int = 0
     results: list[tuple[Any, CallUsage | None]] = field(default_factory=list)
     failures: list[tuple[JobFailure, CallUsage | None]] = field(default_factory=list)
     chunks: list[tuple[int, str]] = field(default_factory=list)
 
-    async def heartbeat(self, lease: LeaseInput, progress: int) -> HeartbeatReply:
+    async def heartbeat(
+        self, lease: LeaseInput, progress: int, *, first_token: bool = False
+    ) -> HeartbeatReply:
         self.heartbeats.append(progress)
+        if first_token:
+            self.first_tokens += 1
         if self.lease_lost:
             raise LeaseLost("LEASE_LOST")
         return HeartbeatReply(cancel_requested=self.cancel_requested)

@@ -104,6 +104,8 @@ class AiJob(Base):
     childrenOpen: Mapped[int] = mapped_column(Integer, server_default="0")
     #: How much the model thinks (shared/reasoning.py; migration 0021); NULL: off.
     reasoningEffort: Mapped[str | None] = mapped_column(String(8))
+    #: A digest of the snapshot its prompt starts with (core/warmup.py; migration 0021).
+    prefixKey: Mapped[str | None] = mapped_column(String(32))
     idempotencyKey: Mapped[str | None] = mapped_column(String(255))
     retriedFromJobId: Mapped[str | None] = mapped_column(String(255))
 
@@ -490,4 +492,9 @@ class AiUserSpend(Base):
 
 
 # Tables in modules of their own, imported so that Base.metadata always holds them.
-from scheduler_service.sql.db import audit_models, legacy_models, output_models  # noqa: E402, F401
+from scheduler_service.sql.db import (  # noqa: E402, F401
+    audit_models,
+    legacy_models,
+    output_models,
+    secret_models,
+)

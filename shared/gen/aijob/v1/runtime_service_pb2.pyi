@@ -147,18 +147,20 @@ class LockRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., runtime_instance_id: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("job_id", "attempt_no", "runtime_instance_id", "progress", "lease_token")
+    __slots__ = ("job_id", "attempt_no", "runtime_instance_id", "progress", "lease_token", "first_token")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_NO_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    FIRST_TOKEN_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     attempt_no: int
     runtime_instance_id: str
     progress: int
     lease_token: str
-    def __init__(self, job_id: _Optional[str] = ..., attempt_no: _Optional[int] = ..., runtime_instance_id: _Optional[str] = ..., progress: _Optional[int] = ..., lease_token: _Optional[str] = ...) -> None: ...
+    first_token: bool
+    def __init__(self, job_id: _Optional[str] = ..., attempt_no: _Optional[int] = ..., runtime_instance_id: _Optional[str] = ..., progress: _Optional[int] = ..., lease_token: _Optional[str] = ..., first_token: _Optional[bool] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("lock_until", "cancel_requested")

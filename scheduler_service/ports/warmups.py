@@ -1,0 +1,26 @@
+"""Warm-up of shared prompt prefixes (core/warmup.py): which (user, prefix) groups have a job
+warming them, holding new jobs back for a bounded wait, and letting them go once warm."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Sequence
+
+__all__ = ["Group", "WarmupStore"]
+
+#: A user and a prompt prefix key.
+Group = tuple[str, str]
+
+
+class WarmupStore(ABC):
+    @abstractmethod
+    async def warming(self, groups: Collection[Group], within_s: float) -> set[Group]:
+        """Of ``groups``, those with a job queued or running created within ``within_s``."""
+
+    @abstractmethod
+    async def hold(self, job_ids: Sequence[str], wait_s: float) -> None:
+        """These new jobs become available ``wait_s`` from now, unless let go sooner."""
+
+    @abstractmethod
+    async def release(self, groups: Collection[Group]) -> list[str]:
+        """The queued jobs of ``groups`` still held become available now; their ids."""

@@ -1,0 +1,69 @@
+"""Warm-up of shared prompt prefixes on SQL: a user's jobs of one prefix, found through the
+per-user index (``idx_userId_lifecycleStatus_parentJobId``) and their ``prefixKey``."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from sqlalchemy import ColumnElement, select, tuple_, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from scheduler_service.core.state_machine import LifecycleStatus
+from scheduler_service.ports.warmups import Group, WarmupStore
+from scheduler_service.sql import job_statements as sql
+from scheduler_service.sql.db.clock import db_now
+
+__all__ = ["SqlWarmupStore"]
+
+_c = sql.jobs.c
+_ACTIVE = [LifecycleStatus.QUEUED.value, LifecycleStatus.RUNNING.value]
+
+
+def _of(groups: Collection[Group]) -> ColumnElement[bool]:
+    return tuple_(_c.userId, _c.prefixKey).in_(sorted(groups))
+
+
+class SqlWarmupStore(WarmupStore):
+    def __init__(self, conn: AsyncConnection) -> None:
+        self._conn = conn
+
+    async def warming(self, groups: Collection[Group], within_s: float) -> set[Group]:
+        if not groups:
+            return set()
+        rows = await self._conn.execute(
+            select(_c.userId, _c.prefixKey)
+            .where(
+                _c.userId.in_(sorted({user for user, _ in groups})),
+                _c.lifecycleStatus.in_(_ACTIVE),
+                _of(groups),
+                _c.createdAt >= db_now(-round(within_s * 1000)),
+            )
+            .distinct()
+        )
+        return {(str(user), str(key)) for user, key in rows}
+
+    async def hold(self, job_ids: Sequence[str], wait_s: float) -> None:
+        if job_ids:
+            await self._conn.execute(
+                update(sql.jobs)
+                .where(_c.id.in_(list(job_ids)))
+                .values(availableAt=db_now(round(wait_s * 1000)))
+            )
+
+    async def release(self, groups: Collection[Group]) -> list[str]:
+        if not groups:
+            return []
+        held = (
+            _c.userId.in_(sorted({user for user, _ in groups})),
+            _c.lifecycleStatus == LifecycleStatus.QUEUED.value,
+            _of(groups),
+            _c.availableAt > db_now(),
+        )
+        ids = list(
+            (await self._conn.execute(select(_c.id).where(*held).with_for_update())).scalars()
+        )
+        if ids:
+            await self._conn.execute(
+                update(sql.jobs).where(_c.id.in_(ids), *held).values(availableAt=db_now())
+            )
+        return ids
