@@ -380,6 +380,11 @@ _ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
 #: Providers cache prompt prefixes in blocks of this many tokens (DeepSeek: 64).
 class ScriptedModelServer(ThreadingHTTPServer):
     daemon_threads = True
+    #: The listen backlog. socketserver's default of 5 overflows when a fleet's calls connect
+    #: together (every streamed answer closes its connection): the kernel drops the SYNs past
+    #: it, and each dropped one costs its caller a retransmission (1 s, then 2, 4, ...), enough
+    #: on a busy host to run a call past its job's timeout. A provider's front end does not.
+    request_queue_size = 1024
 
     def __init__(
         self,

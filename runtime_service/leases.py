@@ -56,6 +56,8 @@ class LeaseInput:
     #: How much the model thinks (shared/reasoning.py): always said to the provider, whose
     #: default is to think.
     reasoning_effort: str = "off"
+    #: Jobs wait to share the prompt's prefix: the first token is told at once.
+    tell_first_token: bool = False
 
 
 @dataclass

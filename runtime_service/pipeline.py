@@ -273,7 +273,7 @@ class JobRunner:
         """A heartbeat every ``heartbeat_s``, and sooner — at most once per
         ``progress_every_s`` — when progress moved, so a watcher sees an answer stream in."""
         loop = asyncio.get_running_loop()
-        sent, beat_at, told = 0, loop.time(), False
+        sent, beat_at, told = 0, loop.time(), not lease.tell_first_token
         tick = min(self._heartbeat_s, self._progress_every_s)
         while True:
             if told:

@@ -63,6 +63,7 @@ def lease_input(lease: types_pb2.Lease) -> LeaseInput:
         resume_output=lease.resume_output,
         stream_output=lease.stream_output,
         reasoning_effort=_EFFORTS.get(lease.reasoning_effort, OFF),
+        tell_first_token=lease.tell_first_token,
     )
 
 

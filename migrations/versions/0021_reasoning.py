@@ -27,6 +27,7 @@ TS = sa.DateTime().with_variant(mysql.DATETIME(fsp=3), "mysql", "mariadb")
 COLUMNS = (
     ("AiAnalysisJob", sa.Column("reasoningEffort", sa.String(8), nullable=True)),
     ("AiAnalysisJob", sa.Column("prefixKey", sa.String(32), nullable=True)),
+    ("AiAnalysisJob", sa.Column("prefixWarmedAt", TS, nullable=True)),
     ("AiUsageLog", sa.Column("reasoningTokens", sa.Integer(), nullable=False, server_default="0")),
 )
 

@@ -123,6 +123,8 @@ class AdminViews(admin_grpc.AdminServiceServicer):
                     latency_ms=a.latency_ms,
                     error_code=a.error_code,
                     recorded_at=convert.timestamp(a.recorded_at),
+                    cached_prompt_tokens=a.cached_prompt_tokens,
+                    reasoning_tokens=a.reasoning_tokens,
                 )
                 for a in timeline.attempts
             ],

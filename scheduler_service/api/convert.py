@@ -165,6 +165,7 @@ def _lease(payload: LeasePayload) -> types_pb2.Lease:
         reasoning_effort=_ENUM_OF_EFFORT.get(
             payload.reasoning_effort, types_pb2.REASONING_EFFORT_OFF
         ),
+        tell_first_token=payload.tell_first_token,
     )
 
 

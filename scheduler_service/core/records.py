@@ -225,6 +225,7 @@ class JobRecord:
     #: None on rows written before jobs had an effort: off.
     reasoningEffort: str | None = None
     prefixKey: str | None = None
+    prefixWarmedAt: datetime | None = None
 
     @classmethod
     def from_mapping(cls, row: Mapping[str, Any]) -> JobRecord:
@@ -302,6 +303,8 @@ class LeasePayload:
     stream_output: bool = False
     #: How much the model thinks (shared/reasoning.py).
     reasoning_effort: str = "off"
+    #: Jobs may wait to share its prompt's prefix: its first token is told at once.
+    tell_first_token: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

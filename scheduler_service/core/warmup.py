@@ -15,10 +15,13 @@ from dataclasses import dataclass
 
 from scheduler_service.core.records import NewJob
 
-__all__ = ["SNAPSHOT_FIRST_LAYOUTS", "WarmupPolicy", "followers", "prefix_key"]
+__all__ = ["SNAPSHOT_FIRST_LAYOUTS", "WARM_FOR_S", "WarmupPolicy", "followers", "prefix_key"]
 
 #: The prompt versions whose messages start with the snapshot (shared/job_types/spec.py).
 SNAPSHOT_FIRST_LAYOUTS = frozenset({"v2"})
+#: How long a prefix stays warm once a first token was told for it: the provider keeps a unit
+#: for hours; past this, a new burst over the same snapshot warms it again.
+WARM_FOR_S = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,16 +49,24 @@ def prefix_key(
     return hashlib.sha256(canonical_snapshot).hexdigest()[:32]
 
 
-def followers(jobs: Sequence[NewJob], warming: Iterable[tuple[str, str]]) -> list[str]:
-    """Of new ``jobs`` (in their order), those that wait for a prefix to warm: every job of a
-    (user, prefix) already ``warming`` (a job of it created within the bound and not leased
-    answered yet), else every one but the first of that (user, prefix) among them."""
+def followers(
+    jobs: Sequence[NewJob],
+    warming: Iterable[tuple[str, str]],
+    warm: Iterable[tuple[str, str]] = (),
+) -> list[str]:
+    """Of new ``jobs`` (in their order), those that wait for a prefix to warm: none of a
+    (user, prefix) already ``warm`` (a first token was told for it); every job of one already
+    ``warming`` (a job of it created within the bound, queued or running, no first token told
+    yet); else every one but the first of that (user, prefix) among them."""
     led = set(warming)
+    done = set(warm)
     waiting: list[str] = []
     for job in jobs:
         if job.prefix_key is None:
             continue
         group = (job.user_id, job.prefix_key)
+        if group in done:
+            continue
         if group in led:
             waiting.append(job.job_id)
         else:

@@ -32,6 +32,15 @@ class TreeUsage:
 
 class TreeStore(ABC):
     @abstractmethod
+    async def children_ended(self, parents: Sequence[tuple[str, int, int]]) -> None:
+        """CHILDREN_ENDED of several waiting parents this transaction locked, in one write: each
+        (parent id, children ended (negative), progress)."""
+
+    @abstractmethod
+    async def requeue_joined(self, parent_ids: Sequence[str]) -> None:
+        """JOIN_REQUEUE of several parents this transaction locked and joined, in one write."""
+
+    @abstractmethod
     async def held_children(self, parent_job_id: str) -> int:
         """The parent's queued children held back by its ``max_parallel``."""
 
@@ -46,6 +55,10 @@ class TreeStore(ABC):
     @abstractmethod
     async def children(self, parent_job_id: str) -> list[ChildOutcome]:
         """The parent's children in creation order, with their outputs."""
+
+    @abstractmethod
+    async def children_of(self, parent_job_ids: Sequence[str]) -> dict[str, list[ChildOutcome]]:
+        """Several parents' children, each parent's in creation order, with their outputs."""
 
     @abstractmethod
     async def child_counts(self, parent_job_id: str) -> dict[str, int]:

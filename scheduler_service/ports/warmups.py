@@ -14,8 +14,12 @@ Group = tuple[str, str]
 
 class WarmupStore(ABC):
     @abstractmethod
-    async def warming(self, groups: Collection[Group], within_s: float) -> set[Group]:
-        """Of ``groups``, those with a job queued or running created within ``within_s``."""
+    async def warming(
+        self, groups: Collection[Group], within_s: float, warm_for_s: float
+    ) -> tuple[set[Group], set[Group]]:
+        """Of ``groups``: those warming (a job queued or running created within ``within_s``,
+        and no first token told for the group), and those warm (a first token told for it
+        within ``warm_for_s``)."""
 
     @abstractmethod
     async def hold(self, job_ids: Sequence[str], wait_s: float) -> None:
@@ -23,4 +27,5 @@ class WarmupStore(ABC):
 
     @abstractmethod
     async def release(self, groups: Collection[Group]) -> list[str]:
-        """The queued jobs of ``groups`` still held become available now; their ids."""
+        """``groups`` are warm from now (every job of theirs is marked), and their queued jobs
+        still held become available now; their ids."""

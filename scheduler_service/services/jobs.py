@@ -39,7 +39,7 @@ from scheduler_service.core.records import (
     WatchState,
 )
 from scheduler_service.core.state_machine import LifecycleStatus, parse_status
-from scheduler_service.core.warmup import followers
+from scheduler_service.core.warmup import WARM_FOR_S, followers
 from scheduler_service.ports import NewJobRows, Transaction, UnitOfWork
 from scheduler_service.services.admission import Admission
 from scheduler_service.services.gathering import Gathering
@@ -99,7 +99,7 @@ class JobService:
         self._handoff = handoff
         self._admission = Admission(self._limits, self._budget)
         #: Job trees: children placed under their parents, splits, cancels over a tree.
-        self.trees = Trees(uow, registry)
+        self.trees = Trees(uow, registry, offer=handoff)
         self._tree_creates = TreeCreates(registry, self._limits.tree)
         self._creates: Gathering[CreateJobCommand, _Gathered] = Gathering(
             self._create_gathered,
@@ -164,9 +164,8 @@ class JobService:
         if not candidates:
             return waiting, []
         groups = {(j.user_id, str(j.prefix_key)) for j in candidates}
-        warming = followers(
-            candidates, await tx.warmups.warming(groups, self._limits.warmup.wait_s)
-        )
+        leading, warm = await tx.warmups.warming(groups, self._limits.warmup.wait_s, WARM_FOR_S)
+        warming = followers(candidates, leading, warm)
         return waiting | set(warming), warming
 
     async def drain(self) -> None:

@@ -12,8 +12,8 @@ guard (``childrenOpen = 0``, status waiting) lets it happen once.
 from __future__ import annotations
 
 import functools
-from collections import defaultdict
-from collections.abc import Sequence
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 from scheduler_service.core import validation
@@ -24,9 +24,7 @@ from scheduler_service.core.records import JobError, JobRecord
 from scheduler_service.core.state_machine import LifecycleStatus
 from scheduler_service.core.transitions import CANCEL, CANCEL_QUEUED, REQUEST_CANCEL
 from scheduler_service.core.tree_writes import (
-    CHILDREN_ENDED,
     JOIN_FAIL,
-    JOIN_REQUEUE,
     JOIN_SUCCEED,
 )
 from scheduler_service.core.trees import (
@@ -51,10 +49,18 @@ class JobTree:
     usage: TreeUsage
 
 
+#: Leases up to ``count`` queued jobs of a type to runtimes of this replica with free slots,
+#: inside a transaction (services/dispatch.py ``offer_within``).
+Offer = Callable[[Transaction, str, int, None], Awaitable[object]]
+
+
 class Trees:
-    def __init__(self, uow: UnitOfWork, registry: JobRegistry) -> None:
+    def __init__(
+        self, uow: UnitOfWork, registry: JobRegistry, *, offer: Offer | None = None
+    ) -> None:
         self._uow = uow
         self._registry = registry
+        self._offer = offer
 
     async def _kept_outputs(self, tx: Transaction, parent: JobRecord) -> list[ChildOutcome]:
         """The succeeded split children of the parents ``parent`` retries (and theirs)."""
@@ -76,57 +82,87 @@ class Trees:
                 by_parent[event.parent_job_id].append(event)
         # One lock order for every writer: concurrent ends of siblings queue on the parent.
         locked = await tx.reads.lock_rows(sorted(by_parent))
+        moved: list[JobRecord] = []
         for parent_id in sorted(by_parent):
-            ended = by_parent[parent_id]
             parent = locked.jobs.get(parent_id)
             if parent is None or parent.lifecycleStatus is not LifecycleStatus.WAITING:
                 continue  # the parent ended already (a failed sibling, a cancel)
-            left = parent.childrenOpen - len(ended)
+            left = parent.childrenOpen - len(by_parent[parent_id])
             progress = (parent.childrenTotal - left) * 100 // max(1, parent.childrenTotal)
-            if not await tx.jobs.apply(
-                CHILDREN_ENDED, parent_id, ended=-len(ended), progress=progress
-            ):
-                continue
-            parent = replace(parent, childrenOpen=left, progress=progress)
+            moved.append(replace(parent, childrenOpen=left, progress=progress))
+        # Every parent's counter in one write (they are locked and waiting: each row matches).
+        await tx.trees.children_ended(
+            [(p.id, p.childrenOpen - locked.jobs[p.id].childrenOpen, p.progress) for p in moved]
+        )
+        joining: list[tuple[JobRecord, JoinPolicy]] = []
+        for parent in moved:
+            parent_id, ended, left = parent.id, by_parent[parent.id], parent.childrenOpen
             policy = join_policy_of(parent.joinPolicy)
             failed = [e for e in ended if e.event_type is not EventType.COMPLETED]
             if failed and policy is JoinPolicy.ALL_SUCCESS:
                 await self._fail(tx, parent, _failed_child(failed[0]))
                 continue
             if left == 0:
-                await self._join(tx, parent, policy)
+                joining.append((parent, policy))
             elif parent.maxParallel > 0:
                 released = await tx.trees.release_held(parent_id, len(ended))
                 if released:
                     tx.after_commit(functools.partial(tx.wakeups.dispatch, tuple(released)))
             tx.job_changed(parent_id)
+        if joining:
+            await self._join_many(tx, joining)
 
-    async def _join(self, tx: Transaction, parent: JobRecord, policy: JoinPolicy) -> None:
-        children = await tx.trees.children(parent.id)
+    async def _join_many(
+        self, tx: Transaction, joining: Sequence[tuple[JobRecord, JoinPolicy]]
+    ) -> None:
+        """The parents whose last children just ended, joined: their children read in one
+        statement; those whose own call joins them go back to the queue in one write, with one
+        write of their events, and runtimes here with free slots get the queue's best at once
+        (the freed slots of their last children), in this transaction."""
+        children = await tx.trees.children_of([parent.id for parent, _ in joining])
+        requeued: list[JobRecord] = []
+        for parent, policy in joining:
+            if await self._join(tx, parent, policy, children.get(parent.id, [])):
+                requeued.append(parent)
+        if not requeued:
+            return
+        await tx.trees.requeue_joined([parent.id for parent in requeued])
+        await tx.emit_many(
+            [
+                NewEvent.enqueue(
+                    parent.id,
+                    parent.jobType,
+                    parent.queueName,
+                    parent.priority,
+                    parent.parentJobId,
+                    dedupe="join",
+                )
+                for parent in requeued
+            ]
+        )
+        if self._offer is not None:
+            for job_type, count in Counter(parent.jobType for parent in requeued).items():
+                await self._offer(tx, job_type, count, None)
+
+    async def _join(
+        self,
+        tx: Transaction,
+        parent: JobRecord,
+        policy: JoinPolicy,
+        children: list[ChildOutcome],
+    ) -> bool:
+        """Join one parent on its children: fail it, or succeed it with their joined output
+        (pure data); True when its own call joins them (it goes back to the queue)."""
         definition = self._registry.get(parent.jobType)
         decision = decide_join(policy, definition.tree.min_share, children)
         if decision.error is not None:
             await self._fail(tx, parent, decision.error)
-            return
+            return False
         split = [c for c in children if c.split and _succeeded(c)]
         split += await self._kept_outputs(tx, parent)
         join = definition.tree.join
         if join is None or not split:
-            # The parent's own call joins its children: it runs like any queued job.
-            if await tx.jobs.apply(JOIN_REQUEUE, parent.id):
-                await tx.emit_many(
-                    [
-                        NewEvent.enqueue(
-                            parent.id,
-                            parent.jobType,
-                            parent.queueName,
-                            parent.priority,
-                            parent.parentJobId,
-                            dedupe="join",
-                        )
-                    ]
-                )
-            return
+            return True
         merged = join([c.output for c in split if isinstance(c.output, dict)])
         schema = self._registry.output_schema(parent.jobType, parent.outputSchemaVersion or None)
         try:
@@ -143,11 +179,11 @@ class Trees:
                     str(invalid),
                 ),
             )
-            return
+            return False
         if not await tx.jobs.apply(
             JOIN_SUCCEED, parent.id, outputHash=output_hash(merged), validatedOutput=merged
         ):
-            return
+            return False
         await tx.results.project_many([(definition.projector, parent, 0, validated)])
         await tx.emit(
             EventType.COMPLETED,
@@ -159,6 +195,7 @@ class Trees:
                 {"missingChildren": [list(m) for m in decision.missing]} if decision.missing else {}
             ),
         )
+        return False
 
     async def _fail(self, tx: Transaction, parent: JobRecord, error: JobError) -> None:
         """End the parent with ``error`` and cancel what is left of its tree below it."""

@@ -183,6 +183,7 @@ class _FreshRow:
     maxOutputTokens: int
     traceParent: str | None
     reasoningEffort: str
+    prefixKey: str | None
 
     @classmethod
     def of(cls, job: NewJob, snapshot: dict[str, Any], params: dict[str, Any]) -> _FreshRow:
@@ -204,6 +205,7 @@ class _FreshRow:
             job.max_output_tokens,
             job.trace_parent,
             job.reasoning_effort,
+            job.prefix_key,
         )
 
 

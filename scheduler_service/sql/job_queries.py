@@ -145,6 +145,7 @@ _PAYLOAD_COLUMNS = [
     _c.maxOutputTokens,
     _c.traceParent,
     _c.reasoningEffort,
+    _c.prefixKey,
     _snapshots.c.content,
     _snapshots.c.params,
 ]
@@ -360,6 +361,7 @@ def payload_of(grant: LeaseGrant, row: Any) -> LeasePayload:
         lease_token=grant.lease_token,
         user_id=row.userId,
         reasoning_effort=row.reasoningEffort or OFF,
+        tell_first_token=row.prefixKey is not None,
     )
 
 

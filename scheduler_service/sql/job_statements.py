@@ -260,6 +260,8 @@ def write_many_statement(
         declared = write.all_values[column]
         if isinstance(declared, Param):
             values[column] = per_row(f"v_{declared.name}", column)
+        elif isinstance(declared, PlusParam):
+            values[column] = _c[column] + per_row(f"v_{declared.name}", column)
     return (
         update(jobs)
         .where(_c.id.in_(ids), _c.lifecycleStatus == source.status.value, *guards)

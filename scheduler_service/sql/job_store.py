@@ -223,7 +223,7 @@ class SqlJobStore(JobStore):
             }
             for item in items
         ]
-        await self._write_many(SUCCEED, _HELD_BY, _RESULT_VALUES, rows, {})
+        await write_many(self._conn, SUCCEED, _HELD_BY, _RESULT_VALUES, rows)
 
     async def extend_leases(
         self, items: Sequence[Beat], judged_at: datetime
@@ -243,7 +243,7 @@ class SqlJobStore(JobStore):
             }
             for item in items
         ]
-        await self._write_many(HEARTBEAT, _HELD_BY, _BEAT_PROGRESS, rows, shared)
+        await write_many(self._conn, HEARTBEAT, _HELD_BY, _BEAT_PROGRESS, rows, shared=shared)
         found = await self._conn.execute(
             sql.SELECT_LEASE_STATES, {"b_ids": [item.job_id for item in items]}
         )
@@ -252,29 +252,31 @@ class SqlJobStore(JobStore):
             for row in found
         }
 
-    async def _write_many(
-        self,
-        write: LifecycleWrite,
-        active: frozenset[Guard],
-        present: frozenset[str],
-        rows: Sequence[dict[str, Any]],
-        shared: dict[str, Any],
-    ) -> None:
-        if not rows:
-            return
-        # Padded to its bucket by repeating the last row: a repeated id matches its row once and
-        # its CASE branch is never reached.
-        size = batch_bucket(len(rows))
-        params = dict(shared)
-        for k in range(size):
-            for name, value in rows[min(k, len(rows) - 1)].items():
-                params[f"{name}{k}"] = value
-        statement = sql.write_many_statement(write, size, active, present)
-        # Judged on rows locked by this transaction, its count is checked when its reply comes
-        # (with the transaction's next statement), before the transaction commits.
-        await write_later(
-            self._conn, statement, params, expect=len(rows), what=f"{write.name} of locked jobs"
-        )
+
+async def write_many(
+    conn: AsyncConnection,
+    write: LifecycleWrite,
+    active: frozenset[Guard],
+    present: frozenset[str],
+    rows: Sequence[dict[str, Any]],
+    *,
+    shared: dict[str, Any] | None = None,
+) -> None:
+    """``write`` on several jobs this transaction locked, in one statement (each row its own
+    guard and set values); its count is checked with the transaction's next statement."""
+    if not rows:
+        return
+    # Padded to its bucket by repeating the last row: a repeated id matches its row once and
+    # its CASE branch is never reached.
+    size = batch_bucket(len(rows))
+    params = dict(shared or {})
+    for k in range(size):
+        for name, value in rows[min(k, len(rows) - 1)].items():
+            params[f"{name}{k}"] = value
+    statement = sql.write_many_statement(write, size, active, present)
+    await write_later(
+        conn, statement, params, expect=len(rows), what=f"{write.name} of locked jobs"
+    )
 
 
 class SqlJobReads(JobReads):

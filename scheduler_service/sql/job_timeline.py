@@ -37,6 +37,8 @@ class TimelineAttempt:
     latency_ms: int
     error_code: str
     recorded_at: datetime
+    cached_prompt_tokens: int = 0
+    reasoning_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,8 @@ async def _timeline(tx: SqlTransaction, job_id: str) -> Timeline:
             latency_ms=int(r.latencyMs),
             error_code=r.errorCode or "",
             recorded_at=r.createdAt,
+            cached_prompt_tokens=int(r.cachedPromptTokens),
+            reasoning_tokens=int(r.reasoningTokens),
         )
         for r in await tx.conn.execute(_ATTEMPTS, {"b_id": job_id})
     ]

@@ -34,8 +34,9 @@ from scheduler_service.core.state_machine import LifecycleStatus
 from scheduler_service.core.usage import Usage, UsageLine
 from scheduler_service.sql.db.clock import db_now, db_today
 from scheduler_service.sql.db.driver import write_later
-from scheduler_service.sql.db.models import AiJob, AiModelKey, AiUsageLog, AiUserBudget, AiUserSpend
+from scheduler_service.sql.db.models import AiJob, AiModelKey, AiUsageLog
 from scheduler_service.sql.db.multirow import insert_rows
+from scheduler_service.sql.db.spend_models import AiUserBudget, AiUserSpend
 from scheduler_service.sql.job_statements import engine_owned
 
 __all__ = [

@@ -4,23 +4,26 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.core.state_machine import LifecycleStatus, parse_status
+from scheduler_service.core.tree_writes import CHILDREN_ENDED, JOIN_REQUEUE
 from scheduler_service.core.trees import SPLIT_TRIGGER, ChildOutcome
 from scheduler_service.ports.trees import TreeNodeRow, TreeStore, TreeUsage
 from scheduler_service.sql import job_statements as sql
 from scheduler_service.sql.db.clock import db_now
 from scheduler_service.sql.db.models import AiUsageLog
+from scheduler_service.sql.job_store import write_many
 
 __all__ = ["SqlTreeStore"]
 
 _c = sql.jobs.c
 _usage = cast(Table, AiUsageLog.__table__)
 _QUEUED = LifecycleStatus.QUEUED.value
+_ENDED_VALUES = frozenset({"ended", "progress"})
 _of_parent = _c.parentJobId == bindparam("b_parent")
 _held = (_c.lifecycleStatus == _QUEUED) & _c.availableAt.is_(None)
 
@@ -36,6 +39,18 @@ _CHILDREN = (
     select(_c.id, _c.lifecycleStatus, _c.errorCode, _c.validatedOutput, _c.triggerType)
     .where(_of_parent)
     .order_by(_c.createdAt, _c.id)
+)
+_CHILDREN_OF = (
+    select(
+        _c.parentJobId,
+        _c.id,
+        _c.lifecycleStatus,
+        _c.errorCode,
+        _c.validatedOutput,
+        _c.triggerType,
+    )
+    .where(_c.parentJobId.in_(bindparam("b_parents", expanding=True)))
+    .order_by(_c.parentJobId, _c.createdAt, _c.id)
 )
 _COUNTS = select(_c.lifecycleStatus, func.count()).where(_of_parent).group_by(_c.lifecycleStatus)
 _UNSUCCESSFUL = (
@@ -59,9 +74,30 @@ _USAGE = select(
 ).where(_usage.c.jobId.in_(bindparam("b_ids", expanding=True)))
 
 
+def _outcome(row: Any) -> ChildOutcome:
+    return ChildOutcome(
+        row.id,
+        parse_status(row.lifecycleStatus),
+        row.errorCode,
+        row.validatedOutput,
+        split=row.triggerType == SPLIT_TRIGGER,
+    )
+
+
 class SqlTreeStore(TreeStore):
     def __init__(self, conn: AsyncConnection) -> None:
         self._conn = conn
+
+    async def children_ended(self, parents: Sequence[tuple[str, int, int]]) -> None:
+        rows = [
+            {"i": parent, "v_ended": ended, "v_progress": progress}
+            for parent, ended, progress in parents
+        ]
+        await write_many(self._conn, CHILDREN_ENDED, frozenset(), _ENDED_VALUES, rows)
+
+    async def requeue_joined(self, parent_ids: Sequence[str]) -> None:
+        rows = [{"i": parent} for parent in parent_ids]
+        await write_many(self._conn, JOIN_REQUEUE, frozenset(), frozenset(), rows)
 
     async def held_children(self, parent_job_id: str) -> int:
         return int(
@@ -94,16 +130,14 @@ class SqlTreeStore(TreeStore):
 
     async def children(self, parent_job_id: str) -> list[ChildOutcome]:
         rows = await self._conn.execute(_CHILDREN, {"b_parent": parent_job_id})
-        return [
-            ChildOutcome(
-                r.id,
-                parse_status(r.lifecycleStatus),
-                r.errorCode,
-                r.validatedOutput,
-                split=r.triggerType == SPLIT_TRIGGER,
-            )
-            for r in rows
-        ]
+        return [_outcome(r) for r in rows]
+
+    async def children_of(self, parent_job_ids: Sequence[str]) -> dict[str, list[ChildOutcome]]:
+        rows = await self._conn.execute(_CHILDREN_OF, {"b_parents": sorted(parent_job_ids)})
+        found: dict[str, list[ChildOutcome]] = {}
+        for r in rows:
+            found.setdefault(r.parentJobId, []).append(_outcome(r))
+        return found
 
     async def child_counts(self, parent_job_id: str) -> dict[str, int]:
         rows = await self._conn.execute(_COUNTS, {"b_parent": parent_job_id})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from sqlalchemy import ColumnElement, select, tuple_, update
+from sqlalchemy import ColumnElement, and_, case, func, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler_service.core.state_machine import LifecycleStatus
@@ -27,20 +27,34 @@ class SqlWarmupStore(WarmupStore):
     def __init__(self, conn: AsyncConnection) -> None:
         self._conn = conn
 
-    async def warming(self, groups: Collection[Group], within_s: float) -> set[Group]:
+    async def warming(
+        self, groups: Collection[Group], within_s: float, warm_for_s: float
+    ) -> tuple[set[Group], set[Group]]:
         if not groups:
-            return set()
-        rows = await self._conn.execute(
-            select(_c.userId, _c.prefixKey)
-            .where(
-                _c.userId.in_(sorted({user for user, _ in groups})),
-                _c.lifecycleStatus.in_(_ACTIVE),
-                _of(groups),
-                _c.createdAt >= db_now(-round(within_s * 1000)),
-            )
-            .distinct()
+            return set(), set()
+        leading = and_(
+            _c.lifecycleStatus.in_(_ACTIVE), _c.createdAt >= db_now(-round(within_s * 1000))
         )
-        return {(str(user), str(key)) for user, key in rows}
+        warmed = _c.prefixWarmedAt >= db_now(-round(warm_for_s * 1000))
+        rows = await self._conn.execute(
+            select(
+                _c.userId,
+                _c.prefixKey,
+                func.max(case((leading, 1), else_=0)),
+                func.max(case((warmed, 1), else_=0)),
+            )
+            .where(_c.userId.in_(sorted({user for user, _ in groups})), _of(groups))
+            .group_by(_c.userId, _c.prefixKey)
+        )
+        warming: set[Group] = set()
+        warm: set[Group] = set()
+        for user, key, leads, is_warm in rows:
+            group = (str(user), str(key))
+            if is_warm:
+                warm.add(group)
+            elif leads:
+                warming.add(group)
+        return warming, warm
 
     async def hold(self, job_ids: Sequence[str], wait_s: float) -> None:
         if job_ids:
@@ -53,6 +67,12 @@ class SqlWarmupStore(WarmupStore):
     async def release(self, groups: Collection[Group]) -> list[str]:
         if not groups:
             return []
+        users = _c.userId.in_(sorted({user for user, _ in groups}))
+        await self._conn.execute(
+            update(sql.jobs)
+            .where(users, _of(groups), _c.prefixWarmedAt.is_(None))
+            .values(prefixWarmedAt=db_now())
+        )
         held = (
             _c.userId.in_(sorted({user for user, _ in groups})),
             _c.lifecycleStatus == LifecycleStatus.QUEUED.value,

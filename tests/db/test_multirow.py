@@ -9,8 +9,9 @@ from sqlalchemy import Table, event, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service.sql.db.clock import db_today
-from scheduler_service.sql.db.models import AiUserJobGate, AiUserSpend, OutboxEvent
+from scheduler_service.sql.db.models import AiUserJobGate, OutboxEvent
 from scheduler_service.sql.db.multirow import insert_rows
+from scheduler_service.sql.db.spend_models import AiUserSpend
 
 OUTBOX = cast(Table, OutboxEvent.__table__)
 FIXED = {"aggregateType": "AiJob", "status": "pending", "attemptCount": 0}

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from devtools.harness.runtime_client import JobClient
 from devtools.harness.tokens import ADMIN_TOKEN, bearer
@@ -82,6 +82,17 @@ async def test_a_reasoning_call_is_working_not_congested(
             )
         ).one()
     assert first_token_ms < 5_000 and reasoning > 0
+    # The usage API shows the reasoning tokens (priced with the completion tokens they are in).
+    admin = admin_service_pb2_grpc.AdminServiceStub(scheduler.channel)
+    usage = await admin.GetUserUsage(
+        admin_pb.GetUserUsageRequest(user_id="user-1"), metadata=bearer(ADMIN_TOKEN)
+    )
+    async with scheduler.app.engine.connect() as conn:
+        ledger = await conn.scalar(
+            select(func.sum(USAGE.c.reasoningTokens)).where(USAGE.c.userId == "user-1")
+        )
+    assert usage.reasoning_tokens == ledger > reasoning
+    assert usage.completion_tokens > usage.reasoning_tokens
 
 
 async def test_a_blank_json_answer_is_retried_and_the_next_attempt_succeeds_unrepaired(

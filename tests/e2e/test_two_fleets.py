@@ -1,17 +1,16 @@
 """Two runtime fleets on their own tokens (the setup docs/security.md recommends) drain side by
-side: two real runtime processes per token, 300 jobs, every one succeeds, no report is refused
-and no lease runs out.
+side: two real runtime processes per token, 300 jobs, all but at most one succeed on their first
+attempt, no report is refused and no lease runs out.
 
 Their reports share the scheduler's batch windows; each is judged as its own caller. Judged as
 whichever caller opened the window, a third of one fleet's results were refused ("belongs to
-another runtime token"), and those jobs waited out their lease and spent an attempt. An attempt
-can still end for another reason on a loaded machine (a slow model call), so the test counts
-what a misjudged caller causes: refusals and expired leases."""
+another runtime token"), and those jobs waited out their lease and spent an attempt. A failure
+lists each retried job's attempts (their recorded codes and runtimes) and the runtime log lines
+that name it."""
 
 from __future__ import annotations
 
 import asyncio
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -119,10 +118,9 @@ async def test_two_fleets_on_their_own_tokens_drain_on_first_attempts(
     counts = await by_status()
     # No report or call was refused as another token's, and no lease ran out waiting for one.
     assert _misjudged() == misjudged_before, counts
-    # An attempt that ended for another reason (none on an idle host) is reported, not failed on:
-    # its cause is what the warning shows.
-    if retried := await _retried_attempts(engine, tmp_path):
-        warnings.warn(f"jobs retried in the two-fleet drain: {retried}", stacklevel=1)
+    # All but at most one job on its first attempt.
+    retried = await _retried_attempts(engine, tmp_path)
+    assert counts.get(("succeeded", 1), 0) >= JOBS_TOTAL - 1, (counts, retried)
     async with engine.connect() as conn:
         holders = (await conn.execute(select(JOBS.c.lockedBy).distinct())).scalars().all()
     assert {h.rsplit("-", 1)[0] + "-" for h in holders if h} == set(FLEETS)

@@ -97,3 +97,18 @@ async def test_the_v2_prompt_puts_the_snapshot_first_whatever_order_its_keys_cam
     (_, first_usage), (_, second_usage) = scheduler.results
     assert first_usage is not None and second_usage is not None
     assert first_usage.cached_prompt_tokens == 0 < second_usage.cached_prompt_tokens
+
+
+@pytest.mark.parametrize("asked", [True, False])
+async def test_the_first_token_is_told_at_once_when_the_lease_asks(
+    model_server: ScriptedModelServer, asked: bool
+) -> None:
+    """Jobs waiting to share this one's prompt prefix go when its first token arrives: the
+    runtime says so in a heartbeat of its own (the answer drips in over seconds, so the attempt
+    is still running), and only when the lease asks."""
+    model_server.state.queued.append("drip:3000")
+    scheduler = FakeScheduler()
+    runner = _runner(scheduler, model_server)
+    assert await runner.run(lease(tell_first_token=asked)) == "succeeded"
+    await runner.close()
+    assert scheduler.first_tokens == (1 if asked else 0)

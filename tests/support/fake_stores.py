@@ -107,6 +107,7 @@ class FakeJobReads(FakeTables, JobReads):
                     output_schema_version=row["outputSchemaVersion"] or "",
                     lease_token=grant.lease_token,
                     reasoning_effort=row["reasoningEffort"] or "off",
+                    tell_first_token=row["prefixKey"] is not None,
                 )
             )
         return payloads
@@ -354,6 +355,7 @@ class FakeJobStore(FakeTables, JobStore):
             joinPolicy=job.join_policy,
             reasoningEffort=job.reasoning_effort,
             prefixKey=job.prefix_key,
+            prefixWarmedAt=None,
             childrenTotal=0,
             childrenOpen=0,
         )

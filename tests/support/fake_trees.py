@@ -13,6 +13,12 @@ class FakeTreeStore(TreeStore):
     def _sql_only(self) -> NotImplementedError:
         return NotImplementedError("job trees run on the SQL store (tests/db, tests/e2e)")
 
+    async def children_ended(self, parents: Sequence[tuple[str, int, int]]) -> None:
+        raise self._sql_only()
+
+    async def requeue_joined(self, parent_ids: Sequence[str]) -> None:
+        raise self._sql_only()
+
     async def held_children(self, parent_job_id: str) -> int:
         raise self._sql_only()
 
@@ -23,6 +29,9 @@ class FakeTreeStore(TreeStore):
         raise self._sql_only()
 
     async def children(self, parent_job_id: str) -> list[ChildOutcome]:
+        raise self._sql_only()
+
+    async def children_of(self, parent_job_ids: Sequence[str]) -> dict[str, list[ChildOutcome]]:
         raise self._sql_only()
 
     async def child_counts(self, parent_job_id: str) -> dict[str, int]:

@@ -15,16 +15,27 @@ class FakeWarmupStore(FakeTables, WarmupStore):
     def _group(self, row: dict[str, object]) -> Group:
         return (str(row["userId"]), str(row["prefixKey"]))
 
-    async def warming(self, groups: Collection[Group], within_s: float) -> set[Group]:
+    async def warming(
+        self, groups: Collection[Group], within_s: float, warm_for_s: float
+    ) -> tuple[set[Group], set[Group]]:
         since = self.now - timedelta(seconds=within_s)
-        return {
-            self._group(row)
-            for row in self.state.jobs.values()
-            if row["prefixKey"] is not None
-            and self._group(row) in groups
-            and row["lifecycleStatus"] in _ACTIVE
-            and row["createdAt"] >= since
+        warm_since = self.now - timedelta(seconds=warm_for_s)
+        rows = [
+            r
+            for r in self.state.jobs.values()
+            if r["prefixKey"] is not None and self._group(r) in groups
+        ]
+        warm = {
+            self._group(r)
+            for r in rows
+            if r["prefixWarmedAt"] is not None and r["prefixWarmedAt"] >= warm_since
         }
+        warming = {
+            self._group(r)
+            for r in rows
+            if r["lifecycleStatus"] in _ACTIVE and r["createdAt"] >= since
+        }
+        return warming - warm, warm
 
     async def hold(self, job_ids: Sequence[str], wait_s: float) -> None:
         for job_id in job_ids:
@@ -33,6 +44,8 @@ class FakeWarmupStore(FakeTables, WarmupStore):
     async def release(self, groups: Collection[Group]) -> list[str]:
         released = []
         for job_id, row in self.state.jobs.items():
+            if row["prefixKey"] is not None and self._group(row) in groups:
+                row["prefixWarmedAt"] = row["prefixWarmedAt"] or self.now
             if (
                 row["prefixKey"] is not None
                 and self._group(row) in groups

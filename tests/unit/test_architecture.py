@@ -29,6 +29,8 @@ PORTS = [
     ports.ResultStore,
     ports.OutboxStore,
     ports.OutputStore,
+    ports.TreeStore,
+    ports.WarmupStore,
 ]
 
 

@@ -57,3 +57,9 @@ def test_one_leader_per_group_unless_one_is_warming(
         going = [m for m in members if m not in waiting]
         assert going == ([] if group in warming else members[:1])
     assert not {j.job_id for j in jobs if j.prefix_key is None} & waiting
+
+
+def test_nothing_waits_for_a_prefix_already_warm() -> None:
+    jobs = [_job(i, "u1", "a") for i in range(3)]
+    assert followers(jobs, warming=set(), warm={("u1", "a")}) == []
+    assert followers(jobs, warming={("u1", "a")}, warm={("u1", "a")}) == []

@@ -106,6 +106,8 @@ class AiJob(Base):
     reasoningEffort: Mapped[str | None] = mapped_column(String(8))
     #: A digest of the snapshot its prompt starts with (core/warmup.py; migration 0021).
     prefixKey: Mapped[str | None] = mapped_column(String(32))
+    #: When a first token was told for its prefix (the provider stores it; core/warmup.py).
+    prefixWarmedAt: Mapped[datetime | None] = mapped_column(Timestamp)
     idempotencyKey: Mapped[str | None] = mapped_column(String(255))
     retriedFromJobId: Mapped[str | None] = mapped_column(String(255))
 
@@ -467,34 +469,11 @@ class AiModelKey(Base):
     updatedAt: Mapped[datetime] = mapped_column(Timestamp)
 
 
-class AiUserBudget(Base):
-    """A user's daily budget set by an operator: NULL takes the settings' default, 0 is none."""
-
-    __tablename__ = "AiUserBudget"
-    __table_args__ = (MYSQL_TABLE_ARGS,)
-
-    userId: Mapped[str] = mapped_column(String(191), primary_key=True)
-    dailyTokens: Mapped[int | None] = mapped_column(BigInteger)
-    dailyCostMicros: Mapped[int | None] = mapped_column(BigInteger)
-    updatedAt: Mapped[datetime] = mapped_column(Timestamp)
-
-
-class AiUserSpend(Base):
-    """What a user spent on one UTC day (``day`` is its midnight), written with the ledger."""
-
-    __tablename__ = "AiUserSpend"
-    __table_args__ = (MYSQL_TABLE_ARGS,)
-
-    userId: Mapped[str] = mapped_column(String(191), primary_key=True)
-    day: Mapped[datetime] = mapped_column(Timestamp, primary_key=True)
-    tokens: Mapped[int] = mapped_column(BigInteger, server_default="0")
-    costMicros: Mapped[int] = mapped_column(BigInteger, server_default="0")
-
-
 # Tables in modules of their own, imported so that Base.metadata always holds them.
 from scheduler_service.sql.db import (  # noqa: E402, F401
     audit_models,
     legacy_models,
     output_models,
     secret_models,
+    spend_models,
 )

@@ -40,7 +40,7 @@ class TimelineEvent(_message.Message):
     def __init__(self, event_type: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., payload_json: _Optional[str] = ...) -> None: ...
 
 class TimelineAttempt(_message.Message):
-    __slots__ = ("attempt_no", "runtime_instance_id", "model", "prompt_tokens", "completion_tokens", "cost_micros", "latency_ms", "error_code", "recorded_at")
+    __slots__ = ("attempt_no", "runtime_instance_id", "model", "prompt_tokens", "completion_tokens", "cost_micros", "latency_ms", "error_code", "recorded_at", "cached_prompt_tokens", "reasoning_tokens")
     ATTEMPT_NO_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +50,8 @@ class TimelineAttempt(_message.Message):
     LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     RECORDED_AT_FIELD_NUMBER: _ClassVar[int]
+    CACHED_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    REASONING_TOKENS_FIELD_NUMBER: _ClassVar[int]
     attempt_no: int
     runtime_instance_id: str
     model: str
@@ -59,7 +61,9 @@ class TimelineAttempt(_message.Message):
     latency_ms: int
     error_code: str
     recorded_at: _timestamp_pb2.Timestamp
-    def __init__(self, attempt_no: _Optional[int] = ..., runtime_instance_id: _Optional[str] = ..., model: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cost_micros: _Optional[int] = ..., latency_ms: _Optional[int] = ..., error_code: _Optional[str] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    cached_prompt_tokens: int
+    reasoning_tokens: int
+    def __init__(self, attempt_no: _Optional[int] = ..., runtime_instance_id: _Optional[str] = ..., model: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cost_micros: _Optional[int] = ..., latency_ms: _Optional[int] = ..., error_code: _Optional[str] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cached_prompt_tokens: _Optional[int] = ..., reasoning_tokens: _Optional[int] = ...) -> None: ...
 
 class PutUserBudgetRequest(_message.Message):
     __slots__ = ("user_id", "daily_tokens", "daily_cost_micros")

@@ -185,7 +185,7 @@ class ProviderRateLimits(_message.Message):
     def __init__(self, limit_requests: _Optional[int] = ..., remaining_requests: _Optional[int] = ..., reset_requests: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., limit_tokens: _Optional[int] = ..., remaining_tokens: _Optional[int] = ..., reset_tokens: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class Lease(_message.Message):
-    __slots__ = ("job_id", "job_type", "attempt_no", "lock_until", "timeout_ms", "snapshot", "params", "prompt_key", "prompt_version", "model_name", "credential_mode", "credential_id", "output_schema_version", "lease_token", "max_output_tokens", "traceparent", "provider_user_id", "resume_output", "stream_output", "reasoning_effort")
+    __slots__ = ("job_id", "job_type", "attempt_no", "lock_until", "timeout_ms", "snapshot", "params", "prompt_key", "prompt_version", "model_name", "credential_mode", "credential_id", "output_schema_version", "lease_token", "max_output_tokens", "traceparent", "provider_user_id", "resume_output", "stream_output", "reasoning_effort", "tell_first_token")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_NO_FIELD_NUMBER: _ClassVar[int]
@@ -206,6 +206,7 @@ class Lease(_message.Message):
     RESUME_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     STREAM_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     REASONING_EFFORT_FIELD_NUMBER: _ClassVar[int]
+    TELL_FIRST_TOKEN_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_type: str
     attempt_no: int
@@ -226,7 +227,8 @@ class Lease(_message.Message):
     resume_output: str
     stream_output: bool
     reasoning_effort: ReasoningEffort
-    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., attempt_no: _Optional[int] = ..., lock_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., timeout_ms: _Optional[int] = ..., snapshot: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., prompt_key: _Optional[str] = ..., prompt_version: _Optional[str] = ..., model_name: _Optional[str] = ..., credential_mode: _Optional[str] = ..., credential_id: _Optional[str] = ..., output_schema_version: _Optional[str] = ..., lease_token: _Optional[str] = ..., max_output_tokens: _Optional[int] = ..., traceparent: _Optional[str] = ..., provider_user_id: _Optional[str] = ..., resume_output: _Optional[str] = ..., stream_output: _Optional[bool] = ..., reasoning_effort: _Optional[_Union[ReasoningEffort, str]] = ...) -> None: ...
+    tell_first_token: bool
+    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., attempt_no: _Optional[int] = ..., lock_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., timeout_ms: _Optional[int] = ..., snapshot: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., prompt_key: _Optional[str] = ..., prompt_version: _Optional[str] = ..., model_name: _Optional[str] = ..., credential_mode: _Optional[str] = ..., credential_id: _Optional[str] = ..., output_schema_version: _Optional[str] = ..., lease_token: _Optional[str] = ..., max_output_tokens: _Optional[int] = ..., traceparent: _Optional[str] = ..., provider_user_id: _Optional[str] = ..., resume_output: _Optional[str] = ..., stream_output: _Optional[bool] = ..., reasoning_effort: _Optional[_Union[ReasoningEffort, str]] = ..., tell_first_token: _Optional[bool] = ...) -> None: ...
 
 class OutputChunk(_message.Message):
     __slots__ = ("attempt_no", "offset", "text")
