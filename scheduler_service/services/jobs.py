@@ -467,7 +467,9 @@ class JobService:
             lambda tx: tx.reads.awaiting_cancel(user_id, limit=500)
         ):
             progressed = False
-            for job in batch:
+            # Roots first, and only them while there are any: a root's cancel reaches its
+            # tree (a child cancelled alone would fail its parent CHILD_FAILED).
+            for job in [j for j in batch if j.parentJobId is None] or batch:
                 try:
                     _, outcome = await self.cancel(user_id, job.id)
                 except (JobNotCancellableError, JobNotFoundError):

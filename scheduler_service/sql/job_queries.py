@@ -47,6 +47,7 @@ from shared.job_types.reasoning import OFF
 __all__ = [
     "active_and_today",
     "artifacts_of",
+    "awaiting_cancel",
     "awaiting_cancel_clauses",
     "cancel_requested_held_by",
     "expired_deadlines",
@@ -385,6 +386,19 @@ def filter_clauses(filters: JobFilter) -> list[ColumnElement[bool]]:
     if filters.parent_job_id:
         where.append(_c.parentJobId == filters.parent_job_id)
     return where
+
+
+async def awaiting_cancel(conn: AsyncConnection, user_id: str, *, limit: int) -> list[JobRecord]:
+    """A user's jobs a cancel of all their jobs has not reached yet, trees' roots first (a
+    root's cancel reaches its whole tree), then the newest."""
+    query = (
+        select(*sql.RECORD_COLUMNS)
+        .where(*awaiting_cancel_clauses(user_id))
+        .order_by(_c.treeDepth, _c.createdAt.desc(), _c.id.desc())
+        .limit(limit)
+    )
+    rows = await conn.execute(query)
+    return list(JobRecord.from_rows(list(rows.keys()), rows))
 
 
 def awaiting_cancel_clauses(user_id: str) -> list[ColumnElement[bool]]:

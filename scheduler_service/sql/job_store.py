@@ -347,7 +347,7 @@ class SqlJobReads(JobReads):
         )
 
     async def awaiting_cancel(self, user_id: str, *, limit: int) -> list[JobRecord]:
-        return await queries.page(self._conn, queries.awaiting_cancel_clauses(user_id), limit=limit)
+        return await queries.awaiting_cancel(self._conn, user_id, limit=limit)
 
 
 class SqlJobSweeps(JobSweeps):

@@ -452,3 +452,19 @@ async def test_watching_a_parent_shows_the_share_of_children_done(
         assert statuses[-1] == "succeeded"
     finally:
         await runtime.close()
+
+
+async def test_cancel_user_jobs_reaches_a_users_trees(scheduler: RunningScheduler) -> None:
+    """An operator's CancelUserJobs (consent withdrawn) cancels a waiting parent and so its whole
+    tree, and leaves another user's tree alone."""
+    jobs, theirs = JobClient(scheduler.channel), JobClient(scheduler.channel, "user-2")
+    parent = (await jobs.create()).job_id
+    children = await _children(jobs, parent, 3)
+    other = (await theirs.create()).job_id
+    await _children(theirs, other, 2)
+    admin = admin_service_pb2_grpc.AdminServiceStub(scheduler.channel)
+    await admin.CancelUserJobs(
+        admin_pb.CancelUserJobsRequest(user_id="user-1"), metadata=bearer(ADMIN_TOKEN)
+    )
+    assert [await _status(scheduler, j) for j in [parent, *children]] == ["cancelled"] * 4
+    assert await _status(scheduler, other) == "waiting"
