@@ -52,7 +52,7 @@ from runtime_service.usage import saw_limits, with_call
 from shared import tracing
 from shared.canonical_json import canonical_json
 from shared.error_codes import ErrorCode
-from shared.job_types.reasoning import OFF, thinking_options
+from shared.job_types.reasoning import OFF, output_cap, thinking_options
 from shared.redaction import scrub_secrets
 
 __all__ = [
@@ -433,7 +433,8 @@ class JobRunner:
         started = time.perf_counter()
         answer = ModelAnswer(model)
         cap = lease.max_output_tokens if lease is not None else 0
-        extra: dict[str, Any] = {"max_tokens": cap} if cap > 0 else {}
+        limit = output_cap(cap, running.reasoning_effort)
+        extra: dict[str, Any] = {"max_tokens": limit} if limit > 0 else {}
         # Neither is an OpenAI parameter: DeepSeek reads them from the body (extra_body). The
         # thinking toggle is always sent, since the provider's default is to think.
         body: dict[str, Any] = thinking_options(running.reasoning_effort)

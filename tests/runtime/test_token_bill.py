@@ -112,3 +112,23 @@ async def test_the_first_token_is_told_at_once_when_the_lease_asks(
     assert await runner.run(lease(tell_first_token=asked)) == "succeeded"
     await runner.close()
     assert scheduler.first_tokens == (1 if asked else 0)
+
+
+async def test_a_thinking_calls_cap_leaves_room_for_its_reasoning(
+    model_server: ScriptedModelServer,
+) -> None:
+    """Reasoning counts against ``max_tokens``: a cap sized for the answer alone (300 tokens,
+    here less than the reasoning at ``max``) would end the call before its answer starts."""
+    scheduler = FakeScheduler()
+    runner = _runner(scheduler, model_server)
+    job = lease(
+        "weak_point_analysis",
+        snapshot=SNAPSHOT,
+        prompt_version="v2",
+        reasoning_effort="max",
+        max_output_tokens=300,
+    )
+    assert await runner.run(job) == "succeeded"
+    await runner.close()
+    ((_, usage),) = scheduler.results
+    assert usage is not None and usage.reasoning_tokens > 300
