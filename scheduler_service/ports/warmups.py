@@ -4,7 +4,7 @@ warming them, holding new jobs back for a bounded wait, and letting them go once
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 __all__ = ["Group", "WarmupStore"]
 
@@ -26,6 +26,7 @@ class WarmupStore(ABC):
         """These new jobs become available ``wait_s`` from now, unless let go sooner."""
 
     @abstractmethod
-    async def release(self, groups: Collection[Group]) -> list[str]:
-        """``groups`` are warm from now (every job of theirs is marked), and their queued jobs
+    async def release(self, warmed: Mapping[str, Group]) -> list[str]:
+        """The groups of ``warmed`` (a job this transaction locked, whose first token was
+        told, to its group) are warm from now (those jobs are marked), and their queued jobs
         still held become available now; their ids."""

@@ -90,8 +90,9 @@ class _Writes:
     chunks: list[ChunkRow] = field(default_factory=list)
     #: What the attempts of those chunks have stored, with them.
     stored: dict[tuple[str, int], Stored] = field(default_factory=dict)
-    #: (user, prompt prefix) groups a first token warmed: their held jobs may go.
-    warmed: set[tuple[str, str]] = field(default_factory=set)
+    #: Jobs whose first token was told, to their (user, prompt prefix) group: the groups'
+    #: held jobs may go.
+    warmed: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 class GroupCommit:
@@ -188,7 +189,7 @@ class GroupCommit:
                 elif isinstance(prepared, HeartbeatReport):
                     writes.beats[index] = _judge_beat(job, prepared, locked)
                     if prepared.first_token and job is not None and job.prefixKey:
-                        writes.warmed.add((job.userId, job.prefixKey))
+                        writes.warmed[job.id] = (job.userId, job.prefixKey)
                 elif isinstance(prepared, ChunkReport):
                     answers[index] = self._judge_chunk(job, prepared, locked, stored, writes)
                 else:

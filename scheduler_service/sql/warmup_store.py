@@ -3,7 +3,7 @@ per-user index (``idx_userId_lifecycleStatus_parentJobId``) and their ``prefixKe
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from sqlalchemy import ColumnElement, and_, case, func, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -64,15 +64,16 @@ class SqlWarmupStore(WarmupStore):
                 .values(availableAt=db_now(round(wait_s * 1000)))
             )
 
-    async def release(self, groups: Collection[Group]) -> list[str]:
-        if not groups:
+    async def release(self, warmed: Mapping[str, Group]) -> list[str]:
+        if not warmed:
             return []
-        users = _c.userId.in_(sorted({user for user, _ in groups}))
+        # Only rows this transaction holds are marked (the locks stay in one order).
         await self._conn.execute(
             update(sql.jobs)
-            .where(users, _of(groups), _c.prefixWarmedAt.is_(None))
+            .where(_c.id.in_(sorted(warmed)), _c.prefixWarmedAt.is_(None))
             .values(prefixWarmedAt=db_now())
         )
+        groups = set(warmed.values())
         held = (
             _c.userId.in_(sorted({user for user, _ in groups})),
             _c.lifecycleStatus == LifecycleStatus.QUEUED.value,

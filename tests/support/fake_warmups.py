@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 
 from scheduler_service.ports.warmups import Group, WarmupStore
@@ -41,11 +41,13 @@ class FakeWarmupStore(FakeTables, WarmupStore):
         for job_id in job_ids:
             self.state.jobs[job_id]["availableAt"] = self.ms_from_now(round(wait_s * 1000))
 
-    async def release(self, groups: Collection[Group]) -> list[str]:
+    async def release(self, warmed: Mapping[str, Group]) -> list[str]:
+        groups = set(warmed.values())
+        for job_id in warmed:
+            row = self.state.jobs[job_id]
+            row["prefixWarmedAt"] = row["prefixWarmedAt"] or self.now
         released = []
         for job_id, row in self.state.jobs.items():
-            if row["prefixKey"] is not None and self._group(row) in groups:
-                row["prefixWarmedAt"] = row["prefixWarmedAt"] or self.now
             if (
                 row["prefixKey"] is not None
                 and self._group(row) in groups
