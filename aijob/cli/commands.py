@@ -32,6 +32,7 @@ from aijob.connection import ClientSettings
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.gen.aijob.v1 import types_pb2
+from shared.model_catalogue import canonical_model
 
 TIMEOUT_S = 30
 #: aijob create --cost-policy
@@ -209,6 +210,28 @@ class Cli:
         print_reply(reply, a.json, page_lines)
         return 0
 
+    async def _merged_limit(self) -> admin_pb.ModelLimit:
+        """The key's limits as they are, with the ones given changed: setting one limit keeps
+        the others (a name DeepSeek serves with another model is that model's key)."""
+        a = self.args
+        key = (a.provider, canonical_model(a.model), a.scope)
+        limit = admin_pb.ModelLimit()
+        for current in await self.admin.model_limits():
+            if (current.provider, current.model, current.credential_scope) == key:
+                limit.CopyFrom(current)
+        limit.provider, limit.model, limit.credential_scope = a.provider, a.model, a.scope
+        given = {
+            "max_concurrency": a.concurrency,
+            "requests_per_minute": a.rpm,
+            "tokens_per_minute": a.tpm,
+            "max_concurrency_per_user": a.per_user,
+            "daily_cost_micros": a.daily_cost_micros,
+        }
+        for name, value in given.items():
+            if value is not None:
+                setattr(limit, name, value)
+        return limit
+
     async def credential(self) -> int:
         a = self.args
         if a.credential_command == "put":
@@ -242,16 +265,7 @@ class Cli:
             stats = await self.admin.stats()
             print_reply(stats, a.json, stats_lines)
         elif a.admin_command == "model-limit":
-            limit = await self.admin.put_model_limit(
-                admin_pb.ModelLimit(
-                    provider=a.provider,
-                    model=a.model,
-                    credential_scope=a.scope,
-                    max_concurrency=a.concurrency,
-                    requests_per_minute=a.rpm,
-                    tokens_per_minute=a.tpm,
-                )
-            )
+            limit = await self.admin.put_model_limit(await self._merged_limit())
             stored = admin_pb.PutModelLimitResponse(limit=limit)
             print_reply(stored, a.json, lambda r: f"set {limit_line(r.limit)}")
         elif a.admin_command == "model-limits":

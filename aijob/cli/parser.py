@@ -150,14 +150,18 @@ def _admin_commands(commands: Any) -> None:
         "event_ids", nargs="*"
     )
     limit = admin_commands.add_parser(
-        "model-limit", help="set a model key's limits (0 takes the scheduler's default)"
+        "model-limit",
+        help="set a model key's limits; a limit not given keeps its value, 0 takes the "
+        "scheduler's default",
     )
     limit.add_argument("provider")
     limit.add_argument("model")
     limit.add_argument("--scope", default="platform", choices=("platform", "user"))
-    limit.add_argument("--concurrency", type=int, default=0)
-    limit.add_argument("--rpm", type=int, default=0, help="requests per minute")
-    limit.add_argument("--tpm", type=int, default=0, help="tokens per minute")
+    limit.add_argument("--concurrency", type=int, help="calls at once")
+    limit.add_argument("--rpm", type=int, help="requests per minute")
+    limit.add_argument("--tpm", type=int, help="tokens per minute")
+    limit.add_argument("--per-user", type=int, help="one user's calls at once")
+    limit.add_argument("--daily-cost-micros", type=int, help="the key's cost per UTC day")
     admin_commands.add_parser("model-limits", help="list the model keys' limits")
     budget = admin_commands.add_parser("budget", help="set a user's daily budget (0: no limit)")
     budget.add_argument("user_id")

@@ -153,6 +153,28 @@ def test_cli_model_limits(stack: Stack) -> None:
     ]
     stats = aijob(stack, "admin", "stats")
     assert "model deepseek/deepseek-v4-flash (platform): concurrency 8, rpm 600" in stats.stdout
+    # Setting one limit keeps the others; the per-user and daily-cost caps can be set too.
+    again = aijob(
+        stack,
+        "admin",
+        "model-limit",
+        "deepseek",
+        "deepseek-v4-flash",
+        "--concurrency",
+        "6",
+        "--per-user",
+        "2",
+        "--daily-cost-micros",
+        "5000000",
+    )
+    assert again.returncode == 0, again.stderr
+    (kept,) = json.loads(aijob(stack, "--json", "admin", "model-limits").stdout)["limits"]
+    assert (
+        kept["maxConcurrency"],
+        kept["requestsPerMinute"],
+        kept["maxConcurrencyPerUser"],
+        kept["dailyCostMicros"],
+    ) == (6, 600, 2, "5000000")
     refused = aijob(stack, "admin", "model-limit", "deep seek", "m")
     assert refused.returncode == 5 and "limit.provider" in refused.stderr
 
