@@ -33,9 +33,9 @@ class AijobError(Exception):
     def __init__(
         self, code: grpc.StatusCode, reason: str, message: str, metadata: Mapping[str, str]
     ) -> None:
-        super().__init__(
-            f"{code.name} {reason}: {message}" if reason else f"{code.name}: {message}"
-        )
+        # The reason adds to the status only when it says more (INVALID_ARGUMENT is both).
+        said = f"{code.name} {reason}" if reason and reason != code.name else code.name
+        super().__init__(f"{said}: {message}")
         #: The gRPC status.
         self.code = code
         #: The public error code (``ErrorInfo.reason``), e.g. ``JOB_NOT_FOUND``; "" when none.

@@ -177,6 +177,8 @@ def test_cli_model_limits(stack: Stack) -> None:
     ) == (6, 600, 2, "5000000")
     refused = aijob(stack, "admin", "model-limit", "deep seek", "m")
     assert refused.returncode == 5 and "limit.provider" in refused.stderr
+    # The status once: the public code adds to it only when it says more.
+    assert refused.stderr.startswith("aijob: INVALID_ARGUMENT: "), refused.stderr
 
 
 def test_cli_credentials_budget_and_usage(stack: Stack) -> None:
