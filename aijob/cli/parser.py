@@ -12,10 +12,21 @@ from aijob.cli.exit_codes import HELP
 
 
 def json_arg(text: str) -> dict[str, Any]:
-    raw = Path(text[1:]).read_text() if text.startswith("@") else text
-    value = json.loads(raw)
+    """A JSON object given inline or as ``@file``; a missing file or bad JSON is a usage error
+    that says where (argparse prints it and exits 2), never a traceback."""
+    source = text[1:] if text.startswith("@") else "the argument"
+    try:
+        raw = Path(source).read_text() if text.startswith("@") else text
+    except OSError as error:
+        raise argparse.ArgumentTypeError(f"cannot read {source}: {error.strerror}") from None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(
+            f"{source} is not JSON: {error.msg} at line {error.lineno} column {error.colno}"
+        ) from None
     if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("expected a JSON object")
+        raise argparse.ArgumentTypeError(f"{source} is not a JSON object")
     return value
 
 
