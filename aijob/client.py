@@ -208,6 +208,10 @@ class JobsClient(BaseClient):
         )
         return await self._unary(self._stub.ListJobs, request)
 
+    async def job_types(self) -> job_pb.ListJobTypesResponse:
+        """Every job type: its queue, attempts, models, reasoning and schemas."""
+        return await self._unary(self._stub.ListJobTypes, job_pb.ListJobTypesRequest())
+
     async def tree(self, job_id: str) -> job_pb.GetJobTreeResponse:
         """The tree ``job_id`` belongs to, root first, with its usage rolled up."""
         return await self._unary(self._stub.GetJobTree, job_pb.GetJobTreeRequest(job_id=job_id))

@@ -24,6 +24,7 @@ async def _run(args: argparse.Namespace) -> int:
             "create-many": cli.create_many,
             "get": cli.get,
             "tree": cli.tree,
+            "types": cli.types,
             "watch": cli.watch,
             "cancel": cli.cancel,
             "list": cli.list,

@@ -19,6 +19,7 @@ from aijob.cli.render import (
     credentials_lines,
     job_details,
     job_line,
+    job_type_lines,
     limit_line,
     page_lines,
     print_reply,
@@ -188,6 +189,10 @@ class Cli:
             print(chunk.text, end="", flush=True)
         if attempt and not self.args.json:
             print(flush=True)
+
+    async def types(self) -> int:
+        print_reply(await self.jobs.job_types(), self.args.json, job_type_lines)
+        return 0
 
     async def tree(self) -> int:
         print_reply(await self.jobs.tree(self.args.job_id), self.args.json, tree_lines)

@@ -88,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "tree", help="a job's tree: every node's status and attempts, and the whole tree's cost"
     ).add_argument("job_id")
+    commands.add_parser(
+        "types", help="the job types: queue, models a create may name, reasoning efforts"
+    )
     watching = commands.add_parser("watch", help="watch a job until it ends")
     watching.add_argument("job_id")
     watching.add_argument(

@@ -69,6 +69,23 @@ def tree_lines(tree: job_pb.GetJobTreeResponse) -> str:
     return "\n".join(lines)
 
 
+_EFFORTS = {1: "off", 2: "low", 3: "high", 4: "max"}
+
+
+def job_type_lines(reply: job_pb.ListJobTypesResponse) -> str:
+    """A line per job type: its name, queue, default model (and the others a create may name)
+    and reasoning effort (and the others a create may ask for)."""
+    lines = []
+    for t in reply.job_types:
+        models = ", ".join([t.model_name, *t.allowed_models])
+        efforts = ", ".join(_EFFORTS.get(e, "?") for e in t.allowed_reasoning_efforts)
+        lines.append(
+            f"{t.job_type:<26} {t.queue_name:<15} models {models}; "
+            f"reasoning {_EFFORTS.get(t.reasoning_effort, 'off')} (may ask {efforts})"
+        )
+    return "\n".join(lines)
+
+
 def budget_line(reply: admin_pb.PutUserBudgetResponse) -> str:
     tokens = reply.daily_tokens or "no limit"
     cost = reply.daily_cost_micros or "no limit"

@@ -35,6 +35,7 @@ Messages are written for users: no SQL, paths or stack traces.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from shared.error_codes import ErrorCode
@@ -100,12 +101,14 @@ class InvalidRequestError(SchedulerError):
 class UnknownJobTypeError(InvalidRequestError):
     """Names the field: ``job_type`` missing, or not a registered type."""
 
-    def __init__(self, job_type: str) -> None:
+    def __init__(self, job_type: str, known: Sequence[str] = ()) -> None:
         message = (
             f"job_type {echo(job_type)} is not a registered job type"
             if job_type
             else "job_type is required"
         )
+        if known:
+            message += f" (the job types: {', '.join(sorted(known))})"
         super().__init__(message, field="job_type")
         self.job_type = job_type
 

@@ -100,7 +100,7 @@ class JobRegistry:
         try:
             return self._definitions[job_type]
         except KeyError:
-            raise UnknownJobTypeError(job_type) from None
+            raise UnknownJobTypeError(job_type, list(self._definitions)) from None
 
     def __contains__(self, job_type: object) -> bool:
         return job_type in self._definitions

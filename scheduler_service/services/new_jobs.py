@@ -72,7 +72,10 @@ def new_job_of(
         raise InvalidRequestError("credential_id is required", field="credential_id")
     model = cmd.model or definition.model_name
     if model != definition.model_name and model not in definition.allowed_models:
-        raise InvalidRequestError("model is not allowed for this job type", field="model")
+        allowed = ", ".join([definition.model_name, *definition.allowed_models])
+        raise InvalidRequestError(
+            f"model is not allowed for this job type (allowed: {allowed})", field="model"
+        )
     policy = cmd.cost_policy or definition.cost_policy
     if policy not in POLICIES:
         raise InvalidRequestError("cost_policy is not a known policy", field="cost_policy")

@@ -269,3 +269,14 @@ def test_cli_create_many_reads_a_jsonl_file_and_names_each_bad_line(stack: Stack
         and "line 5: not a CreateJobRequest" in done.stderr
     )
     assert "6 created or found, 2 failed" in done.stderr
+
+
+def test_cli_lists_the_job_types_and_names_the_valid_ones_when_refusing(stack: Stack) -> None:
+    listed = aijob(stack, "types")
+    assert listed.returncode == 0, listed.stderr
+    line = next(x for x in listed.stdout.splitlines() if x.startswith("weak_point_analysis"))
+    assert "deepseek-v4-flash" in line and "reasoning off (may ask off, low, high, max)" in line
+    unknown = aijob(stack, "create", "no_such_type")
+    assert unknown.returncode == 5 and "quiz_generation" in unknown.stderr
+    model = aijob(stack, "create", "synthetic_echo", "--model", "no-such-model")
+    assert model.returncode == 5 and "deepseek-v4-pro" in model.stderr

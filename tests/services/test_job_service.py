@@ -51,8 +51,13 @@ async def test_a_create_writes_the_job_its_snapshot_and_its_event_in_one_commit(
 async def test_a_refused_create_writes_nothing_and_wakes_nobody(
     jobs: JobService, uow: FakeUnitOfWork, wakeups: WakeupLog
 ) -> None:
-    with pytest.raises(UnknownJobTypeError):
+    with pytest.raises(UnknownJobTypeError) as unknown:
         await jobs.create(command(job_type="no_such_type"))
+    # The refusal names what would have been right.
+    assert "synthetic_echo" in str(unknown.value)
+    with pytest.raises(InvalidRequestError) as model:
+        await jobs.create(command(model="no-such-model"))
+    assert model.value.field == "model" and "deepseek-v4-pro" in str(model.value)
     with pytest.raises(InvalidRequestError) as caught:
         await jobs.create(command(priority=101))
     assert caught.value.field == "priority"
