@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "console":
         from aijob.console.server import main as console  # the web server only for this
 
-        return console()
+        return console(args.listen)
     try:
         return asyncio.run(_run(args))
     except MissingTokenError as error:

@@ -107,10 +107,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     _credential_commands(commands)
     _admin_commands(commands)
-    commands.add_parser(
+    console = commands.add_parser(
         "console",
-        help="serve the operators' console in the browser (AIJOB_CONSOLE_LISTEN, "
-        "default 127.0.0.1:8088); sign in with an admin or viewer token",
+        help="serve the operators' console in the browser; sign in with an admin or viewer token",
+    )
+    console.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="where to serve it (default AIJOB_CONSOLE_LISTEN, else 127.0.0.1:8088)",
     )
     _global_flags_after(parser)
     return parser

@@ -104,12 +104,25 @@ def tls_context(settings: ClientSettings) -> ssl.SSLContext | None:
     return None
 
 
-def main() -> int:
-    """``aijob console``: serve, or say in one line why not."""
+def main(listen: str | None = None) -> int:
+    """``aijob console [--listen HOST:PORT]``: serve, or say in one line why not (settings
+    that would serve it unsafely, an address it cannot listen on)."""
+    settings = ClientSettings()
+    if listen:
+        if not listen.rpartition(":")[2].isdigit():
+            print(f"aijob console: --listen wants HOST:PORT, not {listen!r}", file=sys.stderr)
+            return 2
+        settings = settings.model_copy(update={"console_listen": listen})
     try:
-        asyncio.run(serve())
+        asyncio.run(serve(settings))
     except ConsoleSetupError as error:
         print(f"aijob console: {error}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        print(
+            f"aijob console: cannot listen on {settings.console_listen}: {reason}", file=sys.stderr
+        )
         return 2
     return 0
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -280,3 +281,31 @@ def test_cli_lists_the_job_types_and_names_the_valid_ones_when_refusing(stack: S
     assert unknown.returncode == 5 and "quiz_generation" in unknown.stderr
     model = aijob(stack, "create", "synthetic_echo", "--model", "no-such-model")
     assert model.returncode == 5 and "deepseek-v4-pro" in model.stderr
+
+
+def test_the_console_says_in_one_line_when_it_cannot_listen() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        busy = subprocess.run(
+            [sys.executable, "-m", "aijob.cli", "console", "--listen", address],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert busy.returncode == 2
+    assert busy.stderr.startswith(f"aijob console: cannot listen on {address}: ")
+    assert "Traceback" not in busy.stderr and len(busy.stderr.splitlines()) == 1
+    wrong = subprocess.run(
+        [sys.executable, "-m", "aijob.cli", "console", "--listen", "nowhere"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (wrong.returncode, wrong.stderr.strip()) == (
+        2,
+        "aijob console: --listen wants HOST:PORT, not 'nowhere'",
+    )
