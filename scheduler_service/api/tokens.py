@@ -41,7 +41,8 @@ def load_tokens(settings: SchedulerSettings) -> TokenSet:
         path,
         extra={"action": "dev_tokens", "path": str(path)},
     )
-    return TokenSet({role: [tokens[role.value]] for role in Role})
+    # Named, so that the audit log says who acted ("dev-admin"), as a named setting would.
+    return TokenSet({role: [f"dev-{role.value}={tokens[role.value]}"] for role in Role})
 
 
 def _binding(entry: str) -> tuple[str, str]:

@@ -125,6 +125,9 @@ def test_development_tokens_on_loopback_only(tmp_path: Path) -> None:
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     written = json.loads(path.read_text())
     assert first.role_of(written["admin"]) is Role.ADMIN
+    # Named, so the audit log says who acted.
+    admin = first.caller_of(written["admin"])
+    assert admin is not None and admin.name == "dev-admin"
     again = load_tokens(SchedulerSettings(listen="localhost:50051", dev_tokens_file=str(path)))
     assert again.role_of(written["runtime"]) is Role.RUNTIME  # the same tokens after a restart
     with pytest.raises(ConfigurationError, match="without tokens"):
