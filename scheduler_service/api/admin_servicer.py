@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import logging
 
-from scheduler_service.api.admin_views import AdminViews, model_limit_message
+from scheduler_service.api.admin_views import AdminViews, model_limit_message, route_message
 from scheduler_service.api.servicers import Context
 from scheduler_service.core.errors import InvalidRequestError
+from scheduler_service.core.routes import ModelTier
 from scheduler_service.services.flow import checked_key, checked_limits
 from scheduler_service.sql.job_stats import redrive_dead_events
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
@@ -58,6 +59,32 @@ class AdminServicer(AdminViews):
             extra={"action": "admin_model_limit", "provider": key.provider, "model": key.model},
         )
         return admin_pb.PutModelLimitResponse(limit=model_limit_message(key, limits))
+
+    async def PutModelRoute(
+        self, request: admin_pb.ModelRoute, context: Context
+    ) -> admin_pb.ModelRoute:
+        tiers = [ModelTier(t.provider, t.model) for t in request.tiers]
+        route = await self._use.model_routes.put(request.job_type, tiers)
+        log.info(
+            "admin set a model route",
+            extra={"action": "admin_model_route", "job_type": request.job_type},
+        )
+        return route_message(route)
+
+    async def ResetModelBreaker(
+        self, request: admin_pb.ResetModelBreakerRequest, context: Context
+    ) -> admin_pb.ResetModelBreakerResponse:
+        key = checked_key(request.provider, request.model, "platform")
+        was_open = await self._use.model_routes.reset(
+            key.provider, key.model, request.credential_id
+        )
+        log.info(
+            "admin reset a model breaker",
+            extra={"action": "admin_breaker_reset", "provider": key.provider, "model": key.model},
+        )
+        return admin_pb.ResetModelBreakerResponse(
+            breaker_state=admin_pb.BREAKER_STATE_CLOSED, was_open=was_open
+        )
 
     async def ReencryptCredentials(
         self, request: admin_pb.ReencryptCredentialsRequest, context: Context

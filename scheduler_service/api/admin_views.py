@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from scheduler_service.api import convert
 from scheduler_service.api.servicers import Context, JobMessages
 from scheduler_service.core import validation
+from scheduler_service.core.breakers import BreakerState
 from scheduler_service.core.cheap_hours import CheapHours
 from scheduler_service.core.commands import JobFilter
 from scheduler_service.core.errors import InvalidRequestError
@@ -17,9 +18,11 @@ from scheduler_service.core.identity import current
 from scheduler_service.core.job_catalog import describe
 from scheduler_service.core.job_registry import JobRegistry
 from scheduler_service.core.model_keys import KeyStats, ModelKey, ModelKeyLimits
+from scheduler_service.core.routes import ModelRoute
 from scheduler_service.services.billing import Billing
 from scheduler_service.services.flow import ModelKeys
 from scheduler_service.services.jobs import JobService
+from scheduler_service.services.routing import ModelRoutes
 from scheduler_service.sql.audit import AuditLog
 from scheduler_service.sql.credentials import CredentialStore
 from scheduler_service.sql.job_stats import queue_stats
@@ -34,7 +37,7 @@ from shared.gen.aijob.v1 import types_pb2 as types_pb
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AdminUseCases", "AdminViews", "model_limit_message"]
+__all__ = ["AdminUseCases", "AdminViews", "model_limit_message", "route_message"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,7 @@ class AdminUseCases:
     jobs: JobService
     registry: JobRegistry
     model_keys: ModelKeys
+    model_routes: ModelRoutes
     billing: Billing
     audit_log: AuditLog
     credentials: CredentialStore
@@ -125,6 +129,7 @@ class AdminViews(admin_grpc.AdminServiceServicer):
                     recorded_at=convert.timestamp(a.recorded_at),
                     cached_prompt_tokens=a.cached_prompt_tokens,
                     reasoning_tokens=a.reasoning_tokens,
+                    model_tier=a.model_tier,
                 )
                 for a in timeline.attempts
             ],
@@ -170,10 +175,21 @@ class AdminViews(admin_grpc.AdminServiceServicer):
     async def ListModelLimits(
         self, request: admin_pb.ListModelLimitsRequest, context: Context
     ) -> admin_pb.ListModelLimitsResponse:
-        keys = await self._use.model_keys.stats()
+        keys = {k.key: k.limits for k in await self._use.model_keys.stats()}
+        breakers = await self._use.model_routes.states()
+        for key in breakers.keys() - keys.keys():
+            keys[key] = ModelKeyLimits()
         return admin_pb.ListModelLimitsResponse(
-            limits=[model_limit_message(k.key, k.limits) for k in keys]
+            limits=[
+                model_limit_message(key, limits, breakers.get(key, BreakerState.CLOSED))
+                for key, limits in sorted(keys.items())
+            ]
         )
+
+    async def GetModelRoute(
+        self, request: admin_pb.GetModelRouteRequest, context: Context
+    ) -> admin_pb.ModelRoute:
+        return route_message(await self._use.model_routes.route(request.job_type))
 
     async def GetUserUsage(
         self, request: admin_pb.GetUserUsageRequest, context: Context
@@ -243,8 +259,27 @@ class AdminViews(admin_grpc.AdminServiceServicer):
         )
 
 
-def model_limit_message(key: ModelKey, limits: ModelKeyLimits) -> admin_pb.ModelLimit:
+_BREAKER_STATES = {
+    BreakerState.CLOSED: admin_pb.BREAKER_STATE_CLOSED,
+    BreakerState.OPEN: admin_pb.BREAKER_STATE_OPEN,
+    BreakerState.HALF_OPEN: admin_pb.BREAKER_STATE_HALF_OPEN,
+}
+
+
+def route_message(route: ModelRoute) -> admin_pb.ModelRoute:
+    return admin_pb.ModelRoute(
+        job_type=route.job_type,
+        tiers=[admin_pb.ModelTier(provider=t.provider, model=t.model) for t in route.tiers],
+    )
+
+
+def model_limit_message(
+    key: ModelKey, limits: ModelKeyLimits, breaker: BreakerState | None = None
+) -> admin_pb.ModelLimit:
     return admin_pb.ModelLimit(
+        breaker_state=(
+            _BREAKER_STATES[breaker] if breaker is not None else admin_pb.BREAKER_STATE_UNSPECIFIED
+        ),
         provider=key.provider,
         model=key.model,
         credential_scope=key.scope,

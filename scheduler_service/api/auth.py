@@ -69,6 +69,7 @@ VIEWER_METHODS = frozenset(
         "ListAuditEntries",
         "GetJobTimeline",
         "GetJobTree",
+        "GetModelRoute",
         "ListJobTypes",
     }
 )

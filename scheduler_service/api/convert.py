@@ -16,6 +16,7 @@ from scheduler_service.core.errors import InvalidRequestError
 from scheduler_service.core.job_catalog import JobTypeInfo
 from scheduler_service.core.log_throttle import LogThrottle
 from scheduler_service.core.records import ArtifactRow, JobRecord, LeasePayload
+from scheduler_service.core.routes import PRIMARY
 from scheduler_service.core.state_machine import LifecycleStatus
 from scheduler_service.core.trees import ChildSummary
 from scheduler_service.core.usage import Usage
@@ -166,6 +167,8 @@ def _lease(payload: LeasePayload) -> types_pb2.Lease:
             payload.reasoning_effort, types_pb2.REASONING_EFFORT_OFF
         ),
         tell_first_token=payload.tell_first_token,
+        model_provider=payload.model_provider,
+        model_tier=payload.model_tier,
     )
 
 
@@ -341,6 +344,7 @@ def job(
         reasoning_effort=_ENUM_OF_EFFORT.get(
             record.reasoningEffort or "off", types_pb2.REASONING_EFFORT_OFF
         ),
+        model_tier=record.modelTier or PRIMARY,
     )
     if children is not None:
         message.children.CopyFrom(child_counts(children.counts))

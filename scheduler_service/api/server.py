@@ -194,6 +194,7 @@ def _add_servicers(server: grpc.aio.Server, app: SchedulerApp) -> None:
             jobs=app.jobs,
             registry=app.registry,
             model_keys=app.model_keys,
+            model_routes=app.model_routes,
             billing=app.billing,
             audit_log=app.audit_log,
             credentials=app.credentials,

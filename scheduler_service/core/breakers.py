@@ -17,6 +17,7 @@ from shared.error_codes import ErrorCode
 __all__ = [
     "BREAKING_CODES",
     "Breaker",
+    "BreakerKey",
     "BreakerPolicy",
     "BreakerState",
     "admits",
@@ -41,6 +42,16 @@ BREAKING_CODES = frozenset(
         ErrorCode.MODEL_INSUFFICIENT_BALANCE,
     }
 )
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class BreakerKey:
+    """A provider's model on one key: the platform's (``credential_id`` empty) or one user's
+    stored credential. An alias counts with the model that serves it."""
+
+    provider: str
+    model: str
+    credential_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,8 @@ class NewJob:
     retried_from_job_id: str | None = None
     credential_mode: str = "platform_key"
     model_provider: str = "deepseek"
+    #: The create named its model: no other tier of its type's route takes it.
+    model_pinned: bool = False
     #: Tokens the job may spend of its model key's per-minute limit (core/model_keys.py).
     token_estimate: int = 0
     #: The answer's token cap (its definition's).
@@ -226,6 +228,9 @@ class JobRecord:
     reasoningEffort: str | None = None
     prefixKey: str | None = None
     prefixWarmedAt: datetime | None = None
+    #: The route tier its latest lease went to (core/routes.py); whether it pinned its model.
+    modelTier: str = "primary"
+    modelPinned: bool = False
 
     @classmethod
     def from_mapping(cls, row: Mapping[str, Any]) -> JobRecord:
@@ -305,6 +310,9 @@ class LeasePayload:
     reasoning_effort: str = "off"
     #: Jobs may wait to share its prompt's prefix: its first token is told at once.
     tell_first_token: bool = False
+    #: The provider serving ``model_name``, and the route tier the lease went to.
+    model_provider: str = "deepseek"
+    model_tier: str = "primary"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -54,9 +54,15 @@ def decide(
     max_retry_after_ms: int = MAX_RETRY_AFTER_MS,
     waived_attempts: int = 0,
     max_waived_attempts: int = MAX_WAIVED_ATTEMPTS,
+    falls_back: bool = False,
 ) -> RetryDecision:
     """Whether attempt ``attempt_no`` (of which ``waived_attempts`` earlier ones went back unspent)
-    is retried, and after how long."""
+    is retried, and after how long. An attempt that ``falls_back`` failed because its model
+    key broke, and another tier of its route (or its key, once an operator resets it) takes the
+    job: it goes back unspent and at once, up to the waivers' cap; the breakers decide where
+    and when it runs next (core/routes.py)."""
+    if falls_back and waived_attempts < max_waived_attempts:
+        return RetryDecision(retry=True, delay_ms=0, waived=True)
     spec = spec_of(error_code)
     if not (retryable and spec.retryable):
         return RetryDecision(retry=False)

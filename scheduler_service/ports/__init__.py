@@ -4,6 +4,7 @@ check it); the SQL adapters are :mod:`scheduler_service.sql.uow` and the ``*sql*
 in-memory ones ``tests/support/fake_uow.py``."""
 
 from scheduler_service.ports.jobs import JobReads, JobStore, JobSweeps, NewJobRows
+from scheduler_service.ports.routes import RouteStore
 from scheduler_service.ports.stores import (
     CredentialReveal,
     GateStore,
@@ -31,6 +32,7 @@ __all__ = [
     "OutputStore",
     "Projection",
     "ResultStore",
+    "RouteStore",
     "SpendStore",
     "Stores",
     "Transaction",

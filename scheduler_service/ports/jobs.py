@@ -36,6 +36,7 @@ from scheduler_service.core.records import (
     Success,
     WatchState,
 )
+from scheduler_service.core.routes import Router
 from scheduler_service.core.state_machine import LifecycleStatus
 from scheduler_service.core.transitions import (
     CANCEL,
@@ -182,6 +183,7 @@ class JobStore(ABC):
         budget: Budget | None = None,
         defer_ms: int = 0,
         fresh: NewJobRows | None = None,
+        router: Router | None = None,
     ) -> list[list[LeaseGrant]]:
         """Lease the best available jobs of ``job_types`` to several runtimes: ``demands`` are
         (runtime instance id, how many); the answer holds each one's grants, in order. With
@@ -189,7 +191,9 @@ class JobStore(ABC):
         ``running_caps``, jobs of users at their cap of running jobs stay queued; with ``flow``,
         jobs whose model key has no budget (scheduler_service/core/model_keys.py) stay queued; with
         ``budget``, jobs of users who spent theirs stay queued; while ``defer_ms`` > 0 (a peak
-        window lasts that long), off-peak jobs whose deadline can wait stay queued.
+        window lasts that long), off-peak jobs whose deadline can wait stay queued; with a
+        ``router``, each job leases on the first tier of its route whose circuit breaker admits
+        a call (scheduler_service/core/routes.py), and stays queued when none does.
 
         With ``fresh`` (jobs this transaction is about to insert), the grants are of those
         jobs, judged the same way, and only when no queued job could be claimed (it would go

@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeVar
 from scheduler_service.core.events import EventType, NewEvent
 from scheduler_service.core.output_records import ChunkRow
 from scheduler_service.ports.jobs import JobReads, JobStore, JobSweeps
+from scheduler_service.ports.routes import RouteStore
 from scheduler_service.ports.stores import (
     GateStore,
     ModelKeyStore,
@@ -88,6 +89,7 @@ class Stores:
     outputs: OutputStore
     trees: TreeStore
     warmups: WarmupStore
+    routes: RouteStore
 
 
 class Transaction:
@@ -114,6 +116,8 @@ class Transaction:
         self.trees = stores.trees
         #: Jobs that share a prompt prefix, held until its first call warms the cache.
         self.warmups = stores.warmups
+        #: The operators' model routes and the model keys' circuit breakers.
+        self.routes = stores.routes
         self.wakeups = wakeups
         self.writable = writable
         self._after_commit: list[Hook] = []

@@ -293,6 +293,7 @@ class GroupCommit:
         await tx.emit_many(writes.events)
         if writes.succeeded:
             await tx.keys.answered(writes.succeeded, self._flow)
+            await self._settlement.answered(tx, [job for job, _ in writes.succeeded])
         for job, _, usage, _ in writes.usage:
             await self._settlement.note_provider_limits(tx, job, usage)
         for index, beat in writes.beats.items():

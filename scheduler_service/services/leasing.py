@@ -18,6 +18,7 @@ from scheduler_service.core.job_registry import JobRegistry
 from scheduler_service.core.model_keys import FlowPolicy
 from scheduler_service.core.provider_ids import ProviderUserIds
 from scheduler_service.core.records import JobError, LeaseGrant, LeasePayload
+from scheduler_service.core.routes import Router
 from scheduler_service.ports import NewJobRows, Transaction, UnitOfWork
 from scheduler_service.services import judging
 from scheduler_service.services.reports import FailedAttempt, count_leases, trace_leases
@@ -41,6 +42,8 @@ class ClaimPolicy:
     cheap_hours: CheapHours
     running_caps: RunningCaps | None = None
     budget: Budget | None = None
+    #: The model routes and breakers (core/routes.py); None: every job on its own model.
+    router: Router | None = None
 
 
 class Leasing:
@@ -203,6 +206,7 @@ class Leasing:
                 budget=policy.budget,
                 defer_ms=defer_ms,
                 fresh=fresh,
+                router=policy.router,
             )
         shares: list[list[LeaseGrant]] = [[] for _ in demands]
         for flag in (True, False):
@@ -217,6 +221,7 @@ class Leasing:
                 flow=policy.flow,
                 budget=policy.budget,
                 defer_ms=defer_ms,
+                router=policy.router,
             )
             for index, share in zip(indexes, claimed, strict=True):
                 shares[index] = share

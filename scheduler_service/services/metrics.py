@@ -8,6 +8,7 @@ not finished (finished jobs are counted by ``aijob_job_outcomes_total``).
 
 from __future__ import annotations
 
+from collections import Counter as Tally
 from collections.abc import Sequence
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -70,6 +71,20 @@ MODEL_PAUSED = Gauge(
 MODEL_RATE_LIMITED = Counter(
     "aijob_model_rate_limited_total", "429s reported by runtimes per model key", _KEY
 )
+
+MODEL_BREAKER_OPEN = Gauge(
+    "aijob_model_breaker_open",
+    "Model keys whose circuit breaker is open or half open (platform: 0 or 1; user: how many "
+    "users' keys)",
+    _KEY,
+)
+
+
+def publish_breakers(open_keys: Sequence[tuple[str, str, str]]) -> None:
+    """``open_keys``: (provider, model, scope) of each breaker not closed."""
+    MODEL_BREAKER_OPEN.clear()
+    for labels, count in Tally(open_keys).items():
+        MODEL_BREAKER_OPEN.labels(*labels).set(count)
 
 
 def publish_model_keys(keys: Sequence[KeyStats]) -> None:

@@ -124,6 +124,7 @@ def new_job_of(
         credential_id=cmd.credential_id or None,
         model_name=model,
         model_provider=definition.model_provider,
+        model_pinned=bool(cmd.model),
         max_output_tokens=definition.max_output_tokens,
         trace_parent=cmd.traceparent or None,
         token_estimate=estimate_tokens(

@@ -18,10 +18,12 @@ from scheduler_service.core.model_keys import FlowPolicy
 from scheduler_service.core.peak_hours import PeakHours
 from scheduler_service.core.prices import DEFAULT_PRICES, PriceTable
 from scheduler_service.core.provider_ids import ProviderUserIds
+from scheduler_service.core.routes import RouteBook, Router
 from scheduler_service.ports import UnitOfWork
 from scheduler_service.services.group_commit import GroupCommit, ReportBatcher
 from scheduler_service.services.key_access import KeyAccess
 from scheduler_service.services.leasing import ClaimPolicy, Leasing
+from scheduler_service.services.routing import router_of
 from scheduler_service.services.settlement import RetryLimits, Settlement
 from scheduler_service.services.user_keys import UserKeyRights
 
@@ -58,6 +60,7 @@ def runtime_pieces(
     cheap_hours: CheapHours | None = None,
     user_key_runtimes: Sequence[str] = (),
     provider_user_ids: ProviderUserIds | None = None,
+    router: Router | None = None,
     retry: RetryLimits | None = None,
     reports: ReportLimits | None = None,
     rng: random.Random | None = None,
@@ -65,6 +68,9 @@ def runtime_pieces(
     """The pieces on ``uow``; what is not given takes the engine's defaults (no peak window, no
     budget, DeepSeek's prices, no user-key fleet)."""
     flow = flow or FlowPolicy(user_key_mode=USER_KEY_MODE)
+    router = router or router_of(
+        registry, Router(RouteBook({}, {}), lambda _job_type: None, USER_KEY_MODE)
+    )
     cheap_hours = cheap_hours or CheapHours(PeakHours.parse(""), lambda: None)
     reports = reports or ReportLimits()
     settlement = Settlement(
@@ -74,13 +80,16 @@ def runtime_pieces(
         flow=flow,
         limits=retry or RetryLimits(),
         rng=rng or random.SystemRandom(),
+        router=router,
     )
     user_keys = UserKeyRights(user_key_runtimes)
     leasing = Leasing(
         uow,
         registry,
         settlement,
-        policy=ClaimPolicy(flow, cheap_hours, running_caps=running_caps, budget=budget),
+        policy=ClaimPolicy(
+            flow, cheap_hours, running_caps=running_caps, budget=budget, router=router
+        ),
         user_keys=user_keys,
         provider_user_ids=provider_user_ids or ProviderUserIds(),
     )

@@ -5,8 +5,10 @@ group commit, the reaper and the claim (a job whose input a lease cannot carry).
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from scheduler_service.core.breakers import BREAKING_CODES
 from scheduler_service.core.errors import IllegalTransitionError, JobNotFoundError
 from scheduler_service.core.events import EventType
 from scheduler_service.core.job_definitions import Backoff
@@ -15,6 +17,7 @@ from scheduler_service.core.model_keys import FlowPolicy
 from scheduler_service.core.prices import PriceTable
 from scheduler_service.core.records import JobRecord
 from scheduler_service.core.retry_policy import MAX_RETRY_AFTER_MS, MAX_WAIVED_ATTEMPTS, decide
+from scheduler_service.core.routes import ModelTier, Router
 from scheduler_service.core.state_machine import LifecycleStatus
 from scheduler_service.core.usage import Usage
 from scheduler_service.ports import Transaction, UnitOfWork
@@ -54,6 +57,7 @@ class Settlement:
         flow: FlowPolicy,
         limits: RetryLimits,
         rng: random.Random,
+        router: Router,
     ) -> None:
         self._uow = uow
         self._registry = registry
@@ -63,6 +67,7 @@ class Settlement:
         self._flow = flow
         self._limits = limits
         self._rng = rng
+        self._router = router
 
     def priced(self, job: JobRecord, usage: Usage | None) -> Usage | None:
         """The usage with its cost from the price table (the runtime's own when the table
@@ -112,6 +117,7 @@ class Settlement:
         if holder is not None:
             judging.check_still_holder(job, attempt_no, holder, failed.lease_token)
         await self._note_congestion(tx, job, failed)
+        falls_back = await self._note_breaker(tx, job, error.code)
         if job.cancelRequestedAt is not None:
             await tx.jobs.mark_cancelled(job_id, attempt_no=attempt_no, overdue_only=overdue_only)
             await tx.spend.record_usages([(job, attempt_no, usage, error.code)])
@@ -133,6 +139,7 @@ class Settlement:
             max_retry_after_ms=self._limits.max_retry_after_ms,
             waived_attempts=job.waivedAttempts,
             max_waived_attempts=self._limits.max_waived_attempts,
+            falls_back=falls_back,
         )
         if decision.retry:
             available_at = await tx.jobs.requeue_for_retry(
@@ -180,6 +187,34 @@ class Settlement:
             )
         elif code == ErrorCode.TEMPORARY_PROVIDER_ERROR:
             await tx.keys.congested(job, self._flow, None)
+
+    async def _note_breaker(self, tx: Transaction, job: JobRecord, code: str) -> bool:
+        """A provider's failure counts against its model key's breaker (core/breakers.py).
+        True when the attempt goes back unspent: another tier of the job's route can take it,
+        or the key waits for its operator (a 402: the account is out of balance)."""
+        if code not in BREAKING_CODES:
+            return False
+        router = self._router
+        key = router.breaker_key(
+            job.modelProvider, job.modelName, job.credentialMode, job.credentialId
+        )
+        breaker = await tx.routes.breaker_failed(key, code, router.breakers)
+        tiers = router.tiers(
+            job.jobType,
+            ModelTier(job.modelProvider, job.modelName),
+            pinned=job.modelPinned,
+            credential_mode=job.credentialMode,
+        )
+        return len(tiers) > 1 or breaker.held
+
+    async def answered(self, tx: Transaction, jobs: Sequence[JobRecord]) -> None:
+        """These jobs' calls answered: their keys' breakers close."""
+        router = self._router
+        keys = {
+            router.breaker_key(j.modelProvider, j.modelName, j.credentialMode, j.credentialId)
+            for j in jobs
+        }
+        await tx.routes.breakers_answered(keys)
 
     async def note_provider_limits(
         self, tx: Transaction, job: JobRecord, usage: Usage | None

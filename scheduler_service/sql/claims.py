@@ -22,7 +22,9 @@ from scheduler_service.core.model_keys import (
     within_user_caps,
 )
 from scheduler_service.core.records import LeaseGrant, NewJob
+from scheduler_service.core.routes import ModelTier, Router
 from scheduler_service.core.state_machine import LifecycleStatus
+from scheduler_service.sql import claim_routes
 from scheduler_service.sql import job_queries as queries
 from scheduler_service.sql import job_statements as sql
 from scheduler_service.sql import model_key_statements as flow_sql
@@ -48,6 +50,7 @@ async def claim_batches(
     budget: Budget | None = None,
     defer_ms: int = 0,
     fresh: FreshJobs | None = None,
+    router: Router | None = None,
 ) -> list[list[LeaseGrant]]:
     """Lease available queued jobs of ``job_types`` to several runtimes (with ``fresh``, of
     those jobs about to be inserted: :func:`claim_fresh`).
@@ -71,6 +74,11 @@ async def claim_batches(
     (one read by primary key); the reaper then fails them BUDGET_EXCEEDED.
     While ``defer_ms`` > 0 (a peak window lasts that long), off-peak jobs stay queued unless
     their deadline cannot wait (core/cheap_hours.py).
+    With a ``router``, the open circuit breakers and the operators' routes are read first (one
+    statement); when a breaker is open or a route is not the definition's model alone, each
+    candidate leases on the first tier of its route whose breaker admits a call, and its row
+    says which (``modelProvider``, ``modelName``, ``modelTier``); a job no tier admits stays
+    queued.
     """
     if fresh is not None:
         return await claim_fresh(
@@ -85,13 +93,15 @@ async def claim_batches(
             flow=flow,
             budget=budget,
             defer_ms=defer_ms,
+            router=router,
         )
     wanted = sum(max(0, want) for _, want in demands)
     if wanted <= 0 or not job_types:
         return [[] for _ in demands]
     caps = running_caps if running_caps is not None and running_caps.active else None
+    routed = await claim_routes.routing_of(conn, router)
     now, states = await flow_sql.claim_states(conn, flow) if flow is not None else (None, {})
-    if _judged(caps, states, budget, flow):
+    if _judged(caps, states, budget, flow) or routed is not None:
         ids = await _filtered_candidates(
             conn,
             job_types,
@@ -102,6 +112,7 @@ async def claim_batches(
             budget=budget,
             locked=(now, states),
             defer_ms=defer_ms,
+            routed=routed,
         )
     else:
         select = sql.SELECT_CLAIMABLE_PLATFORM_KEY if platform_key_only else sql.SELECT_CLAIMABLE
@@ -184,6 +195,8 @@ class _FreshRow:
     traceParent: str | None
     reasoningEffort: str
     prefixKey: str | None
+    modelTier: str
+    modelPinned: bool
 
     @classmethod
     def of(cls, job: NewJob, snapshot: dict[str, Any], params: dict[str, Any]) -> _FreshRow:
@@ -206,6 +219,8 @@ class _FreshRow:
             job.trace_parent,
             job.reasoning_effort,
             job.prefix_key,
+            "primary",
+            job.model_pinned,
         )
 
 
@@ -236,6 +251,7 @@ async def claim_fresh(
     flow: FlowPolicy | None = None,
     budget: Budget | None = None,
     defer_ms: int = 0,
+    router: Router | None = None,
 ) -> list[list[LeaseGrant]]:
     """Lease jobs of ``fresh``, which this transaction is about to insert, to several runtimes
     (as :func:`claim_batches` does queued ones), before their rows exist: the caller inserts
@@ -245,7 +261,9 @@ async def claim_fresh(
     Only when no queued job of ``job_types`` could be claimed and none of them is a type System
     A owns (one statement, which reads the database's clock for the leases' ends): otherwise
     every share is empty, and a claim after the insert takes the queue's best, old or new.
-    The users' budgets and caps and the model keys are judged as for queued candidates."""
+    The users' budgets and caps and the model keys are judged as for queued candidates; while
+    a breaker is open or a route reroutes, no fresh job is leased (the claim after the insert
+    routes it)."""
     wanted = sum(max(0, want) for _, want in demands)
     rows = [
         _FreshRow.of(job, snapshot, params)
@@ -256,7 +274,7 @@ async def claim_fresh(
         return [[] for _ in demands]
     bound = {"b_types": sorted(job_types), "b_defer_ms": defer_ms}
     check = (await conn.execute(sql.SELECT_BEFORE_FRESH, bound)).one()
-    if check.waiting or check.legacy:
+    if check.waiting or check.legacy or await claim_routes.routing_of(conn, router) is not None:
         return [[] for _ in demands]
     caps = running_caps if running_caps is not None and running_caps.active else None
     locked = await flow_sql.claim_states(conn, flow) if flow is not None else (None, {})
@@ -290,6 +308,7 @@ async def _filtered_candidates(
     budget: Budget | None,
     locked: tuple[datetime | None, dict[ModelKey, KeyState]],
     defer_ms: int,
+    routed: claim_routes.Routed | None,
 ) -> list[str]:
     select = (
         sql.SELECT_CLAIMABLE_DETAIL_PLATFORM_KEY
@@ -301,7 +320,12 @@ async def _filtered_candidates(
     rows: list[Any] = list(found)
     if not rows:
         return []
-    return await _admitted(conn, rows, wanted, caps=caps, flow=flow, budget=budget, locked=locked)
+    moves: dict[str, tuple[int, ModelTier]] = {}
+    if routed is not None:
+        rows, moves = await claim_routes.on_tiers(conn, rows, routed)
+    ids = await _admitted(conn, rows, wanted, caps=caps, flow=flow, budget=budget, locked=locked)
+    await claim_routes.move_tiers(conn, ids, moves)
+    return ids
 
 
 async def _admitted(

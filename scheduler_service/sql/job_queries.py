@@ -37,6 +37,7 @@ from scheduler_service.core.records import (
     WatchState,
     watch_state,
 )
+from scheduler_service.core.routes import PRIMARY
 from scheduler_service.core.state_machine import LifecycleStatus, parse_status
 from scheduler_service.sql import job_statements as sql
 from scheduler_service.sql.db.clock import db_now, db_today
@@ -140,6 +141,8 @@ _PAYLOAD_COLUMNS = [
     _c.promptKey,
     _c.promptVersion,
     _c.modelName,
+    _c.modelProvider,
+    _c.modelTier,
     _c.credentialMode,
     _c.credentialId,
     _c.outputSchemaVersion,
@@ -363,6 +366,8 @@ def payload_of(grant: LeaseGrant, row: Any) -> LeasePayload:
         user_id=row.userId,
         reasoning_effort=row.reasoningEffort or OFF,
         tell_first_token=row.prefixKey is not None,
+        model_provider=row.modelProvider,
+        model_tier=row.modelTier or PRIMARY,
     )
 
 

@@ -62,6 +62,7 @@ from scheduler_service.sql.db.models import AiJob
 __all__ = [
     "LEASED_PER_ROW",
     "LEASED_STAMPED",
+    "MOVE_TIER",
     "SELECT_BEFORE_FRESH",
     "SELECT_CLAIMABLE",
     "SELECT_GRANTS",
@@ -394,7 +395,29 @@ SELECT_CLAIMABLE = _claimable()
 #: For runtimes not allowed to use user keys (AIJOB_USER_KEY_RUNTIMES).
 SELECT_CLAIMABLE_PLATFORM_KEY = _claimable(_c.credentialMode != USER_KEY_MODE)
 #: The same with each job's user and model key, for claims under running caps or model limits.
-_DETAIL = (_c.id, _c.userId, _c.modelProvider, _c.modelName, _c.credentialMode, _c.tokenEstimate)
+_DETAIL = (
+    _c.id,
+    _c.userId,
+    _c.jobType,
+    _c.modelProvider,
+    _c.modelName,
+    _c.modelTier,
+    _c.modelPinned,
+    _c.credentialMode,
+    _c.credentialId,
+    _c.tokenEstimate,
+)
+#: A claimed job (locked FOR UPDATE by the claim, still queued) leases on another tier of its
+#: route (core/routes.py).
+MOVE_TIER = (
+    update(jobs)
+    .where(_c.id.in_(bindparam("b_ids", expanding=True)), status_in(sources_of(Operation.LOCK)))
+    .values(
+        modelProvider=bindparam("v_modelProvider"),
+        modelName=bindparam("v_modelName"),
+        modelTier=bindparam("v_modelTier"),
+    )
+)
 SELECT_CLAIMABLE_DETAIL = _claimable(columns=_DETAIL)
 SELECT_CLAIMABLE_DETAIL_PLATFORM_KEY = _claimable(
     _c.credentialMode != USER_KEY_MODE, columns=_DETAIL

@@ -42,6 +42,7 @@ from scheduler_service.core.records import (
     Success,
     WatchState,
 )
+from scheduler_service.core.routes import Router
 from scheduler_service.core.transitions import (
     HEARTBEAT,
     SUCCEED,
@@ -187,6 +188,7 @@ class SqlJobStore(JobStore):
         budget: Budget | None = None,
         defer_ms: int = 0,
         fresh: NewJobRows | None = None,
+        router: Router | None = None,
     ) -> list[list[LeaseGrant]]:
         return await claims.claim_batches(
             self._conn,
@@ -200,6 +202,7 @@ class SqlJobStore(JobStore):
             budget=budget,
             defer_ms=defer_ms,
             fresh=fresh,
+            router=router,
         )
 
     async def keep_alive(self, holders: Collection[str]) -> int:
@@ -399,6 +402,7 @@ def _insert_values(job: NewJob, fair_seq: int) -> dict[str, Any]:
         "credentialId": job.credential_id,
         "modelName": job.model_name,
         "modelProvider": job.model_provider,
+        "modelPinned": job.model_pinned,
         "tokenEstimate": job.token_estimate,
         "maxOutputTokens": job.max_output_tokens,
         "traceParent": job.trace_parent,

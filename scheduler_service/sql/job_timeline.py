@@ -39,6 +39,8 @@ class TimelineAttempt:
     recorded_at: datetime
     cached_prompt_tokens: int = 0
     reasoning_tokens: int = 0
+    #: The route tier it ran on (empty for rows recorded before tiers).
+    model_tier: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,7 @@ async def _timeline(tx: SqlTransaction, job_id: str) -> Timeline:
             recorded_at=r.createdAt,
             cached_prompt_tokens=int(r.cachedPromptTokens),
             reasoning_tokens=int(r.reasoningTokens),
+            model_tier=r.modelTier or "",
         )
         for r in await tx.conn.execute(_ATTEMPTS, {"b_id": job_id})
     ]

@@ -44,6 +44,7 @@ from scheduler_service.sql.model_key_store import SqlModelKeyStore
 from scheduler_service.sql.outbox_writer import SqlOutboxStore
 from scheduler_service.sql.output_store import SqlOutputStore
 from scheduler_service.sql.result_store import SqlResultStore
+from scheduler_service.sql.route_store import SqlRouteStore
 from scheduler_service.sql.spend_store import SqlSpendStore
 from scheduler_service.sql.tree_store import SqlTreeStore
 from scheduler_service.sql.warmup_store import SqlWarmupStore
@@ -94,6 +95,7 @@ def sql_stores(
         outputs=SqlOutputStore(conn),
         trees=SqlTreeStore(conn),
         warmups=SqlWarmupStore(conn),
+        routes=SqlRouteStore(conn),
     )
 
 

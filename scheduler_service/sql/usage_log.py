@@ -67,4 +67,5 @@ def _row(job: JobRecord, attempt_no: int, usage: Usage, error_code: str | None) 
         "atPeak": usage.at_peak,
         "peakCostMicros": usage.peak_cost_micros,
         "runtimeInstanceId": job.lockedBy,
+        "modelTier": job.modelTier,
     }

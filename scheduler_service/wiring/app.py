@@ -37,6 +37,7 @@ from scheduler_service.services.liveness import LeaseKeeper
 from scheduler_service.services.loops import EveryInterval, RoundLoop
 from scheduler_service.services.output_hub import OutputHub
 from scheduler_service.services.reaper import Reaper
+from scheduler_service.services.routing import ModelRoutes, router_of
 from scheduler_service.services.runtime_pieces import ReportLimits, RuntimePieces, runtime_pieces
 from scheduler_service.services.session import PollSessions
 from scheduler_service.services.settlement import RetryLimits, Settlement
@@ -56,7 +57,7 @@ from scheduler_service.sql.outbox_dispatcher import (
     undelivered_types,
 )
 from scheduler_service.sql.uow import LeaseTimes, SqlUnitOfWork
-from scheduler_service.wiring.settings import SchedulerSettings
+from scheduler_service.wiring.settings import SchedulerSettings, model_router
 
 __all__ = ["SchedulerApp"]
 
@@ -102,6 +103,7 @@ class SchedulerApp:
     key_access: KeyAccess = field(init=False)
     #: The model keys' limits and state, as operators set and read them.
     model_keys: ModelKeys = field(init=False)
+    model_routes: ModelRoutes = field(init=False)
     #: Users' budgets and the usage report.
     billing: Billing = field(init=False)
     #: Every admin action, as recorded.
@@ -164,6 +166,7 @@ class SchedulerApp:
         )
         #: The database's now, sampled by the reaper: when peak windows begin and end.
         db_clock = DatabaseClock()
+        router = router_of(registry, model_router(settings))
         runtime = runtime_pieces(
             uow,
             registry,
@@ -174,6 +177,7 @@ class SchedulerApp:
             cheap_hours=CheapHours(settings.peak, db_clock.now),
             user_key_runtimes=settings.user_key_runtimes,
             provider_user_ids=settings.provider_user_ids,
+            router=router,
             retry=RetryLimits(
                 settings.limits.max_retry_after_ms, settings.limits.max_waived_attempts
             ),
@@ -292,6 +296,7 @@ class SchedulerApp:
         app.settlement = runtime.settlement
         app.key_access = runtime.key_access
         app.model_keys = ModelKeys(uow, settings.flow)
+        app.model_routes = ModelRoutes(uow, registry, router)
         app.billing = Billing(uow, settings.budget, USER_KEY_MODE)
         app.audit_log = AuditLog(uow)
         # Its own connection: a pool that load has exhausted must not read as an outage. Pinged
@@ -423,6 +428,7 @@ class SchedulerApp:
         defer_ms = self.cheap_hours.defer_ms()
         metrics.publish_stats(await live_queue_stats(self.uow, defer_ms))
         metrics.publish_model_keys(await self.model_keys.stats())
+        metrics.publish_breakers(await self.model_routes.open_keys())
 
     async def _sample_db_clock(self) -> None:
         self.db_clock.sampled(await self.uow.read(lambda tx: tx.reads.clock()))

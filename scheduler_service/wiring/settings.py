@@ -9,11 +9,13 @@ duration is in seconds, converted once here whatever unit its variable is writte
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from scheduler_service.core.breakers import BreakerPolicy
 from scheduler_service.core.budgets import Budget
 from scheduler_service.core.fairness import RunningCaps
 from scheduler_service.core.job_definitions import USER_KEY_MODE
@@ -22,6 +24,7 @@ from scheduler_service.core.peak_hours import DEEPSEEK_PEAK_HOURS, PeakHours
 from scheduler_service.core.prices import DEFAULT_PRICES, PriceTable
 from scheduler_service.core.provider_ids import ProviderUserIds, key_length_problem
 from scheduler_service.core.retry_policy import MAX_WAIVED_ATTEMPTS
+from scheduler_service.core.routes import RouteBook, Router, parse_routes
 from scheduler_service.core.trees import TreeLimits
 from scheduler_service.core.warmup import WarmupPolicy
 from scheduler_service.wiring.setting_groups import (
@@ -171,6 +174,14 @@ class SchedulerSettings(BaseSettings):
     #: minutes), and more than 100 ms above it, halves the key's concurrency, as a 429 does (0:
     #: latency is not read).
     model_latency_tolerance: float = Field(default=1.5, ge=0)
+    #: Model routes by job type, ``job_type=provider/model,provider/model;...``, primary first
+    #: (core/routes.py); a type not named has its definition's model alone. An operator's
+    #: AdminService.PutModelRoute overrides a type's.
+    model_routes: str = ""
+    #: A model key's circuit breaker (core/breakers.py): consecutive provider failures (5xx,
+    #: connection errors, timeouts) that open it, and how long it stays open before one probe.
+    breaker_failures: int = Field(default=5, ge=1, le=1_000)
+    breaker_cool_down_s: float = Field(default=30.0, gt=0, le=86_400)
     max_running_per_user_overrides: Annotated[dict[str, int], NoDecode] = Field(
         default_factory=dict
     )
@@ -267,6 +278,12 @@ class SchedulerSettings(BaseSettings):
                 else {}
             ),
         )
+
+    @field_validator("model_routes")
+    @classmethod
+    def _routes(cls, value: str) -> str:
+        parse_routes(value)
+        return value
 
     @field_validator("model_prices")
     @classmethod
@@ -437,3 +454,18 @@ class SchedulerSettings(BaseSettings):
     @property
     def metrics(self) -> MetricsSettings:
         return MetricsSettings(self.metrics_listen, self.metrics_interval_s)
+
+
+def model_router(settings: SchedulerSettings) -> Router:
+    """The routes of AIJOB_MODEL_ROUTES and the breakers' policy; each type's own model is the
+    registry's (services/routing.py ``router_of``)."""
+    policy = BreakerPolicy(
+        settings.breaker_failures, timedelta(seconds=settings.breaker_cool_down_s)
+    )
+    return Router(
+        RouteBook(parse_routes(settings.model_routes), {}),
+        lambda _job_type: None,
+        USER_KEY_MODE,
+        DEEPSEEK,
+        policy,
+    )

@@ -6,11 +6,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from scheduler_service.core.breakers import Breaker, BreakerKey
 from scheduler_service.core.budgets import Spend
 from scheduler_service.core.events import EventType
 from scheduler_service.core.guards import Moment
 from scheduler_service.core.model_keys import KeyState, ModelKey, ModelKeyLimits
 from scheduler_service.core.records import ArtifactRow
+from scheduler_service.core.routes import ModelTier
 from scheduler_service.core.state_machine import LifecycleStatus
 from scheduler_service.core.usage import Usage
 
@@ -58,6 +60,9 @@ class FakeState:
     rate_limited: dict[ModelKey, int] = field(default_factory=dict)
     #: Output chunks' text by (job, attempt, offset).
     chunks: dict[tuple[str, int, int], str] = field(default_factory=dict)
+    #: The model keys' circuit breakers (with the times each opened) and operators' routes.
+    breakers: dict[BreakerKey, tuple[Breaker, int]] = field(default_factory=dict)
+    routes: dict[str, tuple[ModelTier, ...]] = field(default_factory=dict)
 
     def copy(self) -> FakeState:
         """A working copy: rows are copied, their values (never mutated in place) shared."""
@@ -74,6 +79,8 @@ class FakeState:
             key_limits=dict(self.key_limits),
             rate_limited=dict(self.rate_limited),
             chunks=dict(self.chunks),
+            breakers=dict(self.breakers),
+            routes=dict(self.routes),
         )
 
 

@@ -33,6 +33,7 @@ from scheduler_service.core.records import (
     StrandedJob,
     WatchState,
 )
+from scheduler_service.core.routes import Router
 from scheduler_service.core.state_machine import LifecycleStatus, legacy_status_of
 from scheduler_service.core.transitions import (
     KEEP_ALIVE,
@@ -108,6 +109,8 @@ class FakeJobReads(FakeTables, JobReads):
                     lease_token=grant.lease_token,
                     reasoning_effort=row["reasoningEffort"] or "off",
                     tell_first_token=row["prefixKey"] is not None,
+                    model_provider=row["modelProvider"],
+                    model_tier=row["modelTier"],
                 )
             )
         return payloads
@@ -356,6 +359,8 @@ class FakeJobStore(FakeTables, JobStore):
             reasoningEffort=job.reasoning_effort,
             prefixKey=job.prefix_key,
             prefixWarmedAt=None,
+            modelTier="primary",
+            modelPinned=job.model_pinned,
             childrenTotal=0,
             childrenOpen=0,
         )
@@ -372,10 +377,13 @@ class FakeJobStore(FakeTables, JobStore):
         budget: Budget | None = None,
         defer_ms: int = 0,
         fresh: NewJobRows | None = None,
+        router: Router | None = None,
     ) -> list[list[LeaseGrant]]:
-        """As the SQL claim: best first, then those of users over budget, of users at their cap
-        of running jobs and of model keys without budget stay queued. Jobs not yet written
-        (``fresh``) are granted none: they are claimed once inserted."""
+        """As the SQL claim, routes and breakers aside (each job leases on its model; the
+        claim's routing is tested on SQL, tests/db/test_model_routes.py): best first, then
+        those of users over budget, of users at their cap of running jobs and of model keys
+        without budget stay queued. Jobs not yet written (``fresh``) are granted none: they are
+        claimed once inserted."""
         if fresh is not None:
             return [[] for _ in demands]
         wanted = max(0, sum(max(0, want) for _, want in demands))

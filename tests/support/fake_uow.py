@@ -20,6 +20,7 @@ from tests.support.fake_accounts import (
     FakeSpendStore,
 )
 from tests.support.fake_outputs import FakeOutputStore
+from tests.support.fake_routes import FakeRouteStore
 from tests.support.fake_state import FakeClock, FakeEvent, FakeState, FakeTables
 from tests.support.fake_stores import FakeJobReads, FakeJobStore, FakeJobSweeps
 from tests.support.fake_trees import FakeTreeStore
@@ -65,6 +66,7 @@ class FakeUnitOfWork:
             outputs=on(FakeOutputStore),
             trees=FakeTreeStore(),
             warmups=on(FakeWarmupStore),
+            routes=on(FakeRouteStore),
         )
 
     async def run(self, work: Callable[[Transaction], Awaitable[T]]) -> T:

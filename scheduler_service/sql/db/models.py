@@ -155,6 +155,8 @@ class AiJob(Base):
     credentialMode: Mapped[str] = mapped_column(String(32), server_default="platform_key")
     credentialId: Mapped[str | None] = mapped_column(String(255))
     modelTier: Mapped[str] = mapped_column(String(32), server_default="primary")
+    #: The create named the model: its route is that model alone (migration 0022).
+    modelPinned: Mapped[bool] = mapped_column(Boolean, server_default="0")
     modelProvider: Mapped[str] = mapped_column(String(32), server_default="deepseek")
     modelName: Mapped[str] = mapped_column(String(64), server_default="deepseek-chat")
 
@@ -292,6 +294,8 @@ class AiUsageLog(Base):
     atPeak: Mapped[bool] = mapped_column(Boolean, server_default="0")
     peakCostMicros: Mapped[int | None] = mapped_column(BigInteger)
     runtimeInstanceId: Mapped[str | None] = mapped_column(String(100))
+    #: The route tier the attempt ran on (migration 0022).
+    modelTier: Mapped[str | None] = mapped_column(String(32))
 
 
 class UserModelCredential(Base):
@@ -474,6 +478,7 @@ from scheduler_service.sql.db import (  # noqa: E402, F401
     audit_models,
     legacy_models,
     output_models,
+    route_models,
     secret_models,
     spend_models,
 )

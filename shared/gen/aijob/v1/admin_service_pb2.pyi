@@ -4,12 +4,64 @@ from shared.gen.aijob.v1 import job_service_pb2 as _job_service_pb2
 from shared.gen.aijob.v1 import types_pb2 as _types_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class BreakerState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BREAKER_STATE_UNSPECIFIED: _ClassVar[BreakerState]
+    BREAKER_STATE_CLOSED: _ClassVar[BreakerState]
+    BREAKER_STATE_OPEN: _ClassVar[BreakerState]
+    BREAKER_STATE_HALF_OPEN: _ClassVar[BreakerState]
+BREAKER_STATE_UNSPECIFIED: BreakerState
+BREAKER_STATE_CLOSED: BreakerState
+BREAKER_STATE_OPEN: BreakerState
+BREAKER_STATE_HALF_OPEN: BreakerState
+
+class ModelTier(_message.Message):
+    __slots__ = ("provider", "model")
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    provider: str
+    model: str
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
+
+class ModelRoute(_message.Message):
+    __slots__ = ("job_type", "tiers")
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TIERS_FIELD_NUMBER: _ClassVar[int]
+    job_type: str
+    tiers: _containers.RepeatedCompositeFieldContainer[ModelTier]
+    def __init__(self, job_type: _Optional[str] = ..., tiers: _Optional[_Iterable[_Union[ModelTier, _Mapping]]] = ...) -> None: ...
+
+class GetModelRouteRequest(_message.Message):
+    __slots__ = ("job_type",)
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    job_type: str
+    def __init__(self, job_type: _Optional[str] = ...) -> None: ...
+
+class ResetModelBreakerRequest(_message.Message):
+    __slots__ = ("provider", "model", "credential_id")
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    provider: str
+    model: str
+    credential_id: str
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., credential_id: _Optional[str] = ...) -> None: ...
+
+class ResetModelBreakerResponse(_message.Message):
+    __slots__ = ("breaker_state", "was_open")
+    BREAKER_STATE_FIELD_NUMBER: _ClassVar[int]
+    WAS_OPEN_FIELD_NUMBER: _ClassVar[int]
+    breaker_state: BreakerState
+    was_open: bool
+    def __init__(self, breaker_state: _Optional[_Union[BreakerState, str]] = ..., was_open: _Optional[bool] = ...) -> None: ...
 
 class GetJobTimelineRequest(_message.Message):
     __slots__ = ("job_id",)
@@ -40,7 +92,7 @@ class TimelineEvent(_message.Message):
     def __init__(self, event_type: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., payload_json: _Optional[str] = ...) -> None: ...
 
 class TimelineAttempt(_message.Message):
-    __slots__ = ("attempt_no", "runtime_instance_id", "model", "prompt_tokens", "completion_tokens", "cost_micros", "latency_ms", "error_code", "recorded_at", "cached_prompt_tokens", "reasoning_tokens")
+    __slots__ = ("attempt_no", "runtime_instance_id", "model", "prompt_tokens", "completion_tokens", "cost_micros", "latency_ms", "error_code", "recorded_at", "cached_prompt_tokens", "reasoning_tokens", "model_tier")
     ATTEMPT_NO_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -52,6 +104,7 @@ class TimelineAttempt(_message.Message):
     RECORDED_AT_FIELD_NUMBER: _ClassVar[int]
     CACHED_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     REASONING_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_TIER_FIELD_NUMBER: _ClassVar[int]
     attempt_no: int
     runtime_instance_id: str
     model: str
@@ -63,7 +116,8 @@ class TimelineAttempt(_message.Message):
     recorded_at: _timestamp_pb2.Timestamp
     cached_prompt_tokens: int
     reasoning_tokens: int
-    def __init__(self, attempt_no: _Optional[int] = ..., runtime_instance_id: _Optional[str] = ..., model: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cost_micros: _Optional[int] = ..., latency_ms: _Optional[int] = ..., error_code: _Optional[str] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cached_prompt_tokens: _Optional[int] = ..., reasoning_tokens: _Optional[int] = ...) -> None: ...
+    model_tier: str
+    def __init__(self, attempt_no: _Optional[int] = ..., runtime_instance_id: _Optional[str] = ..., model: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cost_micros: _Optional[int] = ..., latency_ms: _Optional[int] = ..., error_code: _Optional[str] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cached_prompt_tokens: _Optional[int] = ..., reasoning_tokens: _Optional[int] = ..., model_tier: _Optional[str] = ...) -> None: ...
 
 class PutUserBudgetRequest(_message.Message):
     __slots__ = ("user_id", "daily_tokens", "daily_cost_micros")
@@ -170,7 +224,7 @@ class ReencryptCredentialsResponse(_message.Message):
     def __init__(self, reencrypted: _Optional[int] = ..., key_version: _Optional[int] = ...) -> None: ...
 
 class ModelLimit(_message.Message):
-    __slots__ = ("provider", "model", "credential_scope", "max_concurrency", "requests_per_minute", "tokens_per_minute", "daily_cost_micros", "max_concurrency_per_user")
+    __slots__ = ("provider", "model", "credential_scope", "max_concurrency", "requests_per_minute", "tokens_per_minute", "daily_cost_micros", "max_concurrency_per_user", "breaker_state")
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     CREDENTIAL_SCOPE_FIELD_NUMBER: _ClassVar[int]
@@ -179,6 +233,7 @@ class ModelLimit(_message.Message):
     TOKENS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
     DAILY_COST_MICROS_FIELD_NUMBER: _ClassVar[int]
     MAX_CONCURRENCY_PER_USER_FIELD_NUMBER: _ClassVar[int]
+    BREAKER_STATE_FIELD_NUMBER: _ClassVar[int]
     provider: str
     model: str
     credential_scope: str
@@ -187,7 +242,8 @@ class ModelLimit(_message.Message):
     tokens_per_minute: int
     daily_cost_micros: int
     max_concurrency_per_user: int
-    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., credential_scope: _Optional[str] = ..., max_concurrency: _Optional[int] = ..., requests_per_minute: _Optional[int] = ..., tokens_per_minute: _Optional[int] = ..., daily_cost_micros: _Optional[int] = ..., max_concurrency_per_user: _Optional[int] = ...) -> None: ...
+    breaker_state: BreakerState
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., credential_scope: _Optional[str] = ..., max_concurrency: _Optional[int] = ..., requests_per_minute: _Optional[int] = ..., tokens_per_minute: _Optional[int] = ..., daily_cost_micros: _Optional[int] = ..., max_concurrency_per_user: _Optional[int] = ..., breaker_state: _Optional[_Union[BreakerState, str]] = ...) -> None: ...
 
 class PutModelLimitRequest(_message.Message):
     __slots__ = ("limit",)

@@ -122,6 +122,21 @@ class AdminServiceStub:
                 request_serializer=aijob_dot_v1_dot_job__service__pb2.ListJobTypesRequest.SerializeToString,
                 response_deserializer=aijob_dot_v1_dot_job__service__pb2.ListJobTypesResponse.FromString,
                 _registered_method=True)
+        self.PutModelRoute = channel.unary_unary(
+                '/aijob.v1.AdminService/PutModelRoute',
+                request_serializer=aijob_dot_v1_dot_admin__service__pb2.ModelRoute.SerializeToString,
+                response_deserializer=aijob_dot_v1_dot_admin__service__pb2.ModelRoute.FromString,
+                _registered_method=True)
+        self.GetModelRoute = channel.unary_unary(
+                '/aijob.v1.AdminService/GetModelRoute',
+                request_serializer=aijob_dot_v1_dot_admin__service__pb2.GetModelRouteRequest.SerializeToString,
+                response_deserializer=aijob_dot_v1_dot_admin__service__pb2.ModelRoute.FromString,
+                _registered_method=True)
+        self.ResetModelBreaker = channel.unary_unary(
+                '/aijob.v1.AdminService/ResetModelBreaker',
+                request_serializer=aijob_dot_v1_dot_admin__service__pb2.ResetModelBreakerRequest.SerializeToString,
+                response_deserializer=aijob_dot_v1_dot_admin__service__pb2.ResetModelBreakerResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -263,6 +278,30 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PutModelRoute(self, request, context):
+        """PutModelRoute sets a job type's model route: the tiers its jobs' calls go to, in order (the
+        first whose circuit breaker admits a call takes the lease). An empty tier list removes the
+        operator's route (the settings' or the definition's applies again).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetModelRoute(self, request, context):
+        """GetModelRoute returns the route a job type's jobs follow now. A viewer token may read it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResetModelBreaker(self, request, context):
+        """ResetModelBreaker closes the circuit breaker of one model key (after an account out of
+        balance was topped up: a 402 opens it until this call).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -350,6 +389,21 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListJobTypes,
                     request_deserializer=aijob_dot_v1_dot_job__service__pb2.ListJobTypesRequest.FromString,
                     response_serializer=aijob_dot_v1_dot_job__service__pb2.ListJobTypesResponse.SerializeToString,
+            ),
+            'PutModelRoute': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutModelRoute,
+                    request_deserializer=aijob_dot_v1_dot_admin__service__pb2.ModelRoute.FromString,
+                    response_serializer=aijob_dot_v1_dot_admin__service__pb2.ModelRoute.SerializeToString,
+            ),
+            'GetModelRoute': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetModelRoute,
+                    request_deserializer=aijob_dot_v1_dot_admin__service__pb2.GetModelRouteRequest.FromString,
+                    response_serializer=aijob_dot_v1_dot_admin__service__pb2.ModelRoute.SerializeToString,
+            ),
+            'ResetModelBreaker': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetModelBreaker,
+                    request_deserializer=aijob_dot_v1_dot_admin__service__pb2.ResetModelBreakerRequest.FromString,
+                    response_serializer=aijob_dot_v1_dot_admin__service__pb2.ResetModelBreakerResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -812,6 +866,87 @@ class AdminService:
             '/aijob.v1.AdminService/ListJobTypes',
             aijob_dot_v1_dot_job__service__pb2.ListJobTypesRequest.SerializeToString,
             aijob_dot_v1_dot_job__service__pb2.ListJobTypesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutModelRoute(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/aijob.v1.AdminService/PutModelRoute',
+            aijob_dot_v1_dot_admin__service__pb2.ModelRoute.SerializeToString,
+            aijob_dot_v1_dot_admin__service__pb2.ModelRoute.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetModelRoute(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/aijob.v1.AdminService/GetModelRoute',
+            aijob_dot_v1_dot_admin__service__pb2.GetModelRouteRequest.SerializeToString,
+            aijob_dot_v1_dot_admin__service__pb2.ModelRoute.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetModelBreaker(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/aijob.v1.AdminService/ResetModelBreaker',
+            aijob_dot_v1_dot_admin__service__pb2.ResetModelBreakerRequest.SerializeToString,
+            aijob_dot_v1_dot_admin__service__pb2.ResetModelBreakerResponse.FromString,
             options,
             channel_credentials,
             insecure,

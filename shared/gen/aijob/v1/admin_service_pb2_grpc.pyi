@@ -95,6 +95,17 @@ class AdminServiceStub:
     """ListJobTypes describes every job type, as JobService.ListJobTypes does. A viewer token may
     read it.
     """
+    PutModelRoute: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.ModelRoute, _admin_service_pb2.ModelRoute]
+    """PutModelRoute sets a job type's model route: the tiers its jobs' calls go to, in order (the
+    first whose circuit breaker admits a call takes the lease). An empty tier list removes the
+    operator's route (the settings' or the definition's applies again).
+    """
+    GetModelRoute: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.GetModelRouteRequest, _admin_service_pb2.ModelRoute]
+    """GetModelRoute returns the route a job type's jobs follow now. A viewer token may read it."""
+    ResetModelBreaker: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.ResetModelBreakerRequest, _admin_service_pb2.ResetModelBreakerResponse]
+    """ResetModelBreaker closes the circuit breaker of one model key (after an account out of
+    balance was topped up: a 402 opens it until this call).
+    """
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -160,6 +171,17 @@ class AdminServiceAsyncStub(AdminServiceStub):
     ListJobTypes: _aio.UnaryUnaryMultiCallable[_job_service_pb2.ListJobTypesRequest, _job_service_pb2.ListJobTypesResponse]  # type: ignore[assignment]
     """ListJobTypes describes every job type, as JobService.ListJobTypes does. A viewer token may
     read it.
+    """
+    PutModelRoute: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.ModelRoute, _admin_service_pb2.ModelRoute]  # type: ignore[assignment]
+    """PutModelRoute sets a job type's model route: the tiers its jobs' calls go to, in order (the
+    first whose circuit breaker admits a call takes the lease). An empty tier list removes the
+    operator's route (the settings' or the definition's applies again).
+    """
+    GetModelRoute: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.GetModelRouteRequest, _admin_service_pb2.ModelRoute]  # type: ignore[assignment]
+    """GetModelRoute returns the route a job type's jobs follow now. A viewer token may read it."""
+    ResetModelBreaker: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.ResetModelBreakerRequest, _admin_service_pb2.ResetModelBreakerResponse]  # type: ignore[assignment]
+    """ResetModelBreaker closes the circuit breaker of one model key (after an account out of
+    balance was topped up: a 402 opens it until this call).
     """
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -325,6 +347,35 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_job_service_pb2.ListJobTypesResponse, _abc.Awaitable[_job_service_pb2.ListJobTypesResponse]]:
         """ListJobTypes describes every job type, as JobService.ListJobTypes does. A viewer token may
         read it.
+        """
+
+    @_abc_1.abstractmethod
+    def PutModelRoute(
+        self,
+        request: _admin_service_pb2.ModelRoute,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_service_pb2.ModelRoute, _abc.Awaitable[_admin_service_pb2.ModelRoute]]:
+        """PutModelRoute sets a job type's model route: the tiers its jobs' calls go to, in order (the
+        first whose circuit breaker admits a call takes the lease). An empty tier list removes the
+        operator's route (the settings' or the definition's applies again).
+        """
+
+    @_abc_1.abstractmethod
+    def GetModelRoute(
+        self,
+        request: _admin_service_pb2.GetModelRouteRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_service_pb2.ModelRoute, _abc.Awaitable[_admin_service_pb2.ModelRoute]]:
+        """GetModelRoute returns the route a job type's jobs follow now. A viewer token may read it."""
+
+    @_abc_1.abstractmethod
+    def ResetModelBreaker(
+        self,
+        request: _admin_service_pb2.ResetModelBreakerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_service_pb2.ResetModelBreakerResponse, _abc.Awaitable[_admin_service_pb2.ResetModelBreakerResponse]]:
+        """ResetModelBreaker closes the circuit breaker of one model key (after an account out of
+        balance was topped up: a 402 opens it until this call).
         """
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

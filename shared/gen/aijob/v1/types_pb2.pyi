@@ -35,7 +35,7 @@ REASONING_EFFORT_HIGH: ReasoningEffort
 REASONING_EFFORT_MAX: ReasoningEffort
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "job_type", "lifecycle_status", "queue_name", "priority", "progress", "attempt_count", "max_attempts", "user_id", "target_type", "target_id", "created_at", "started_at", "finished_at", "error_code", "public_error_message", "internal_error_message", "retried_from_job_id", "result", "cancel_requested_at", "available_at", "deadline_at", "waived_attempts", "model_name", "model_provider", "cost_policy", "deferred_until", "parent_job_id", "root_job_id", "children", "reasoning_effort")
+    __slots__ = ("job_id", "job_type", "lifecycle_status", "queue_name", "priority", "progress", "attempt_count", "max_attempts", "user_id", "target_type", "target_id", "created_at", "started_at", "finished_at", "error_code", "public_error_message", "internal_error_message", "retried_from_job_id", "result", "cancel_requested_at", "available_at", "deadline_at", "waived_attempts", "model_name", "model_provider", "cost_policy", "deferred_until", "parent_job_id", "root_job_id", "children", "reasoning_effort", "model_tier")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     LIFECYCLE_STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -67,6 +67,7 @@ class Job(_message.Message):
     ROOT_JOB_ID_FIELD_NUMBER: _ClassVar[int]
     CHILDREN_FIELD_NUMBER: _ClassVar[int]
     REASONING_EFFORT_FIELD_NUMBER: _ClassVar[int]
+    MODEL_TIER_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_type: str
     lifecycle_status: str
@@ -98,7 +99,8 @@ class Job(_message.Message):
     root_job_id: str
     children: ChildCounts
     reasoning_effort: ReasoningEffort
-    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lifecycle_status: _Optional[str] = ..., queue_name: _Optional[str] = ..., priority: _Optional[int] = ..., progress: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., user_id: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error_code: _Optional[str] = ..., public_error_message: _Optional[str] = ..., internal_error_message: _Optional[str] = ..., retried_from_job_id: _Optional[str] = ..., result: _Optional[_Union[JobResult, _Mapping]] = ..., cancel_requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., available_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadline_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waived_attempts: _Optional[int] = ..., model_name: _Optional[str] = ..., model_provider: _Optional[str] = ..., cost_policy: _Optional[_Union[CostPolicy, str]] = ..., deferred_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., parent_job_id: _Optional[str] = ..., root_job_id: _Optional[str] = ..., children: _Optional[_Union[ChildCounts, _Mapping]] = ..., reasoning_effort: _Optional[_Union[ReasoningEffort, str]] = ...) -> None: ...
+    model_tier: str
+    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lifecycle_status: _Optional[str] = ..., queue_name: _Optional[str] = ..., priority: _Optional[int] = ..., progress: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., user_id: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error_code: _Optional[str] = ..., public_error_message: _Optional[str] = ..., internal_error_message: _Optional[str] = ..., retried_from_job_id: _Optional[str] = ..., result: _Optional[_Union[JobResult, _Mapping]] = ..., cancel_requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., available_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadline_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waived_attempts: _Optional[int] = ..., model_name: _Optional[str] = ..., model_provider: _Optional[str] = ..., cost_policy: _Optional[_Union[CostPolicy, str]] = ..., deferred_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., parent_job_id: _Optional[str] = ..., root_job_id: _Optional[str] = ..., children: _Optional[_Union[ChildCounts, _Mapping]] = ..., reasoning_effort: _Optional[_Union[ReasoningEffort, str]] = ..., model_tier: _Optional[str] = ...) -> None: ...
 
 class ChildCounts(_message.Message):
     __slots__ = ("queued", "running", "waiting", "succeeded", "failed", "cancelled")
@@ -185,7 +187,7 @@ class ProviderRateLimits(_message.Message):
     def __init__(self, limit_requests: _Optional[int] = ..., remaining_requests: _Optional[int] = ..., reset_requests: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., limit_tokens: _Optional[int] = ..., remaining_tokens: _Optional[int] = ..., reset_tokens: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class Lease(_message.Message):
-    __slots__ = ("job_id", "job_type", "attempt_no", "lock_until", "timeout_ms", "snapshot", "params", "prompt_key", "prompt_version", "model_name", "credential_mode", "credential_id", "output_schema_version", "lease_token", "max_output_tokens", "traceparent", "provider_user_id", "resume_output", "stream_output", "reasoning_effort", "tell_first_token")
+    __slots__ = ("job_id", "job_type", "attempt_no", "lock_until", "timeout_ms", "snapshot", "params", "prompt_key", "prompt_version", "model_name", "credential_mode", "credential_id", "output_schema_version", "lease_token", "max_output_tokens", "traceparent", "provider_user_id", "resume_output", "stream_output", "reasoning_effort", "tell_first_token", "model_provider", "model_tier")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_NO_FIELD_NUMBER: _ClassVar[int]
@@ -207,6 +209,8 @@ class Lease(_message.Message):
     STREAM_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     REASONING_EFFORT_FIELD_NUMBER: _ClassVar[int]
     TELL_FIRST_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    MODEL_PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_TIER_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_type: str
     attempt_no: int
@@ -228,7 +232,9 @@ class Lease(_message.Message):
     stream_output: bool
     reasoning_effort: ReasoningEffort
     tell_first_token: bool
-    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., attempt_no: _Optional[int] = ..., lock_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., timeout_ms: _Optional[int] = ..., snapshot: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., prompt_key: _Optional[str] = ..., prompt_version: _Optional[str] = ..., model_name: _Optional[str] = ..., credential_mode: _Optional[str] = ..., credential_id: _Optional[str] = ..., output_schema_version: _Optional[str] = ..., lease_token: _Optional[str] = ..., max_output_tokens: _Optional[int] = ..., traceparent: _Optional[str] = ..., provider_user_id: _Optional[str] = ..., resume_output: _Optional[str] = ..., stream_output: _Optional[bool] = ..., reasoning_effort: _Optional[_Union[ReasoningEffort, str]] = ..., tell_first_token: _Optional[bool] = ...) -> None: ...
+    model_provider: str
+    model_tier: str
+    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., attempt_no: _Optional[int] = ..., lock_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., timeout_ms: _Optional[int] = ..., snapshot: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., prompt_key: _Optional[str] = ..., prompt_version: _Optional[str] = ..., model_name: _Optional[str] = ..., credential_mode: _Optional[str] = ..., credential_id: _Optional[str] = ..., output_schema_version: _Optional[str] = ..., lease_token: _Optional[str] = ..., max_output_tokens: _Optional[int] = ..., traceparent: _Optional[str] = ..., provider_user_id: _Optional[str] = ..., resume_output: _Optional[str] = ..., stream_output: _Optional[bool] = ..., reasoning_effort: _Optional[_Union[ReasoningEffort, str]] = ..., tell_first_token: _Optional[bool] = ..., model_provider: _Optional[str] = ..., model_tier: _Optional[str] = ...) -> None: ...
 
 class OutputChunk(_message.Message):
     __slots__ = ("attempt_no", "offset", "text")
