@@ -78,6 +78,11 @@ class AdminViewsClient(BaseClient):
         reply = await self._unary(self._stub.ListModelLimits, admin_pb.ListModelLimitsRequest())
         return list(reply.limits)
 
+    async def model_route(self, job_type: str) -> admin_pb.ModelRoute:
+        """The route ``job_type``'s jobs follow now, primary tier first."""
+        request = admin_pb.GetModelRouteRequest(job_type=job_type)
+        return await self._unary(self._stub.GetModelRoute, request)
+
     async def audit(self, page_size: int = 50) -> AsyncIterator[admin_pb.AuditEntry]:
         """The audit log, newest first."""
         token = ""
@@ -118,6 +123,21 @@ class AdminClient(AdminViewsClient):
         request = admin_pb.PutModelLimitRequest(limit=limit)
         reply: admin_pb.PutModelLimitResponse = await self._unary(self._stub.PutModelLimit, request)
         return reply.limit
+
+    async def put_model_route(
+        self, job_type: str, tiers: builtins.list[admin_pb.ModelTier]
+    ) -> admin_pb.ModelRoute:
+        """Set ``job_type``'s route (no tiers: remove the operator's route)."""
+        route = admin_pb.ModelRoute(job_type=job_type, tiers=tiers)
+        return await self._unary(self._stub.PutModelRoute, route)
+
+    async def reset_breaker(
+        self, provider: str, model: str, credential_id: str = ""
+    ) -> admin_pb.ResetModelBreakerResponse:
+        request = admin_pb.ResetModelBreakerRequest(
+            provider=provider, model=model, credential_id=credential_id
+        )
+        return await self._unary(self._stub.ResetModelBreaker, request)
 
     async def put_budget(
         self, user_id: str, daily_tokens: int, daily_cost_micros: int

@@ -21,8 +21,12 @@ client's error paths for real:
     422          invalid parameters
 
 A fault applies to every request (``--fault``), to the next requests in order (``POST
-/control/faults`` with ``{"faults": [...]}``), or to one request whose prompt contains
-``scripted-fault=NAME``.
+/control/faults`` with ``{"faults": [...]}``), to every request for one model for a span of
+time (an outage: ``POST /control/outage`` with ``{"model": M, "fault": "503", "seconds": 60}``,
+and ``"api_key"`` to strike that key alone, as a 402 does an unpaid account; ``hang`` holds
+each call without a byte until the outage ends; ``seconds`` 0 ends it), or to
+one request whose prompt contains ``scripted-fault=NAME``. A second provider is a second
+server on another port.
 
 Limits, per API key, as OpenAI-compatible providers enforce them (``--rpm``, ``--tpm``,
 ``--concurrency``): past one, 429 with ``Retry-After``; every answer carries the
@@ -49,7 +53,8 @@ whole 64-token blocks as ``prompt_cache_hit_tokens`` (and ``prompt_cache_miss_to
 ``GET /control/stats``: ``requests``, ``rate_limited``, ``max_concurrent`` (calls in progress at
 once, at most), ``in_progress``, ``held`` (calls ever held open), ``holding`` (held now),
 ``max_open`` (in progress and held at once, at most), ``overloaded`` (held too long),
-``abandoned`` (held, and the caller left), per-fault counts,
+``abandoned`` (held, and the caller left), per-fault counts, ``model:M`` (requests for
+model M) and ``outage:M`` (requests an outage of M answered),
 ``keys``: the same per key, each key shown as a fingerprint (:func:`key_label`),
 ``user_ids``: each ``user_id`` seen, with its count, ``completion_tokens`` (a quarter of the
 characters each call wrote, a call cut short counting what it sent) and
@@ -155,6 +160,13 @@ class _Handler(BaseHTTPRequestHandler):
                 self.server.state.queued.extend(faults)
             self._send(200, {"queued": len(faults)})
             return
+        if self.path == "/control/outage":
+            body = self._body()
+            model, fault = str(body.get("model", "")), str(body.get("fault", "503"))
+            api_key = str(body.get("api_key", ""))
+            self.server.state.outages.start(model, fault, float(body.get("seconds", 0)), api_key)
+            self._send(200, {"model": model, "fault": fault})
+            return
         if self.path.rstrip("/") not in {"/v1/chat/completions", "/beta/chat/completions"}:
             self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
             return
@@ -201,8 +213,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _completion(self, request: dict[str, Any], state: ScriptedState) -> None:
         messages = request.get("messages") or []
         prompt = "\n".join(str(m.get("content", "")) for m in messages)
-        fault = state.next_fault(prompt)
         key = self.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        fault = state.next_fault(prompt, str(request.get("model") or ""), key)
         tokens = len(prompt) // 4 + int(request.get("max_tokens") or 256)
         admission = state.limits.admit(key, tokens, time.monotonic())
         if not admission.admitted:
@@ -273,7 +285,9 @@ class _Handler(BaseHTTPRequestHandler):
         if name == "latency" or (name in {"drip", "stall"} and not request.get("stream")):
             time.sleep(int(argument or "100") / 1000)
         elif name == "hang":
-            time.sleep(3_600)
+            # No byte, then the connection closes (an outage's hang lasts to its end).
+            time.sleep(int(argument) / 1000 if argument else 3_600)
+            self.close_connection = True
             return
         elif name == "gate":
             self.server.state.gate.wait(timeout=3_600)

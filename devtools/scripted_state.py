@@ -12,6 +12,7 @@ from typing import Any
 
 from devtools.scripted_cache import ContextCache
 from devtools.scripted_limits import KeyLimits, ProviderLimits
+from devtools.scripted_outages import Outages
 
 __all__ = ["USER_ID", "AccountLimits", "Overload", "ScriptedState", "key_label"]
 
@@ -80,6 +81,7 @@ class ScriptedState:
         self.prompts: list[str] = []
         self.efforts: list[str] = []
         self.keys: dict[str, Counter[str]] = {}
+        self.outages = Outages()
 
     def enter_account(self, user_id: str) -> bool:
         """Take a place on the account (and the user id's); False past either limit."""
@@ -196,11 +198,16 @@ class ScriptedState:
             self.efforts.append(effort)
             self.counts[f"thinking:{effort or 'off'}"] += 1
 
-    def next_fault(self, prompt: str) -> str:
+    def next_fault(self, prompt: str, model: str = "", api_key: str = "") -> str:
         marker = _MARKER.search(prompt)
+        outage = self.outages.fault(model, api_key)
         with self.lock:
+            self.counts[f"model:{model}"] += 1
             if marker:
                 fault = marker.group(1)
+            elif outage:
+                self.counts[f"outage:{model}"] += 1
+                fault = outage
             elif self.queued:
                 fault = self.queued.popleft()
             else:

@@ -58,6 +58,10 @@ class LeaseInput:
     reasoning_effort: str = "off"
     #: Jobs wait to share the prompt's prefix: the first token is told at once.
     tell_first_token: bool = False
+    #: Who serves ``model_name`` (runtime_service/providers.py; empty: DeepSeek), and the tier
+    #: of the job type's model route the lease went to.
+    model_provider: str = ""
+    model_tier: str = ""
 
 
 @dataclass

@@ -47,12 +47,14 @@ from runtime_service.leases import (
 )
 from runtime_service.output_chunks import OutputChunks
 from runtime_service.prompts import Prompt, repair_messages
+from runtime_service.providers import ModelClients, ProviderConfig
 from runtime_service.safety import SafetyCheck
 from runtime_service.usage import saw_limits, with_call
 from shared import tracing
 from shared.canonical_json import canonical_json
 from shared.error_codes import ErrorCode
 from shared.job_types.reasoning import OFF, output_cap, thinking_options
+from shared.model_catalogue import DEEPSEEK
 from shared.redaction import scrub_secrets
 
 __all__ = [
@@ -114,6 +116,7 @@ class JobRunner:
         queue_slots: Mapping[str, int] | None = None,
         send_user_id: bool = True,
         output_chunk_s: float = 0.25,
+        clients: ModelClients | None = None,
     ) -> None:
         #: A streamed answer's text goes to the scheduler at most this often (or when a few
         #: hundred characters wait).
@@ -131,7 +134,9 @@ class JobRunner:
         self._safety = safety
         self._heartbeat_s = heartbeat_s
         self._running: dict[tuple[str, int], _Running] = {}
-        self._platform_client: openai.AsyncOpenAI | None = None
+        self._clients = clients or ModelClients(
+            ProviderConfig(model.base_url, model.platform_key), {}
+        )
 
     # -- control from outside -----------------------------------------------------------------
 
@@ -149,8 +154,7 @@ class JobRunner:
         return list(self._running)
 
     async def close(self) -> None:
-        if self._platform_client is not None:
-            await self._platform_client.close()
+        await self._clients.close()
 
     # -- one job ------------------------------------------------------------------------------
 
@@ -320,7 +324,7 @@ class JobRunner:
     async def _answer(self, lease: LeaseInput, running: _Running) -> Any:
         schema = output_schema(lease)
         self._check_safety(json.dumps(lease.snapshot, ensure_ascii=False), "input")
-        client, owned = await self._client(lease)
+        client, owned = await self._clients.for_lease(lease, self._scheduler.resolve_credential)
         running.api_key = client.api_key
         try:
             prompt = prompt_of(lease, schema)
@@ -383,21 +387,6 @@ class JobRunner:
                 f"{where} matched {rule}",
             )
 
-    async def _client(self, lease: LeaseInput) -> tuple[openai.AsyncOpenAI, bool]:
-        """The platform client (shared), or a client for the user's own key (closed after)."""
-        if lease.credential_mode == "user_deepseek_key":
-            key = await self._scheduler.resolve_credential(lease)
-            return self._new_client(key), True
-        if self._platform_client is None:
-            self._platform_client = self._new_client(self._model.platform_key or "unused")
-        return self._platform_client, False
-
-    def _new_client(self, api_key: str) -> openai.AsyncOpenAI:
-        # The scheduler is the one retry authority: the SDK must not retry on its own.
-        return openai.AsyncOpenAI(
-            api_key=api_key, base_url=self._model.base_url, max_retries=0, timeout=600
-        )
-
     async def _call(
         self,
         client: openai.AsyncOpenAI,
@@ -441,7 +430,9 @@ class JobRunner:
         if running.provider_user_id:
             body["user_id"] = running.provider_user_id
         extra["extra_body"] = body
-        prefix = lease.resume_output if lease is not None else ""
+        # Prefix completion is DeepSeek's beta: on another provider the attempt starts over.
+        resumes = lease is not None and ModelClients.provider_of(lease) == DEEPSEEK
+        prefix = lease.resume_output if lease is not None and resumes else ""
         if prefix:
             # Chat prefix completion (DeepSeek's beta): the answer goes on from the text the
             # attempt before this one wrote, rather than from nothing.

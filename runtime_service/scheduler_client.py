@@ -64,6 +64,8 @@ def lease_input(lease: types_pb2.Lease) -> LeaseInput:
         stream_output=lease.stream_output,
         reasoning_effort=_EFFORTS.get(lease.reasoning_effort, OFF),
         tell_first_token=lease.tell_first_token,
+        model_provider=lease.model_provider,
+        model_tier=lease.model_tier,
     )
 
 

@@ -57,6 +57,10 @@ class RuntimeSettings(BaseSettings):
     #: A streaming answer that sends no token for this long, once tokens flowed, ends the
     #: attempt as MODEL_TIMEOUT (retryable) instead of waiting out the job's timeout.
     model_stall_s: float = Field(default=60.0, gt=0)
+    #: A model call that receives no byte for this long (no token, no keep-alive) ends the
+    #: attempt as MODEL_TIMEOUT: a connection that hangs is the provider failing, and its
+    #: model key's circuit breaker counts it.
+    model_silence_s: float = Field(default=120.0, gt=0)
     #: Seconds between keepalives on the Poll stream; keep it well under the scheduler's
     #: AIJOB_STREAM_ALIVE_S.
     stream_keepalive_s: float = Field(default=3.0, gt=0)

@@ -17,12 +17,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator
 
 import grpc
 
 from runtime_service import metrics
 from runtime_service.pipeline import JobRunner, ModelConfig
+from runtime_service.providers import ModelClients, ProviderConfig, providers_from_env
 from runtime_service.safety import PatternSafetyCheck
 from runtime_service.scheduler_client import GrpcSchedulerClient, lease_input
 from runtime_service.settings import RuntimeSettings
@@ -88,6 +90,13 @@ class Runtime:
             queue_slots=settings.runtime_queue_slots,
             output_chunk_s=settings.output_chunk_ms / 1000,
             send_user_id=settings.provider_user_id == "on",
+            clients=ModelClients(
+                ProviderConfig(
+                    settings.model_base_url, settings.deepseek_api_key.get_secret_value()
+                ),
+                providers_from_env(os.environ),
+                silence_s=settings.model_silence_s,
+            ),
         )
         self._tasks: set[asyncio.Task[str]] = set()
         self._outgoing: asyncio.Queue[rt.PollRequest] | None = None

@@ -15,6 +15,7 @@ from aijob.cli.exit_codes import EXIT_OF_TERMINAL, EXIT_OTHER, EXIT_REFUSED, EXI
 from aijob.cli.render import (
     Progress,
     audit_lines,
+    breaker_text,
     budget_line,
     credentials_lines,
     job_details,
@@ -23,6 +24,7 @@ from aijob.cli.render import (
     limit_line,
     page_lines,
     print_reply,
+    route_line,
     stats_lines,
     status_text,
     tree_lines,
@@ -36,6 +38,8 @@ from shared.gen.aijob.v1 import types_pb2
 from shared.model_catalogue import canonical_model
 
 TIMEOUT_S = 30
+#: The admin commands on model keys and routes.
+MODEL_COMMANDS = frozenset({"model-limit", "model-limits", "model-route", "reset-breaker"})
 #: aijob create --cost-policy
 COST_POLICIES = {
     "immediate": types_pb2.COST_POLICY_IMMEDIATE,
@@ -237,6 +241,18 @@ class Cli:
                 setattr(limit, name, value)
         return limit
 
+    async def _model_route(self) -> int:
+        a = self.args
+        if a.tiers and a.clear:
+            print("aijob: give tiers or --clear, not both", file=sys.stderr)
+            return EXIT_USAGE
+        if a.tiers or a.clear:
+            route = await self.admin.put_model_route(a.job_type, [] if a.clear else a.tiers)
+        else:
+            route = await self.admin.model_route(a.job_type)
+        print_reply(route, a.json, route_line)
+        return 0
+
     async def credential(self) -> int:
         a = self.args
         if a.credential_command == "put":
@@ -251,8 +267,36 @@ class Cli:
             print_reply(deleted, a.json, lambda r: f"deleted {r.credential_id}")
         return 0
 
+    async def _model_command(self) -> int:
+        """The admin commands on model keys and routes."""
+        a = self.args
+        if a.admin_command == "model-route":
+            return await self._model_route()
+        if a.admin_command == "model-limit":
+            limit = await self.admin.put_model_limit(await self._merged_limit())
+            stored = admin_pb.PutModelLimitResponse(limit=limit)
+            print_reply(stored, a.json, lambda r: f"set {limit_line(r.limit)}")
+        elif a.admin_command == "model-limits":
+            listed = admin_pb.ListModelLimitsResponse(limits=await self.admin.model_limits())
+            print_reply(
+                listed, a.json, lambda r: "\n".join(map(limit_line, r.limits)) or "none set"
+            )
+        else:
+            reset = await self.admin.reset_breaker(a.provider, a.model, a.credential_id)
+            print_reply(
+                reset,
+                a.json,
+                lambda r: (
+                    f"breaker of {a.provider}/{a.model}: {breaker_text(r.breaker_state)} "
+                    f"({'it was open' if r.was_open else 'it was not open'})"
+                ),
+            )
+        return 0
+
     async def admin_command(self) -> int:
         a = self.args
+        if a.admin_command in MODEL_COMMANDS:
+            return await self._model_command()
         if a.admin_command == "list":
             page = await self.admin.page(
                 a.page_size,
@@ -269,15 +313,6 @@ class Cli:
         elif a.admin_command == "stats":
             stats = await self.admin.stats()
             print_reply(stats, a.json, stats_lines)
-        elif a.admin_command == "model-limit":
-            limit = await self.admin.put_model_limit(await self._merged_limit())
-            stored = admin_pb.PutModelLimitResponse(limit=limit)
-            print_reply(stored, a.json, lambda r: f"set {limit_line(r.limit)}")
-        elif a.admin_command == "model-limits":
-            listed = admin_pb.ListModelLimitsResponse(limits=await self.admin.model_limits())
-            print_reply(
-                listed, a.json, lambda r: "\n".join(map(limit_line, r.limits)) or "none set"
-            )
         elif a.admin_command == "budget":
             stored_budget = await self.admin.put_budget(a.user_id, a.tokens, a.cost_micros)
             print_reply(stored_budget, a.json, budget_line)

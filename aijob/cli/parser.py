@@ -9,6 +9,7 @@ from typing import Any
 
 from aijob.cli.commands import COST_POLICIES, JOIN_POLICIES, REASONING
 from aijob.cli.exit_codes import HELP
+from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 
 
 def json_arg(text: str) -> dict[str, Any]:
@@ -28,6 +29,14 @@ def json_arg(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"{source} is not a JSON object")
     return value
+
+
+def tier_arg(text: str) -> admin_pb.ModelTier:
+    """A route's tier as ``provider/model``."""
+    provider, sep, model = text.partition("/")
+    if not sep or not provider.strip() or not model.strip():
+        raise argparse.ArgumentTypeError(f"a tier is provider/model, got {text!r}")
+    return admin_pb.ModelTier(provider=provider.strip(), model=model.strip())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -181,6 +190,24 @@ def _admin_commands(commands: Any) -> None:
     limit.add_argument("--per-user", type=int, help="one user's calls at once")
     limit.add_argument("--daily-cost-micros", type=int, help="the key's cost per UTC day")
     admin_commands.add_parser("model-limits", help="list the model keys' limits")
+    route = admin_commands.add_parser(
+        "model-route",
+        help="a job type's model route; given tiers (provider/model, primary first), set it",
+    )
+    route.add_argument("job_type")
+    route.add_argument("tiers", nargs="*", type=tier_arg, metavar="PROVIDER/MODEL")
+    route.add_argument(
+        "--clear",
+        action="store_true",
+        help="remove the operator's route: the settings' route or the job type's model applies",
+    )
+    reset = admin_commands.add_parser(
+        "reset-breaker",
+        help="close a model key's circuit breaker (a 402 keeps it open until this)",
+    )
+    reset.add_argument("provider")
+    reset.add_argument("model")
+    reset.add_argument("--credential-id", default="", help="a user's key; default the platform's")
     budget = admin_commands.add_parser("budget", help="set a user's daily budget (0: no limit)")
     budget.add_argument("user_id")
     budget.add_argument("--tokens", type=int, default=0, help="tokens per UTC day")

@@ -172,11 +172,38 @@ def limit_line(limit: admin_pb.ModelLimit) -> str:
     def shown(value: int) -> str:
         return str(value) if value else "default"
 
-    return (
+    line = (
         f"{limit.provider}/{limit.model} ({limit.credential_scope}): concurrency "
         f"{shown(limit.max_concurrency)}, rpm {shown(limit.requests_per_minute)}, "
         f"tpm {shown(limit.tokens_per_minute)}"
     )
+    if limit.breaker_state not in (
+        admin_pb.BREAKER_STATE_UNSPECIFIED,
+        admin_pb.BREAKER_STATE_CLOSED,
+    ):
+        line += f"; breaker {breaker_text(limit.breaker_state)}"
+    return line
+
+
+def breaker_text(state: admin_pb.BreakerState) -> str:
+    """``open``, ``half-open`` or ``closed``."""
+    return (
+        admin_pb.BreakerState.Name(state).removeprefix("BREAKER_STATE_").lower().replace("_", "-")
+    )
+
+
+def tier_name(index: int) -> str:
+    """The name the scheduler records for a route's tier (``modelTier``)."""
+    if index == 0:
+        return "primary"
+    return "fallback" if index == 1 else f"fallback-{index}"
+
+
+def route_line(route: admin_pb.ModelRoute) -> str:
+    tiers = ", ".join(
+        f"{tier_name(index)} {t.provider}/{t.model}" for index, t in enumerate(route.tiers)
+    )
+    return f"{route.job_type}: {tiers}"
 
 
 def status_text(status: status_pb2.Status) -> str:

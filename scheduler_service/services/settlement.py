@@ -8,7 +8,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scheduler_service.core.breakers import BREAKING_CODES
+from scheduler_service.core.breakers import BREAKING_CODES, BreakerState
 from scheduler_service.core.errors import IllegalTransitionError, JobNotFoundError
 from scheduler_service.core.events import EventType
 from scheduler_service.core.job_definitions import Backoff
@@ -191,7 +191,9 @@ class Settlement:
     async def _note_breaker(self, tx: Transaction, job: JobRecord, code: str) -> bool:
         """A provider's failure counts against its model key's breaker (core/breakers.py).
         True when the attempt goes back unspent: another tier of the job's route can take it,
-        or the key waits for its operator (a 402: the account is out of balance)."""
+        or the breaker is open, so the job waits for its key to answer again (after its
+        cool-down, or an operator's reset after a 402) instead of spending its attempts on
+        probes."""
         if code not in BREAKING_CODES:
             return False
         router = self._router
@@ -205,7 +207,7 @@ class Settlement:
             pinned=job.modelPinned,
             credential_mode=job.credentialMode,
         )
-        return len(tiers) > 1 or breaker.held
+        return len(tiers) > 1 or breaker.state is BreakerState.OPEN
 
     async def answered(self, tx: Transaction, jobs: Sequence[JobRecord]) -> None:
         """These jobs' calls answered: their keys' breakers close."""

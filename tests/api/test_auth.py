@@ -70,7 +70,7 @@ async def test_every_rpc_refuses_missing_unknown_and_wrong_role_tokens(
 ) -> None:
     scheduler = await start_scheduler(mysql_url)
     rpcs = every_rpc()
-    assert len(rpcs) == 36
+    assert len(rpcs) == 39
     async with grpc.aio.insecure_channel(scheduler.address) as channel:
         for service, method in rpcs:
             required = SERVICES[service][2]

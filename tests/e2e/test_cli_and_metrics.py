@@ -150,6 +150,7 @@ def test_cli_model_limits(stack: Stack) -> None:
             "credentialScope": "platform",
             "maxConcurrency": 8,
             "requestsPerMinute": 600,
+            "breakerState": "BREAKER_STATE_CLOSED",
         }
     ]
     stats = aijob(stack, "admin", "stats")
@@ -180,6 +181,41 @@ def test_cli_model_limits(stack: Stack) -> None:
     assert refused.returncode == 5 and "limit.provider" in refused.stderr
     # The status once: the public code adds to it only when it says more.
     assert refused.stderr.startswith("aijob: INVALID_ARGUMENT: "), refused.stderr
+
+
+def test_cli_model_route_and_breaker_reset(stack: Stack) -> None:
+    own = aijob(stack, "admin", "model-route", "synthetic_echo")
+    assert own.returncode == 0, own.stderr
+    assert own.stdout.startswith("synthetic_echo: primary deepseek/"), own.stdout
+    assert "fallback" not in own.stdout
+    routed = aijob(
+        stack,
+        "admin",
+        "model-route",
+        "synthetic_echo",
+        "deepseek/deepseek-v4-pro",
+        "backup/model-b",
+    )
+    assert routed.returncode == 0, routed.stderr
+    assert routed.stdout.strip() == (
+        "synthetic_echo: primary deepseek/deepseek-v4-pro, fallback backup/model-b"
+    )
+    read = json.loads(aijob(stack, "--json", "admin", "model-route", "synthetic_echo").stdout)
+    assert read["tiers"] == [
+        {"provider": "deepseek", "model": "deepseek-v4-pro"},
+        {"provider": "backup", "model": "model-b"},
+    ]
+    cleared = aijob(stack, "admin", "model-route", "synthetic_echo", "--clear")
+    assert cleared.returncode == 0 and cleared.stdout == own.stdout
+    malformed = aijob(stack, "admin", "model-route", "synthetic_echo", "deepseek")
+    assert malformed.returncode == 2 and "a tier is provider/model" in malformed.stderr
+    unknown = aijob(stack, "admin", "model-route", "no_such_type")
+    assert unknown.returncode != 0 and "Traceback" not in unknown.stderr
+    reset = aijob(stack, "admin", "reset-breaker", "deepseek", "deepseek-v4-flash")
+    assert reset.returncode == 0, reset.stderr
+    assert reset.stdout.strip() == (
+        "breaker of deepseek/deepseek-v4-flash: closed (it was not open)"
+    )
 
 
 def test_cli_credentials_budget_and_usage(stack: Stack) -> None:

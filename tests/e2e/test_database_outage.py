@@ -180,6 +180,14 @@ def _every_rpc_request(job_id: str) -> dict[str, Message]:
             )
         ),
         "AdminService/ListModelLimits": admin_pb.ListModelLimitsRequest(),
+        "AdminService/PutModelRoute": admin_pb.ModelRoute(
+            job_type="synthetic_echo",
+            tiers=[admin_pb.ModelTier(provider="deepseek", model="deepseek-v4-flash")],
+        ),
+        "AdminService/GetModelRoute": admin_pb.GetModelRouteRequest(job_type="synthetic_echo"),
+        "AdminService/ResetModelBreaker": admin_pb.ResetModelBreakerRequest(
+            provider="deepseek", model="deepseek-v4-flash"
+        ),
         "AdminService/ReencryptCredentials": admin_pb.ReencryptCredentialsRequest(),
         "AdminService/PutUserBudget": admin_pb.PutUserBudgetRequest(
             user_id="user-1", daily_tokens=10

@@ -143,6 +143,7 @@ async def test_operators_set_and_read_model_limits(scheduler: RunningScheduler) 
     listed = await admin.ListModelLimits(
         admin_pb.ListModelLimitsRequest(), metadata=metadata, timeout=30
     )
+    changed.breaker_state = admin_pb.BREAKER_STATE_CLOSED
     assert list(listed.limits) == [changed]
     (stats,) = (await _key_stats(scheduler, "deepseek-v4-flash"),)
     assert (stats.in_flight, stats.effective_concurrency, stats.HasField("paused_until")) == (
