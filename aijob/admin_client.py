@@ -13,10 +13,16 @@ from shared.gen.aijob.v1 import admin_service_pb2_grpc as admin_grpc
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
 from shared.gen.aijob.v1 import types_pb2
 
-__all__ = ["AdminClient", "AdminViewsClient"]
+__all__ = ["AdminClient", "AdminViewsClient", "breaker_text"]
 
 #: Adoption and re-encryption touch every row of a kind: they get this many times the deadline.
 LONG_CALL = 10
+
+
+def breaker_text(state: admin_pb.BreakerState) -> str:
+    """``open``, ``half-open`` or ``closed``."""
+    name = admin_pb.BreakerState.Name(state).removeprefix("BREAKER_STATE_")
+    return "closed" if name == "UNSPECIFIED" else name.lower().replace("_", "-")
 
 
 class AdminViewsClient(BaseClient):

@@ -11,11 +11,11 @@ from typing import Any
 
 from google.protobuf import json_format
 
+from aijob.admin_client import breaker_text
 from aijob.cli.exit_codes import EXIT_OF_TERMINAL, EXIT_OTHER, EXIT_REFUSED, EXIT_USAGE
 from aijob.cli.render import (
     Progress,
     audit_lines,
-    breaker_text,
     budget_line,
     credentials_lines,
     job_details,

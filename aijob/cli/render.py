@@ -12,6 +12,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 
+from aijob.admin_client import breaker_text
 from aijob.trees import depth_first
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
@@ -183,13 +184,6 @@ def limit_line(limit: admin_pb.ModelLimit) -> str:
     ):
         line += f"; breaker {breaker_text(limit.breaker_state)}"
     return line
-
-
-def breaker_text(state: admin_pb.BreakerState) -> str:
-    """``open``, ``half-open`` or ``closed``."""
-    return (
-        admin_pb.BreakerState.Name(state).removeprefix("BREAKER_STATE_").lower().replace("_", "-")
-    )
 
 
 def tier_name(index: int) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 from aiohttp import web
 from google.protobuf import timestamp_pb2
 
+from aijob.admin_client import breaker_text
 from aijob.client import AdminClient, AijobError, PermissionDeniedError, UnauthenticatedError
 from aijob.console.render import Renderer
 from aijob.console.session import TOKEN, Guard, SignInLimit
@@ -165,7 +166,12 @@ class Views:
     async def limits(self, request: web.Request) -> web.Response:
         stats = await self._call(request, lambda admin: admin.stats())
         limits = await self._call(request, lambda admin: admin.model_limits())
-        return self._render.page(request, "limits.html", keys=stats.model_keys, limits=limits)
+        breakers = {
+            (m.provider, m.model, m.credential_scope): breaker_text(m.breaker_state) for m in limits
+        }
+        return self._render.page(
+            request, "limits.html", keys=stats.model_keys, limits=limits, breakers=breakers
+        )
 
     async def job_types(self, request: web.Request) -> web.Response:
         types = await self._call(request, lambda admin: admin.job_types())
@@ -239,6 +245,14 @@ class Views:
         saved = await self._client(request[TOKEN]).put_model_limit(limit)
         return f"limit of {saved.provider}/{saved.model} ({saved.credential_scope}) set"
 
+    async def _reset_breaker(self, request: web.Request, form: dict[str, str]) -> str:
+        provider, model = form.get("provider", "deepseek"), form["model"]
+        reset = await self._client(request[TOKEN]).reset_breaker(
+            provider, model, form.get("credential_id", "")
+        )
+        was = "it was open" if reset.was_open else "it was not open"
+        return f"breaker of {provider}/{model} closed ({was})"
+
     async def _budget(self, request: web.Request, form: dict[str, str]) -> str:
         user_id = form["user_id"]
         await self._client(request[TOKEN]).put_budget(
@@ -271,6 +285,7 @@ ACTIONS: dict[str, Callable[[Views, web.Request, dict[str, str]], Awaitable[str]
     "bulk-cancel": Views._bulk_cancel,
     "redrive": Views._redrive,
     "limit": Views._limit,
+    "reset-breaker": Views._reset_breaker,
     "budget": Views._budget,
 }
 

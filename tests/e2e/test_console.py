@@ -253,6 +253,7 @@ def test_a_viewer_sees_every_page_and_is_refused_every_action(
         "redrive",
         "limit?model=deepseek-v4-flash&max_concurrency=3",
         "budget?user_id=u&daily_tokens=5",
+        "reset-breaker?model=deepseek-v4-flash",
     ):
         driver.get(f"{stack.console}/confirm/{action}")
         driver.find_element(By.ID, "confirm").click()

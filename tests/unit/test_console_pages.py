@@ -37,8 +37,17 @@ class StubAdmin:
 
     async def stats(self) -> admin_pb.QueueStats:
         return admin_pb.QueueStats(
-            depths=[admin_pb.QueueDepth(queue_name="q", job_type="<b>t</b>", count=2)]
+            depths=[admin_pb.QueueDepth(queue_name="q", job_type="<b>t</b>", count=2)],
+            model_keys=[
+                admin_pb.ModelKeyStats(limit=_limit(model, scope)) for model, scope in _KEYS
+            ],
         )
+
+    async def model_limits(self) -> list[admin_pb.ModelLimit]:
+        return [
+            _limit("down-model", "platform", admin_pb.BREAKER_STATE_OPEN),
+            _limit("probed-model", "user", admin_pb.BREAKER_STATE_HALF_OPEN),
+        ]
 
     async def get(self, job_id: str) -> types_pb2.Job:
         if job_id.startswith("tree-"):
@@ -50,6 +59,10 @@ class StubAdmin:
                 parent_job_id=parent,
                 root_job_id="tree-root",
                 children=children,
+            )
+        if job_id == "j-routed":
+            return types_pb2.Job(
+                job_id=job_id, lifecycle_status="succeeded", model_name="b", model_tier="fallback"
             )
         return types_pb2.Job(job_id=job_id, lifecycle_status="failed", error_code="X")
 
@@ -70,13 +83,31 @@ class StubAdmin:
         )
 
     async def timeline(self, job_id: str) -> admin_pb.JobTimeline:
-        return admin_pb.JobTimeline(snapshot_json='{"text": "<script>alert(1)</script>"}')
+        return admin_pb.JobTimeline(
+            snapshot_json='{"text": "<script>alert(1)</script>"}',
+            attempts=[
+                admin_pb.TimelineAttempt(attempt_no=1, model="a", model_tier="primary"),
+                admin_pb.TimelineAttempt(attempt_no=2, model="b", model_tier="fallback"),
+            ],
+        )
 
     async def redrive(self) -> int:
         self.calls.append("redrive")
         raise PermissionDeniedError(
             grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED", "no", {}
         )
+
+
+_KEYS = [("down-model", "platform"), ("probed-model", "user"), ("fine-model", "platform")]
+
+
+def _limit(model: str, scope: str, breaker: int = 0) -> admin_pb.ModelLimit:
+    return admin_pb.ModelLimit(
+        provider="deepseek",
+        model=model,
+        credential_scope=scope,
+        breaker_state=breaker,  # type: ignore[arg-type]
+    )
 
 
 @pytest.fixture
@@ -155,3 +186,23 @@ async def test_a_job_page_in_a_tree_shows_every_node_linked_and_the_total_cost(
         assert '<strong id="tree-cost">$1.234500</strong>' in body
     # A job outside any tree has no tree section.
     assert 'id="tree"' not in await (await client.get("/jobs/j-1", cookies=cookies)).text()
+
+
+async def test_the_model_page_shows_each_keys_breaker_and_a_job_the_tier_that_answered(
+    console: tuple[TestClient[Any, Any], StubAdmin],
+) -> None:
+    client, admin = console
+    cookies = {COOKIE: admin.session}
+    body = await (await client.get("/limits", cookies=cookies)).text()
+    cells = re.findall(
+        r"<td>([\w-]+)</td><td>(platform|user)</td>.*?breaker-[\w-]+\">([\w-]+)<", body
+    )
+    assert cells == [
+        ("down-model", "platform", "open"),
+        ("probed-model", "user", "half-open"),
+        ("fine-model", "platform", "closed"),
+    ]
+    assert 'action="/confirm/reset-breaker"' in body
+    job = await (await client.get("/jobs/j-routed", cookies=cookies)).text()
+    assert '<dd id="job-model">b (fallback tier)</dd>' in job
+    assert "<td>a</td>" in job and "<td>b (fallback)</td>" in job

@@ -54,6 +54,7 @@ def test_the_alerts_cover_what_operators_are_paged_for() -> None:
         "aijob_lease_expiries_total",
         "aijob_model_rate_limited_total",
         "aijob_outbox_lag_seconds",
+        "aijob_model_breaker_open",
     ):
         assert metric in covered
     assert all({"summary"} <= rule["annotations"].keys() for rule in alerts.values())
