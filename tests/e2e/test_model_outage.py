@@ -26,10 +26,11 @@ from devtools.harness.procs import runtime_processes
 from devtools.harness.runtime_client import JobClient
 from devtools.harness.waiting import eventually
 from devtools.scripted_model import ScriptedModelServer, key_label
+from scheduler_service.core.prices import DEFAULT_PRICES
 from shared.gen.aijob.v1 import admin_service_pb2 as admin_pb
 from shared.gen.aijob.v1 import admin_service_pb2_grpc
 from shared.gen.aijob.v1 import job_service_pb2 as job_pb
-from tests.support.db_checks import JOBS, job_row
+from tests.support.db_checks import JOBS, USAGE, job_row
 from tests.support.fakes import running_model_server
 from tests.support.runtime_procs import Launcher, status_is
 from tests.support.schedulers import RunningScheduler, SchedulerFactory
@@ -39,6 +40,8 @@ pytestmark = pytest.mark.mysql
 PRIMARY = "deepseek-v4-pro"
 FALLBACK = "backup-flash"
 FAILURES_TO_OPEN = 5
+#: The second provider's own prices (micro-units per million prompt/cached/completion tokens).
+FALLBACK_RATES = "3000000/300000/6000000"
 RUNTIMES, SLOTS = 2, 3
 
 
@@ -74,6 +77,7 @@ async def _drain_through(
         model_routes=f"synthetic_echo=deepseek/{PRIMARY},backup/{FALLBACK}",
         breaker_failures=FAILURES_TO_OPEN,
         breaker_cool_down_s=outage.cool_down_s,
+        model_prices=f"{DEFAULT_PRICES},{FALLBACK}={FALLBACK_RATES}",
     )
     with runtime_processes(
         primary.base_url,
@@ -150,7 +154,18 @@ async def _check_outcome(
                 )
             ).all()
         )
+        ledger = (
+            await conn.execute(
+                select(USAGE.c.modelTier, USAGE.c.model, func.min(USAGE.c.costMicros))
+                .where(USAGE.c.errorCode.is_(None))
+                .group_by(USAGE.c.modelTier, USAGE.c.model)
+            )
+        ).all()
     assert statuses == {"succeeded": outage.jobs}, (statuses, counts)
+    # The ledger says which tier answered, each priced at its own model's rates.
+    answered = {(tier, model) for tier, model, _ in ledger}
+    assert answered == {("primary", PRIMARY), ("fallback", FALLBACK)}, ledger
+    assert all(cheapest > 0 for _, _, cheapest in ledger), ledger
     # The breaker opened within a few calls: those in flight when the outage began, the ones
     # that opened it, and one probe per cool-down; not a call per job the outage lasted.
     probes = outage.seconds / outage.cool_down_s + 1
@@ -214,7 +229,10 @@ async def test_an_unpaid_user_key_holds_that_users_jobs_and_no_one_elses(
         timeout=30,
     )
     launch(scheduler, "rt-unpaid", DEEPSEEK_API_KEY=PLATFORM_KEY)
-    own_key: dict[str, Any] = {"credential_mode": "user_deepseek_key", "credential_id": stored.credential_id}
+    own_key: dict[str, Any] = {
+        "credential_mode": "user_deepseek_key",
+        "credential_id": stored.credential_id,
+    }
     first = await broke.create(**own_key)
 
     async def told_why() -> bool:

@@ -31,6 +31,7 @@ PORTS = [
     ports.OutputStore,
     ports.TreeStore,
     ports.WarmupStore,
+    ports.RouteStore,
 ]
 
 
