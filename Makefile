@@ -56,10 +56,11 @@ bench: install
 bench-smoke: install
 	AIJOB_BENCH_SMOKE=1 timeout 300 $(PY) -m bench
 
-# The throttle storm alone: LLM jobs of three users against a rate-limited model.
+# The LLM storms: a rate-limited model (three users), an overloaded one, a primary's outage.
 bench-llm: install
 	$(PY) -m bench.llm_storm
 	$(PY) -m bench.llm_overload
+	$(PY) -m bench.llm_outage
 
 # Jobs that wait for the cheap hours: what background jobs cost across a peak window.
 bench-cost: install

@@ -30,6 +30,7 @@ from bench import (
     galera,
     inflight,
     lease_latency,
+    llm_outage,
     llm_overload,
     llm_storm,
     outputs,
@@ -221,6 +222,15 @@ def table(f: Figures) -> str:
         _row(
             "  first token p95 / unloaded", f["llm_overload_ttft_p95_vs_unloaded"], "", "goal <= 2"
         ),
+        _row(
+            "outage storm: jobs (primary 503s for 20 s, fallback provider)",
+            f.get("outage_jobs"),
+            "",
+        ),
+        _row("  failed", f.get("outage_failed"), "", "goal 0"),
+        _row("  makespan / clean run's", f.get("outage_makespan_vs_clean"), "", "goal <= 1.3"),
+        _row("  attempts spent on the outage", f.get("outage_attempts_spent"), "", "goal <= 5"),
+        _row("  calls the outage answered", f.get("outage_primary_failed_calls"), ""),
         _row("cheap hours: jobs across a 1-minute peak window", f.get("cost_jobs"), ""),
         _row(
             "  background cost, off-peak / immediate",
@@ -292,6 +302,7 @@ PHASES: dict[str, Phase] = {
     "api_scale": api_scale.main,
     "llm_storm": llm_storm.main,
     "llm_overload": llm_overload.main,
+    "llm_outage": llm_outage.main,
     "cost": cost.main,
     "outputs": outputs.main,
     "trees": trees.main,
@@ -302,7 +313,7 @@ PHASES: dict[str, Phase] = {
 #: (its figures measure nothing, so the phases may share the cores): the whole smoke takes the
 #: longest lane's time. ``make bench`` runs every phase alone, one after another.
 SMOKE_LANES = (
-    ("galera", "llm_overload"),
+    ("galera", "llm_overload", "llm_outage"),
     ("throughput", "peer", "protocol_floor", "lease_latency", "scale", "inflight"),
     ("api_scale", "llm_storm", "cost", "outputs", "statement_cost", "trees", "tokens"),
 )

@@ -55,12 +55,15 @@ _jobs = cast(Table, AiJob.__table__)
 
 
 @contextmanager
-def runtimes(address: str, base_url: str, logs: Path) -> Iterator[None]:
+def runtimes(address: str, base_url: str, logs: Path, **env: str) -> Iterator[None]:
+    """RUNTIMES runtime processes of SLOTS slots on ``address``, calling ``base_url`` (``env``
+    on top of theirs)."""
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "runtime_service"],
             env={
                 **os.environ,
+                **env,
                 "AIJOB_SCHEDULER_ADDR": address,
                 "AIJOB_RUNTIME_TOKEN": tokens.RUNTIME_TOKEN,
                 "AIJOB_RUNTIME_INSTANCE_ID": f"storm-{n}",

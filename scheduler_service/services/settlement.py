@@ -8,7 +8,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scheduler_service.core.breakers import BREAKING_CODES, BreakerState
+from scheduler_service.core.breakers import BREAKING_CODES, Breaker, BreakerState
 from scheduler_service.core.errors import IllegalTransitionError, JobNotFoundError
 from scheduler_service.core.events import EventType
 from scheduler_service.core.job_definitions import Backoff
@@ -116,8 +116,10 @@ class Settlement:
         usage = self.priced(job, failed.usage)
         if holder is not None:
             judging.check_still_holder(job, attempt_no, holder, failed.lease_token)
-        await self._note_congestion(tx, job, failed)
-        falls_back = await self._note_breaker(tx, job, error.code)
+        breaker = await self._note_breaker(tx, job, error.code)
+        outage = breaker is not None and breaker.state is not BreakerState.CLOSED
+        await self._note_congestion(tx, job, failed, outage=outage)
+        falls_back = breaker is not None and (outage or self._has_fallback(job))
         if job.cancelRequestedAt is not None:
             await tx.jobs.mark_cancelled(job_id, attempt_no=attempt_no, overdue_only=overdue_only)
             await tx.spend.record_usages([(job, attempt_no, usage, error.code)])
@@ -172,10 +174,13 @@ class Settlement:
         return FailureOutcome(LifecycleStatus.FAILED)
 
     async def _note_congestion(
-        self, tx: Transaction, job: JobRecord, failed: FailedAttempt
+        self, tx: Transaction, job: JobRecord, failed: FailedAttempt, *, outage: bool
     ) -> None:
         """A provider's 429 pauses the job's model key fleet-wide until its Retry-After (a
-        second when it gave none; capped); a 429 or a provider error lowers its concurrency."""
+        second when it gave none; capped); a 429 or a provider error lowers its concurrency,
+        unless the error is an outage's (the key's breaker is open, or a probe failed): the
+        breaker keeps calls away then, and halving the window at each probe would leave the key
+        crawling back, one call per round, long after the provider recovered."""
         await self.note_provider_limits(tx, job, failed.usage)
         code = failed.error.code
         if code == ErrorCode.MODEL_RATE_LIMIT:
@@ -185,29 +190,32 @@ class Settlement:
             tx.after_commit(
                 lambda: metrics.MODEL_RATE_LIMITED.labels(key.provider, key.model, key.scope).inc()
             )
-        elif code == ErrorCode.TEMPORARY_PROVIDER_ERROR:
+        elif code == ErrorCode.TEMPORARY_PROVIDER_ERROR and not outage:
             await tx.keys.congested(job, self._flow, None)
 
-    async def _note_breaker(self, tx: Transaction, job: JobRecord, code: str) -> bool:
-        """A provider's failure counts against its model key's breaker (core/breakers.py).
-        True when the attempt goes back unspent: another tier of the job's route can take it,
-        or the breaker is open, so the job waits for its key to answer again (after its
-        cool-down, or an operator's reset after a 402) instead of spending its attempts on
-        probes."""
+    async def _note_breaker(self, tx: Transaction, job: JobRecord, code: str) -> Breaker | None:
+        """A provider's failure counts against its model key's breaker (core/breakers.py): the
+        breaker after it, or None for a failure that is not the provider's."""
         if code not in BREAKING_CODES:
-            return False
+            return None
         router = self._router
         key = router.breaker_key(
             job.modelProvider, job.modelName, job.credentialMode, job.credentialId
         )
-        breaker = await tx.routes.breaker_failed(key, code, router.breakers)
-        tiers = router.tiers(
+        return await tx.routes.breaker_failed(key, code, router.breakers)
+
+    def _has_fallback(self, job: JobRecord) -> bool:
+        """Another tier of the job's route can take it. With that, or with its key's breaker
+        open, a breaking failure sends the attempt back unspent: the job waits for a tier that
+        answers (after a cool-down, or an operator's reset after a 402) instead of spending
+        its attempts on probes."""
+        tiers = self._router.tiers(
             job.jobType,
             ModelTier(job.modelProvider, job.modelName),
             pinned=job.modelPinned,
             credential_mode=job.credentialMode,
         )
-        return len(tiers) > 1 or breaker.state is BreakerState.OPEN
+        return len(tiers) > 1
 
     async def answered(self, tx: Transaction, jobs: Sequence[JobRecord]) -> None:
         """These jobs' calls answered: their keys' breakers close."""

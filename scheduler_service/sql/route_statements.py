@@ -23,10 +23,12 @@ from scheduler_service.core.breakers import (
     BreakerState,
     after_failure,
 )
+from scheduler_service.core.model_keys import PLATFORM
 from scheduler_service.core.routes import ModelTier
 from scheduler_service.sql.db.clock import db_now
 from scheduler_service.sql.db.driver import write_later
 from scheduler_service.sql.db.idempotent import insert_ignoring_duplicates
+from scheduler_service.sql.db.models import AiModelKey
 from scheduler_service.sql.db.route_models import AiModelBreaker, AiModelRoute
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
 
 _b = cast(Table, AiModelBreaker.__table__)
 _r = cast(Table, AiModelRoute.__table__)
+_k = cast(Table, AiModelKey.__table__)
 _CLOSED = BreakerState.CLOSED.value
 
 #: What a claim reads, in one statement: the breakers that are not closed and the operators'
@@ -108,6 +111,29 @@ _ANSWERED = (
         (_b.c.state != _CLOSED) | (_b.c.failures > 0),
     )
     .values(state=_CLOSED, failures=0, since=None, updatedAt=db_now())
+)
+#: A platform key whose breaker an answer closes forgets the window its congestion control
+#: learned (core/model_keys.py): the failures that opened the breaker and the probes halved it
+#: for an outage, not for congestion, and it would grow back by one call per round long after the
+#: provider recovered. Without a window it starts over from its limit or the initial
+#: concurrency, doubling per round (slow start). Sent before the breaker's UPDATE, which it reads.
+_RECOVERED = (
+    update(_k)
+    .where(
+        _k.c.provider == bindparam("b_provider"),
+        _k.c.model == bindparam("b_model"),
+        _k.c.credentialScope == PLATFORM,
+        select(_b.c.provider)
+        .where(
+            _b.c.provider == _k.c.provider,
+            _b.c.model == _k.c.model,
+            _b.c.credentialId == "",
+            _b.c.held.is_(False),
+            _b.c.state != _CLOSED,
+        )
+        .exists(),
+    )
+    .values(effectiveConcurrency=None, growthThreshold=None, decreasedAt=None, updatedAt=db_now())
 )
 _RESET = (
     update(_b)
@@ -206,13 +232,17 @@ async def breaker_failed(
 
 
 async def answered(conn: AsyncConnection, keys: Collection[BreakerKey]) -> None:
-    """Calls on ``keys`` answered: sent with the transaction's next statement (a healthy key's
-    UPDATE matches no row)."""
+    """Calls on ``keys`` answered: their breakers close (and a platform key's window after an
+    outage is forgotten), sent with the transaction's next statement (a healthy key's UPDATEs
+    match no row)."""
     by_model: dict[tuple[str, str], list[str]] = {}
     for key in sorted(keys):
         by_model.setdefault((key.provider, key.model), []).append(key.credential_id)
     for (provider, model), credentials in sorted(by_model.items()):
         bound = {"b_provider": provider, "b_model": model, "b_credentials": credentials}
+        if "" in credentials:
+            platform = {"b_provider": provider, "b_model": model}
+            await write_later(conn, _RECOVERED, platform, what="windows of recovered keys")
         await write_later(conn, _ANSWERED, bound, what="breakers of answered keys")
 
 

@@ -6,11 +6,11 @@ two claims racing for the probe send one."""
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import cast
 
 import pytest
-from sqlalchemy import Table, update
+from sqlalchemy import Table, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler_service.core.breakers import (
@@ -22,6 +22,7 @@ from scheduler_service.core.breakers import (
 from scheduler_service.core.job_definitions import USER_KEY_MODE
 from scheduler_service.core.routes import ModelTier, RouteBook, Router
 from scheduler_service.sql import route_statements as route_sql
+from scheduler_service.sql.db.models import AiModelKey
 from scheduler_service.sql.db.route_models import AiModelBreaker
 from shared.error_codes import ErrorCode
 from tests.support.db import create_job
@@ -40,6 +41,7 @@ ROUTER = Router(
     POLICY,
 )
 _breakers = cast(Table, AiModelBreaker.__table__)
+_keys = cast(Table, AiModelKey.__table__)
 
 
 async def _fail(engine: AsyncEngine, key: BreakerKey, code: str, times: int = 1) -> Breaker:
@@ -187,6 +189,44 @@ async def test_after_the_cool_down_one_probe_goes_to_the_primary_and_its_answer_
     later = await create_job(repo, engine, model_name=PRIMARY.model)
     assert await _claim(repo, 1) == [later]
     assert (await repo.row(later))["modelName"] == PRIMARY.model
+
+
+async def _window(engine: AsyncEngine, model: str) -> tuple[float | None, float | None]:
+    async with engine.connect() as conn:
+        row = (
+            await conn.execute(
+                select(_keys.c.effectiveConcurrency, _keys.c.growthThreshold).where(
+                    _keys.c.model == model
+                )
+            )
+        ).one()
+    return row.effectiveConcurrency, row.growthThreshold
+
+
+async def test_a_recovered_key_forgets_the_window_its_outage_halved(engine: AsyncEngine) -> None:
+    """The failures that opened a breaker (and failed probes) halve the key's congestion
+    window; the answer that closes it starts the window over. A key whose breaker only counted
+    a failure or two keeps what its congestion control learned."""
+    async with engine.begin() as conn:
+        for tier in (PRIMARY, FALLBACK):
+            await conn.execute(
+                insert(_keys).values(
+                    provider=tier.provider,
+                    model=tier.model,
+                    credentialScope="platform",
+                    effectiveConcurrency=1.0,
+                    growthThreshold=1.0,
+                    updatedAt=datetime(2026, 1, 1),
+                )
+            )
+    await _open(engine, PRIMARY)
+    await _fail(engine, BreakerKey("deepseek", FALLBACK.model), ErrorCode.NETWORK_ERROR)
+    async with engine.begin() as conn:
+        await route_sql.answered(
+            conn, [BreakerKey("deepseek", PRIMARY.model), BreakerKey("deepseek", FALLBACK.model)]
+        )
+    assert await _window(engine, PRIMARY.model) == (None, None)
+    assert await _window(engine, FALLBACK.model) == (1.0, 1.0)
 
 
 async def test_a_held_breaker_waits_for_the_operators_reset(engine: AsyncEngine) -> None:
